@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The main job on the built-in default: greedy generation with the bundled tiny Qwen3 model.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh release
+MODEL=${MODEL:-tests/data/tiny-qwen3}
+set -x
+./build/deepinfer info --model "$MODEL"
+./build/deepinfer generate --model "$MODEL" --prompt-ids 1,2,3,4,5 --max-new-tokens 16 --json

@@ -1,0 +1,37 @@
+#pragma once
+// Minimal, strict flag parser: `--name value`, `--name=value` and boolean `--name`.
+// Unknown flags, missing values and malformed numbers are errors naming the flag.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace deepinfer::cli {
+
+class Args {
+ public:
+  // value_flags take a value; bool_flags do not. Both are given without the leading "--".
+  Args(const std::vector<std::string>& argv, std::set<std::string> value_flags,
+       std::set<std::string> bool_flags);
+
+  bool has(const std::string& name) const;
+  bool flag(const std::string& name) const { return has(name); }
+  std::optional<std::string> get(const std::string& name) const;
+  std::string get_or(const std::string& name, const std::string& fallback) const;
+  std::string require(const std::string& name) const;
+  int64_t get_int(const std::string& name, int64_t fallback) const;
+  double get_double(const std::string& name, double fallback) const;
+  // Parses "1,2,3" into integers.
+  std::vector<int64_t> get_int_list(const std::string& name) const;
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+int64_t parse_int(const std::string& text, const std::string& what);
+double parse_double(const std::string& text, const std::string& what);
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what);
+
+}  // namespace deepinfer::cli

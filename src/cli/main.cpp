@@ -1,0 +1,61 @@
+// deepinfer: one binary, one subcommand per file (see command.h).
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "core/error.h"
+
+namespace deepinfer::cli {
+
+std::vector<Command>& command_registry() {
+  static std::vector<Command> commands;
+  return commands;
+}
+
+namespace {
+
+void print_usage() {
+  auto commands = command_registry();
+  std::sort(commands.begin(), commands.end(),
+            [](const Command& a, const Command& b) { return a.name < b.name; });
+  std::printf("deepinfer %s: LLM / MoE inference and serving engine\n\n", DEEPINFER_VERSION);
+  std::printf("usage: deepinfer <command> [flags]   (deepinfer <command> --help for flags)\n\n");
+  std::printf("commands:\n");
+  for (const auto& command : commands) {
+    std::printf("  %-14s %s\n", command.name.c_str(), command.summary.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::cli
+
+int main(int argc, char** argv) {
+  using namespace deepinfer::cli;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    print_usage();
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version" || args[0] == "version") {
+    std::printf("deepinfer %s\n", DEEPINFER_VERSION);
+    return 0;
+  }
+  for (const auto& command : command_registry()) {
+    if (command.name != args[0]) continue;
+    try {
+      return command.run(std::vector<std::string>(args.begin() + 1, args.end()));
+    } catch (const deepinfer::Error& e) {
+      std::fprintf(stderr, "deepinfer %s: error: %s\n", command.name.c_str(), e.what());
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "deepinfer %s: internal error: %s\n", command.name.c_str(), e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "deepinfer: unknown command '%s' (see deepinfer --help)\n",
+               args[0].c_str());
+  return 2;
+}

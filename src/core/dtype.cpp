@@ -1,0 +1,150 @@
+#include "core/dtype.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace deepinfer {
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 4;
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
+    case DType::f8_e4m3: return 1;
+    case DType::i8: return 1;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+    case DType::u8: return 1;
+    case DType::boolean: return 1;
+  }
+  fail("invalid dtype value ", static_cast<int>(dtype));
+}
+
+std::string_view dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "f32";
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+    case DType::f8_e4m3: return "f8_e4m3";
+    case DType::i8: return "i8";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+    case DType::u8: return "u8";
+    case DType::boolean: return "bool";
+  }
+  return "invalid";
+}
+
+DType parse_dtype(std::string_view name) {
+  if (name == "f32" || name == "float32" || name == "fp32") return DType::f32;
+  if (name == "f16" || name == "float16" || name == "fp16") return DType::f16;
+  if (name == "bf16" || name == "bfloat16") return DType::bf16;
+  if (name == "i8" || name == "int8") return DType::i8;
+  fail("unknown dtype '", name, "' (expected f32, f16, bf16 or int8)");
+}
+
+float f16_to_f32(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1fu;
+  const uint32_t mantissa = bits & 0x3ffu;
+  uint32_t out;
+  if (exponent == 0) {
+    if (mantissa == 0) {
+      out = sign;
+    } else {  // subnormal: value = mantissa * 2^-24
+      const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+      std::memcpy(&out, &magnitude, sizeof(out));
+      out |= sign;
+    }
+  } else if (exponent == 0x1f) {
+    out = sign | 0x7f800000u | (mantissa << 13);
+  } else {
+    out = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  }
+  float value;
+  std::memcpy(&value, &out, sizeof(value));
+  return value;
+}
+
+uint16_t f32_to_f16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t abs_bits = bits & 0x7fffffffu;
+  if (abs_bits > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (abs_bits >= 0x477ff000u) return sign | 0x7c00u;  // overflow to inf (after rounding)
+  if (abs_bits < 0x38800000u) {                        // subnormal or zero in f16
+    float magnitude;
+    std::memcpy(&magnitude, &abs_bits, sizeof(magnitude));
+    // nearbyint uses the default round-to-nearest-even mode.
+    const auto scaled = static_cast<uint16_t>(std::nearbyint(std::ldexp(magnitude, 24)));
+    return sign | scaled;
+  }
+  const uint32_t rounding = 0xfffu + ((abs_bits >> 13) & 1u);
+  const uint32_t rebased = abs_bits - (112u << 23) + rounding;
+  return sign | static_cast<uint16_t>(rebased >> 13);
+}
+
+float f8_e4m3_to_f32(uint8_t bits) {
+  // OCP FP8 E4M3 ("fn"): bias 7, no infinities, S.1111.111 is NaN.
+  const bool negative = (bits & 0x80u) != 0;
+  const int exponent = (bits >> 3) & 0xf;
+  const int mantissa = bits & 0x7;
+  float magnitude;
+  if (exponent == 0xf && mantissa == 0x7) {
+    magnitude = NAN;
+  } else if (exponent == 0) {
+    magnitude = std::ldexp(static_cast<float>(mantissa), -9);
+  } else {
+    magnitude = std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
+  }
+  return negative ? -magnitude : magnitude;
+}
+
+void convert_to_f32(const void* src, DType src_dtype, float* dst, size_t n) {
+  switch (src_dtype) {
+    case DType::f32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
+    case DType::bf16: {
+      const auto* in = static_cast<const uint16_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(in[i]);
+      return;
+    }
+    case DType::f16: {
+      const auto* in = static_cast<const uint16_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(in[i]);
+      return;
+    }
+    case DType::f8_e4m3: {
+      const auto* in = static_cast<const uint8_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = f8_e4m3_to_f32(in[i]);
+      return;
+    }
+    default:
+      fail("cannot convert ", dtype_name(src_dtype), " to f32");
+  }
+}
+
+void convert_from_f32(const float* src, void* dst, DType dst_dtype, size_t n) {
+  switch (dst_dtype) {
+    case DType::f32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
+    case DType::bf16: {
+      auto* out = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    case DType::f16: {
+      auto* out = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) out[i] = f32_to_f16(src[i]);
+      return;
+    }
+    default:
+      fail("cannot convert f32 to ", dtype_name(dst_dtype));
+  }
+}
+
+}  // namespace deepinfer

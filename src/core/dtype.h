@@ -1,0 +1,51 @@
+#pragma once
+// Element types of tensors and checkpoints, and the scalar conversions between them.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace deepinfer {
+
+enum class DType : uint8_t {
+  f32,
+  f16,
+  bf16,
+  f8_e4m3,  // DeepSeek-V3 FP8 checkpoints (block scales kept beside the tensor)
+  i8,       // quantized weights / KV (scales kept beside the tensor)
+  i32,
+  i64,
+  u8,
+  boolean,
+};
+
+size_t dtype_size(DType dtype);
+std::string_view dtype_name(DType dtype);  // "f32", "bf16", ...
+DType parse_dtype(std::string_view name);  // accepts our names; throws Error otherwise
+
+inline float bf16_to_f32(uint16_t bits) {
+  const uint32_t widened = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &widened, sizeof(value));
+  return value;
+}
+
+// Round to nearest even, as torch does; NaN stays a (quiet) NaN.
+inline uint16_t f32_to_bf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  const uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+float f16_to_f32(uint16_t bits);
+uint16_t f32_to_f16(float value);
+float f8_e4m3_to_f32(uint8_t bits);
+
+// Converts n elements of any float type (f32/f16/bf16/f8_e4m3) to f32.
+void convert_to_f32(const void* src, DType src_dtype, float* dst, size_t n);
+// Converts n f32 values to f32/f16/bf16.
+void convert_from_f32(const float* src, void* dst, DType dst_dtype, size_t n);
+
+}  // namespace deepinfer

@@ -1,0 +1,63 @@
+#include "core/log.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+namespace deepinfer::log {
+namespace {
+
+Level initial_level() {
+  const char* env = std::getenv("DEEPINFER_LOG_LEVEL");
+  if (env == nullptr || *env == '\0') return Level::info;
+  try {
+    return parse_level(env);
+  } catch (const Error&) {
+    return Level::info;
+  }
+}
+
+std::atomic<Level>& current() {
+  static std::atomic<Level> value{initial_level()};
+  return value;
+}
+
+const char* tag(Level level) {
+  switch (level) {
+    case Level::debug: return "debug";
+    case Level::info: return "info";
+    case Level::warn: return "warn";
+    case Level::error: return "error";
+    case Level::off: break;
+  }
+  return "";
+}
+
+}  // namespace
+
+Level level() { return current().load(std::memory_order_relaxed); }
+void set_level(Level value) { current().store(value, std::memory_order_relaxed); }
+
+Level parse_level(std::string_view name) {
+  if (name == "debug") return Level::debug;
+  if (name == "info") return Level::info;
+  if (name == "warn" || name == "warning") return Level::warn;
+  if (name == "error") return Level::error;
+  if (name == "off") return Level::off;
+  fail("unknown log level '", name, "' (expected debug, info, warn, error or off)");
+}
+
+void write(Level level, std::string_view message) {
+  static std::mutex mutex;
+  using clock = std::chrono::system_clock;
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      clock::now().time_since_epoch()).count();
+  std::lock_guard<std::mutex> lock(mutex);
+  std::fprintf(stderr, "[%lld.%03lld] [%s] %.*s\n", static_cast<long long>(ms / 1000),
+               static_cast<long long>(ms % 1000), tag(level), static_cast<int>(message.size()),
+               message.data());
+}
+
+}  // namespace deepinfer::log

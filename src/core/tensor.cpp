@@ -1,0 +1,162 @@
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "core/error.h"
+
+namespace deepinfer {
+
+std::shared_ptr<Storage> Storage::allocate(size_t bytes) {
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* data = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  if (data == nullptr) fail("out of memory allocating ", bytes, " bytes");
+  std::memset(data, 0, rounded == 0 ? kAlignment : rounded);
+  return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(data), bytes, nullptr));
+}
+
+std::shared_ptr<Storage> Storage::borrow(std::shared_ptr<const void> owner, const std::byte* data,
+                                         size_t bytes) {
+  DI_CHECK(owner != nullptr, "Storage::borrow needs an owner");
+  return std::shared_ptr<Storage>(
+      new Storage(const_cast<std::byte*>(data), bytes, std::move(owner)));
+}
+
+Storage::~Storage() {
+  if (owner_ == nullptr) std::free(data_);
+}
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t total = 1;
+  for (int64_t d : shape) {
+    DI_CHECK(d >= 0, "negative dimension in shape ", shape_to_string(shape));
+    if (d != 0 && total > std::numeric_limits<int64_t>::max() / d) {
+      fail("shape ", shape_to_string(shape), " has too many elements");
+    }
+    total *= d;
+  }
+  return total;
+}
+
+std::string shape_to_string(const Shape& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+static Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+
+Tensor Tensor::zeros(Shape shape, DType dtype) {
+  const int64_t n = shape_numel(shape);
+  auto storage = Storage::allocate(static_cast<size_t>(n) * dtype_size(dtype));
+  return view(std::move(storage), 0, std::move(shape), dtype);
+}
+
+Tensor Tensor::view(std::shared_ptr<Storage> storage, size_t offset, Shape shape, DType dtype) {
+  const int64_t n = shape_numel(shape);
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
+  DI_CHECK(storage != nullptr, "tensor view of null storage");
+  DI_CHECK(offset <= storage->size() && bytes <= storage->size() - offset, "tensor view ",
+           dtype_name(dtype), shape_to_string(shape), " at byte ", offset,
+           " exceeds its storage of ", storage->size(), " bytes");
+  Tensor t;
+  t.storage_ = std::move(storage);
+  t.offset_ = offset;
+  t.strides_ = contiguous_strides(shape);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  return t;
+}
+
+int64_t Tensor::dim(int axis) const {
+  const int n = ndim();
+  const int index = axis < 0 ? axis + n : axis;
+  DI_CHECK(index >= 0 && index < n, "axis ", axis, " out of range for ", describe());
+  return shape_[static_cast<size_t>(index)];
+}
+
+int64_t Tensor::numel() const {
+  int64_t total = 1;
+  for (int64_t d : shape_) total *= d;
+  return total;
+}
+
+bool Tensor::is_contiguous() const { return strides_ == contiguous_strides(shape_); }
+
+void Tensor::check_span(size_t element_size) const {
+  DI_CHECK(element_size == dtype_size(dtype_), "typed access of ", describe(),
+           " with an element of ", element_size, " bytes");
+  DI_CHECK(is_contiguous(), "contiguous access of a strided tensor ", describe());
+}
+
+Tensor Tensor::reshape(Shape shape) const {
+  DI_CHECK(is_contiguous(), "reshape of a strided tensor ", describe());
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      DI_CHECK(infer < 0, "reshape with two -1 dimensions");
+      infer = static_cast<int>(i);
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    DI_CHECK(known > 0 && numel() % known == 0, "cannot reshape ", describe(), " to ",
+             shape_to_string(shape));
+    shape[static_cast<size_t>(infer)] = numel() / known;
+  }
+  DI_CHECK(shape_numel(shape) == numel(), "cannot reshape ", describe(), " to ",
+           shape_to_string(shape));
+  return view(storage_, offset_, std::move(shape), dtype_);
+}
+
+Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
+  DI_CHECK(ndim() >= 1 && 0 <= begin && begin <= end && end <= shape_[0], "rows [", begin, ", ",
+           end, ") out of range for ", describe());
+  DI_CHECK(is_contiguous(), "slice_rows of a strided tensor ", describe());
+  Shape shape = shape_;
+  shape[0] = end - begin;
+  const size_t row_bytes = static_cast<size_t>(strides_[0]) * dtype_size(dtype_);
+  return view(storage_, offset_ + static_cast<size_t>(begin) * row_bytes, std::move(shape), dtype_);
+}
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  DI_CHECK(is_contiguous(), "dtype conversion of a strided tensor ", describe());
+  Tensor out = zeros(shape_, dtype);
+  const auto n = static_cast<size_t>(numel());
+  if (dtype == DType::f32) {
+    convert_to_f32(raw(), dtype_, out.data<float>(), n);
+  } else {
+    Tensor f32 = to(DType::f32);
+    convert_from_f32(f32.data<float>(), out.raw(), dtype, n);
+  }
+  return out;
+}
+
+Tensor Tensor::clone() const {
+  DI_CHECK(is_contiguous(), "clone of a strided tensor ", describe());
+  Tensor out = zeros(shape_, dtype_);
+  if (nbytes() > 0) std::memcpy(out.raw(), raw(), nbytes());
+  return out;
+}
+
+std::string Tensor::describe() const {
+  return std::string(dtype_name(dtype_)) + shape_to_string(shape_);
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,68 @@
+#pragma once
+// safetensors checkpoints, memory-mapped and validated; tensors are zero-copy views.
+// Format: 8-byte little-endian header length N, N bytes of JSON header
+// {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}},
+// then the data section; offsets are relative to the data section.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/mapped_file.h"
+#include "core/tensor.h"
+
+namespace deepinfer::io {
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  size_t data_begin = 0;  // absolute byte offset in the file
+  size_t data_end = 0;
+};
+
+class SafetensorsFile {
+ public:
+  // Maps and validates the whole header: length vs file size, JSON, known dtypes,
+  // shape x dtype size == byte range, ranges inside the data section, no overlap,
+  // no integer overflow. Throws Error("<path>: <problem>") on the first violation.
+  static SafetensorsFile open(const std::string& path);
+
+  const std::string& path() const { return file_->path(); }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  bool contains(const std::string& name) const;
+  const TensorInfo& info(const std::string& name) const;  // throws Error naming file + tensor
+  Tensor get(const std::string& name) const;              // zero-copy view into the mapping
+
+ private:
+  std::shared_ptr<MappedFile> file_;
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, size_t> index_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// A model directory: one model.safetensors, or shards listed by model.safetensors.index.json
+// (its weight_map must name existing files and each tensor must be in the shard it names).
+class Checkpoint {
+ public:
+  static Checkpoint open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  bool contains(const std::string& name) const;
+  Tensor get(const std::string& name) const;  // throws Error naming the tensor and directory
+  const TensorInfo& info(const std::string& name) const;
+  std::vector<std::string> names() const;  // sorted
+  size_t total_bytes() const;              // of all tensor data
+
+ private:
+  std::string dir_;
+  std::vector<SafetensorsFile> files_;
+  std::map<std::string, size_t> owner_;  // tensor name -> index into files_
+};
+
+// Writes tensors (any dtype) to a single safetensors file, atomically (temp file + rename).
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace deepinfer::io

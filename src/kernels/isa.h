@@ -1,0 +1,22 @@
+#pragma once
+// Instruction-set selection for CPU kernels. Chosen once at run time from CPUID, or forced
+// with DEEPINFER_ISA=scalar|avx2|avx512 (forcing an ISA the CPU lacks is an error).
+#include <string_view>
+#include <vector>
+
+namespace deepinfer::kernels {
+
+enum class Isa { scalar, avx2, avx512 };
+
+std::string_view isa_name(Isa isa);
+Isa parse_isa(std::string_view name);  // throws Error on unknown names
+bool isa_supported(Isa isa);           // by this CPU (avx512 = F+BW+VL+DQ)
+Isa best_isa();                        // the widest supported
+std::vector<Isa> supported_isas();     // for tests: every path this host can run
+
+// The ISA kernels dispatch on: DEEPINFER_ISA if set, else best_isa().
+Isa active_isa();
+// Overrides the active ISA (tests and benchmarks); throws Error if unsupported.
+void set_active_isa(Isa isa);
+
+}  // namespace deepinfer::kernels

@@ -1,0 +1,62 @@
+#pragma once
+// The one op interface. Layers call these; they never contain SIMD code. Every function
+// here has a scalar reference in reference.h and dispatches on active_isa() internally.
+//
+// Batch invariance (the engine relies on it): every output element is produced with a
+// reduction order that depends only on the reduction length, never on the number of rows
+// in the call, the row's position in the batch, or the thread count.
+#include <cstdint>
+#include <span>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+
+namespace deepinfer::kernels {
+
+// y[m, n] = x[m, k] · w[n, k]^T (+ bias[n]). w is row-major [n, k] (the Hugging Face
+// Linear layout) in f32, bf16 or f16; x, y and bias are f32. bias may be null.
+void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
+            const float* bias, float* y, ThreadPool& pool);
+
+// y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight. y may alias x.
+void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y);
+
+enum class RopeLayout {
+  half_split,   // pairs (i, i + rotary_dim/2): Qwen, Llama ("rotate_half")
+  interleaved,  // pairs (2i, 2i + 1): GLM, DeepSeek MLA
+};
+// Rotates, in place, the first rotary_dim features of every head of x[tokens, heads, head_dim].
+// cos/sin are [tokens, rotary_dim / 2]: the angle of pair i for each token.
+void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+          const float* cos, const float* sin, RopeLayout layout);
+
+// In-place softmax of each row of x[rows, cols].
+void softmax(float* x, int64_t rows, int64_t cols);
+
+// out[i] = silu(gate[i]) * up[i]; out may alias gate or up.
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+
+// out[i] = a[i] + b[i]; out may alias a or b.
+void add(const float* a, const float* b, float* out, int64_t n);
+
+// K/V storage of one layer for one sequence, read through its block table.
+// Token at logical position p lives in block block_table[p / block_size], slot p % block_size.
+struct PagedKv {
+  const float* k = nullptr;  // [num_blocks, block_size, kv_heads, head_dim]
+  const float* v = nullptr;  // [num_blocks, block_size, kv_heads, v_head_dim]
+  int64_t block_size = 16;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t v_head_dim = 0;
+  std::span<const int32_t> block_table;
+};
+
+// Causal attention of q[tokens, heads, head_dim] over a paged cache (GQA: query head h
+// reads kv head h / (heads / kv_heads)). Query t sits at positions[t] and attends to cache
+// positions [0, positions[t]]; its own K/V must already be in the cache. Flash-style online
+// softmax over keys in position order (no tokens x tokens matrix); out is
+// [tokens, heads, v_head_dim]. The result for a query does not depend on the other queries.
+void paged_attention(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
+                     const PagedKv& kv, float scale, float* out, ThreadPool& pool);
+
+}  // namespace deepinfer::kernels
