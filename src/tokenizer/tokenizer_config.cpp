@@ -1,10 +1,9 @@
 #include "tokenizer/tokenizer_config.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/text_file.h"
 
 namespace deepinfer::tokenizer {
 namespace {
@@ -70,24 +69,11 @@ TokenizerConfig TokenizerConfig::parse(const nlohmann::json& json, const std::st
 
 TokenizerConfig TokenizerConfig::load(const std::string& path) {
   if (!std::filesystem::exists(path)) return {};
-  std::ifstream in(path, std::ios::binary);
-  DI_CHECK(in.good(), path, ": cannot open");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(buffer.str());
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, ": malformed JSON: ", e.what());
-  }
-  TokenizerConfig config = parse(json, path);
+  TokenizerConfig config = parse(read_json_file(path), path);
   // Newer checkpoints keep the template beside the config instead of inside it.
   const auto jinja = std::filesystem::path(path).parent_path() / "chat_template.jinja";
   if (!config.chat_template && std::filesystem::exists(jinja)) {
-    std::ifstream template_in(jinja, std::ios::binary);
-    std::stringstream text;
-    text << template_in.rdbuf();
-    config.chat_template = text.str();
+    config.chat_template = read_text_file(jinja.string());
   }
   return config;
 }
