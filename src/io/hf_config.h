@@ -66,6 +66,7 @@ struct GenerationConfig {
   std::optional<int64_t> top_k;
   std::optional<double> repetition_penalty;
   std::optional<int64_t> max_new_tokens;
+  nlohmann::json raw;  // the whole file (empty when there is none); other keys stay here
 
   // Missing generation_config.json -> defaults from the model config.
   static GenerationConfig load(const std::string& dir, const ModelConfig& model);

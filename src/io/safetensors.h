@@ -3,9 +3,12 @@
 // Format: 8-byte little-endian header length N, N bytes of JSON header
 // {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}},
 // then the data section; offsets are relative to the data section.
+#include <cstddef>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/mapped_file.h"
@@ -20,6 +23,21 @@ struct TensorInfo {
   size_t data_begin = 0;  // absolute byte offset in the file
   size_t data_end = 0;
 };
+
+// The parsed and validated header of a safetensors file held in memory.
+struct SafetensorsHeader {
+  std::vector<TensorInfo> tensors;  // in header (name) order
+  std::map<std::string, std::string> metadata;
+  size_t data_offset = 0;  // 8 + header length: where the data section starts
+};
+
+// Validates `file` (the whole file's bytes) exactly as SafetensorsFile::open does, without
+// any I/O; `path` only names the file in error messages. Used by open() and the fuzzer.
+SafetensorsHeader parse_safetensors_header(std::span<const std::byte> file,
+                                           const std::string& path);
+
+// Safetensors dtype names ("F32", "BF16", "F8_E4M3", ...) <-> DType.
+std::string_view safetensors_dtype_name(DType dtype);
 
 class SafetensorsFile {
  public:
@@ -62,7 +80,8 @@ class Checkpoint {
 };
 
 // Writes tensors (any dtype) to a single safetensors file, atomically (temp file + rename).
-void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace deepinfer::io

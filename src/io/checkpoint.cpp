@@ -1,0 +1,147 @@
+// Checkpoint: a model directory holding model.safetensors or shards listed by
+// model.safetensors.index.json ({"metadata": {...}, "weight_map": {tensor: shard file}}).
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "core/text_file.h"
+#include "io/safetensors.h"
+
+namespace deepinfer::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+
+bool is_file(const fs::path& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec);
+}
+
+[[noreturn]] void fail_no_checkpoint(const std::string& dir) {
+  const fs::path root(dir);
+  if (is_file(root / "pytorch_model.bin") || is_file(root / "pytorch_model.bin.index.json")) {
+    fail(dir,
+         ": has only a PyTorch pickle checkpoint (pytorch_model.bin), which is not supported; "
+         "convert it to safetensors first (a `deepinfer convert` command is planned; until then "
+         "load it in transformers and call save_pretrained(dir, safe_serialization=True))");
+  }
+  fail(dir, ": no ", kSingleFile, " or ", kIndexFile,
+       " found; is this a Hugging Face model directory?");
+}
+
+// Shard names come from a downloaded file: keep them inside the model directory.
+void check_shard_name(const std::string& shard, const std::string& index_path,
+                      const std::string& tensor) {
+  const fs::path p(shard);
+  bool escapes = shard.empty() || p.is_absolute();
+  for (const auto& part : p) escapes = escapes || part == "..";
+  if (escapes) {
+    fail(index_path, ": weight_map: tensor \"", tensor, "\" names shard \"", shard,
+         "\", which is not a file name inside the model directory");
+  }
+}
+
+}  // namespace
+
+Checkpoint Checkpoint::open(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) fail(dir, ": not a directory (expected a model directory)");
+  const fs::path root(dir);
+  Checkpoint ckpt;
+  ckpt.dir_ = dir;
+
+  if (is_file(root / kSingleFile)) {
+    ckpt.files_.push_back(SafetensorsFile::open((root / kSingleFile).string()));
+    for (const TensorInfo& t : ckpt.files_[0].tensors()) ckpt.owner_.emplace(t.name, 0);
+    return ckpt;
+  }
+  if (!is_file(root / kIndexFile)) fail_no_checkpoint(dir);
+
+  const std::string index_path = (root / kIndexFile).string();
+  const nlohmann::json index = read_json_file(index_path);
+  if (!index.is_object()) fail(index_path, ": must be a JSON object, got ", index.type_name());
+  const auto map_it = index.find("weight_map");
+  if (map_it == index.end()) fail(index_path, ": missing \"weight_map\"");
+  if (!map_it->is_object()) {
+    fail(index_path, ": \"weight_map\" must be an object {tensor: shard file}, got ",
+         map_it->type_name());
+  }
+  if (map_it->empty()) fail(index_path, ": \"weight_map\" is empty");
+
+  std::map<std::string, std::string> wanted;  // tensor -> shard
+  std::map<std::string, size_t> shard_index;  // shard -> index into files_
+  for (const auto& [tensor, shard] : map_it->items()) {
+    if (!shard.is_string()) {
+      fail(index_path, ": weight_map: tensor \"", tensor, "\" must map to a shard file name, got ",
+           shard.type_name());
+    }
+    const auto& name = shard.get_ref<const std::string&>();
+    check_shard_name(name, index_path, tensor);
+    wanted.emplace(tensor, name);
+    if (shard_index.count(name)) continue;
+    const fs::path shard_path = root / name;
+    if (!is_file(shard_path)) {
+      fail(index_path, ": shard \"", name, "\" (holding tensor \"", tensor,
+           "\") does not exist in ", dir, "; the download is incomplete");
+    }
+    shard_index.emplace(name, ckpt.files_.size());
+    ckpt.files_.push_back(SafetensorsFile::open(shard_path.string()));
+  }
+
+  // Every tensor of every shard is loadable (as transformers does); one name in two shards
+  // would make the result depend on the load order, so it is an error.
+  for (const auto& [name, file_index] : shard_index) {
+    for (const TensorInfo& t : ckpt.files_[file_index].tensors()) {
+      const auto [it, inserted] = ckpt.owner_.emplace(t.name, file_index);
+      if (!inserted) {
+        fail(dir, ": tensor \"", t.name, "\" appears in two shards, ",
+             ckpt.files_[it->second].path(), " and ", ckpt.files_[file_index].path());
+      }
+    }
+  }
+  for (const auto& [tensor, shard] : wanted) {
+    const SafetensorsFile& file = ckpt.files_[shard_index.at(shard)];
+    if (!file.contains(tensor)) {
+      fail(index_path, ": tensor \"", tensor, "\" is listed in shard \"", shard,
+           "\" but that file has no such tensor");
+    }
+  }
+  return ckpt;
+}
+
+bool Checkpoint::contains(const std::string& name) const {
+  return owner_.count(name) != 0;
+}
+
+const TensorInfo& Checkpoint::info(const std::string& name) const {
+  const auto it = owner_.find(name);
+  if (it == owner_.end()) fail(dir_, ": checkpoint has no tensor named \"", name, "\"");
+  return files_[it->second].info(name);
+}
+
+Tensor Checkpoint::get(const std::string& name) const {
+  const auto it = owner_.find(name);
+  if (it == owner_.end()) fail(dir_, ": checkpoint has no tensor named \"", name, "\"");
+  return files_[it->second].get(name);
+}
+
+std::vector<std::string> Checkpoint::names() const {
+  std::vector<std::string> out;
+  out.reserve(owner_.size());
+  for (const auto& entry : owner_) out.push_back(entry.first);
+  return out;
+}
+
+size_t Checkpoint::total_bytes() const {
+  size_t total = 0;
+  for (const SafetensorsFile& file : files_) {
+    for (const TensorInfo& t : file.tensors()) total += t.data_end - t.data_begin;
+  }
+  return total;
+}
+
+}  // namespace deepinfer::io

@@ -1,0 +1,115 @@
+// write_safetensors: the same layout the reference writer produces (tensors ordered by
+// element size, largest first, then by name, so every tensor is aligned to its element size;
+// header padded with spaces to a multiple of 8), written to a temporary file that is renamed
+// over `path` only once complete, so a crash never leaves a half-written checkpoint.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+
+namespace deepinfer::io {
+namespace {
+
+class TempFile {
+ public:
+  explicit TempFile(const std::string& final_path) : final_(final_path) {
+    static std::atomic<unsigned> counter{0};
+    path_ = str_cat(final_path, ".tmp.", ::getpid(), ".", counter++);
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail(final_, ": cannot create temporary file ", path_, ": ", std::strerror(errno));
+  }
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  void write(const void* data, size_t size) {
+    const char* p = static_cast<const char*>(data);
+    while (size > 0) {
+      const ssize_t n = ::write(fd_, p, size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) fail(final_, ": write failed: ", std::strerror(errno));
+      p += n;
+      size -= static_cast<size_t>(n);
+    }
+  }
+
+  void commit() {
+    if (::fsync(fd_) != 0) fail(final_, ": fsync failed: ", std::strerror(errno));
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail(final_, ": close failed: ", std::strerror(errno));
+    if (::rename(path_.c_str(), final_.c_str()) != 0) {
+      fail(final_, ": cannot rename ", path_, " into place: ", std::strerror(errno));
+    }
+    committed_ = true;
+  }
+
+ private:
+  std::string final_;
+  std::string path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<const std::pair<std::string, Tensor>*> order;
+  std::set<std::string> names;
+  for (const auto& entry : tensors) {
+    const auto& [name, t] = entry;
+    if (name == "__metadata__") fail(path, ": \"__metadata__\" cannot be a tensor name");
+    if (!names.insert(name).second) fail(path, ": tensor \"", name, "\" given twice");
+    if (!t.defined()) fail(path, ": tensor \"", name, "\" is undefined");
+    if (!t.is_contiguous()) fail(path, ": tensor \"", name, "\" is not contiguous");
+    order.push_back(&entry);
+  }
+  std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+    const size_t sa = dtype_size(a->second.dtype()), sb = dtype_size(b->second.dtype());
+    return sa != sb ? sa > sb : a->first < b->first;
+  });
+
+  nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  size_t offset = 0;
+  for (const auto* entry : order) {
+    const Tensor& t = entry->second;
+    header[entry->first] = {{"dtype", safetensors_dtype_name(t.dtype())},
+                            {"shape", t.shape()},
+                            {"data_offsets", {offset, offset + t.nbytes()}}};
+    offset += t.nbytes();
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ": cannot encode the header (tensor names must be UTF-8): ", e.what());
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');
+
+  unsigned char length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(text.size() >> (8 * i));
+  TempFile out(path);
+  out.write(length, sizeof(length));
+  out.write(text.data(), text.size());
+  for (const auto* entry : order) {
+    if (entry->second.nbytes() > 0) out.write(entry->second.raw(), entry->second.nbytes());
+  }
+  out.commit();
+}
+
+}  // namespace deepinfer::io
