@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Writes a random-weight checkpoint with the exact shapes of a real small Qwen model, for benchmarks.
+
+    .venv-tools/bin/python tools/make_bench_model.py                      # Qwen2.5-0.5B shape
+    .venv-tools/bin/python tools/make_bench_model.py --shape qwen3-0.6b   # Qwen3-0.6B shape
+
+Output (default bench/models/<shape>-random/, git-ignored): config.json and generation_config.json
+as the published checkpoints spell them (transformers 4.x style: top-level rope_theta,
+torch_dtype), model.safetensors with bf16 weights under the Hugging Face tensor names (lm_head
+omitted: embeddings are tied), and, when ../shared/tokenizers/qwen3 exists, a copy of the real
+Qwen3 tokenizer files so that the directory runs end to end.
+
+Needs only numpy: the safetensors file is streamed tensor by tensor (the format is an 8-byte
+header length, a JSON header, then the raw data), so memory stays at one chunk of one tensor.
+Weights ~ N(0, 0.02^2) like Hugging Face's init, biases the same, RMSNorm weights 1.
+"""
+
+import argparse
+import json
+import shutil
+import struct
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_TOKENIZER = REPO.parent / "shared" / "tokenizers" / "qwen3"
+STD = 0.02
+CHUNK_ELEMS = 1 << 23  # random numbers drawn per step (32 MiB of float32)
+
+SHAPES = {
+    "qwen2.5-0.5b": dict(
+        config={
+            "architectures": ["Qwen2ForCausalLM"],
+            "attention_dropout": 0.0,
+            "bos_token_id": 151643,
+            "eos_token_id": 151645,
+            "hidden_act": "silu",
+            "hidden_size": 896,
+            "initializer_range": 0.02,
+            "intermediate_size": 4864,
+            "max_position_embeddings": 32768,
+            "max_window_layers": 21,
+            "model_type": "qwen2",
+            "num_attention_heads": 14,
+            "num_hidden_layers": 24,
+            "num_key_value_heads": 2,
+            "rms_norm_eps": 1e-06,
+            "rope_theta": 1000000.0,
+            "sliding_window": 32768,
+            "tie_word_embeddings": True,
+            "torch_dtype": "bfloat16",
+            "transformers_version": "4.43.1",
+            "use_cache": True,
+            "use_sliding_window": False,
+            "vocab_size": 151936,
+        },
+        generation={
+            "bos_token_id": 151643,
+            "pad_token_id": 151643,
+            "do_sample": True,
+            "eos_token_id": [151645, 151643],
+            "repetition_penalty": 1.1,
+            "temperature": 0.7,
+            "top_p": 0.8,
+            "top_k": 20,
+            "transformers_version": "4.37.0",
+        },
+        qkv_bias=True,
+        qk_norm=False,
+    ),
+    "qwen3-0.6b": dict(
+        config={
+            "architectures": ["Qwen3ForCausalLM"],
+            "attention_bias": False,
+            "attention_dropout": 0.0,
+            "bos_token_id": 151643,
+            "eos_token_id": 151645,
+            "head_dim": 128,
+            "hidden_act": "silu",
+            "hidden_size": 1024,
+            "initializer_range": 0.02,
+            "intermediate_size": 3072,
+            "max_position_embeddings": 40960,
+            "max_window_layers": 28,
+            "model_type": "qwen3",
+            "num_attention_heads": 16,
+            "num_hidden_layers": 28,
+            "num_key_value_heads": 8,
+            "rms_norm_eps": 1e-06,
+            "rope_scaling": None,
+            "rope_theta": 1000000,
+            "sliding_window": None,
+            "tie_word_embeddings": True,
+            "torch_dtype": "bfloat16",
+            "transformers_version": "4.51.0",
+            "use_cache": True,
+            "use_sliding_window": False,
+            "vocab_size": 151936,
+        },
+        generation={
+            "bos_token_id": 151643,
+            "do_sample": True,
+            "eos_token_id": [151645, 151643],
+            "pad_token_id": 151643,
+            "temperature": 0.6,
+            "top_k": 20,
+            "top_p": 0.95,
+            "transformers_version": "4.51.0",
+        },
+        qkv_bias=False,
+        qk_norm=True,
+    ),
+}
+
+
+def tensor_specs(shape):
+    """(name, shape, kind) for every tensor, kind in {"normal", "ones"}; HF Qwen2/Qwen3 names."""
+    c = SHAPES[shape]["config"]
+    h, inter, vocab = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    heads, kv = c["num_attention_heads"], c["num_key_value_heads"]
+    hd = c.get("head_dim", h // heads)
+    specs = [("model.embed_tokens.weight", (vocab, h), "normal")]
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        specs += [
+            (p + "input_layernorm.weight", (h,), "ones"),
+            (p + "self_attn.q_proj.weight", (heads * hd, h), "normal"),
+            (p + "self_attn.k_proj.weight", (kv * hd, h), "normal"),
+            (p + "self_attn.v_proj.weight", (kv * hd, h), "normal"),
+            (p + "self_attn.o_proj.weight", (h, heads * hd), "normal"),
+            (p + "post_attention_layernorm.weight", (h,), "ones"),
+            (p + "mlp.gate_proj.weight", (inter, h), "normal"),
+            (p + "mlp.up_proj.weight", (inter, h), "normal"),
+            (p + "mlp.down_proj.weight", (h, inter), "normal"),
+        ]
+        if SHAPES[shape]["qkv_bias"]:
+            specs += [
+                (p + "self_attn.q_proj.bias", (heads * hd,), "normal"),
+                (p + "self_attn.k_proj.bias", (kv * hd,), "normal"),
+                (p + "self_attn.v_proj.bias", (kv * hd,), "normal"),
+            ]
+        if SHAPES[shape]["qk_norm"]:
+            specs += [(p + "self_attn.q_norm.weight", (hd,), "ones"), (p + "self_attn.k_norm.weight", (hd,), "ones")]
+    specs.append(("model.norm.weight", (h,), "ones"))
+    return sorted(specs)  # safetensors writers order by name; readers must not care
+
+
+def f32_to_bf16_bits(x):
+    """Round-to-nearest-even float32 -> bfloat16 bit patterns (no NaNs arise from N(0, s))."""
+    u = x.view(np.uint32)
+    return ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype("<u2")
+
+
+def write_safetensors(path, specs, seed):
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, shp, _ in specs:
+        nbytes = 2 * int(np.prod(shp))
+        header[name] = {"dtype": "BF16", "shape": list(shp), "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    blob = json.dumps(header, separators=(",", ":")).encode()
+    blob += b" " * (-len(blob) % 8)  # data section starts 8-byte aligned, as safetensors pads
+    rng = np.random.default_rng(seed)
+    ones = np.full(1, 0x3F80, dtype="<u2")  # bf16 1.0
+    tmp = path.with_suffix(".safetensors.partial")
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(blob)))
+        f.write(blob)
+        for _, shp, kind in specs:
+            n = int(np.prod(shp))
+            if kind == "ones":
+                np.repeat(ones, n).tofile(f)
+                continue
+            for start in range(0, n, CHUNK_ELEMS):
+                x = rng.standard_normal(min(CHUNK_ELEMS, n - start), dtype=np.float32)
+                x *= np.float32(STD)
+                f32_to_bf16_bits(x).tofile(f)
+    tmp.rename(path)  # never leave a half-written model.safetensors behind
+    return offset
+
+
+def verify(out):
+    """Loads the directory with transformers and runs a few tokens (slow; needs torch)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    # Our bf16 rounding must be the same as torch's float32 -> bfloat16 cast.
+    x = np.random.default_rng(1).standard_normal(1 << 16, dtype=np.float32)
+    ours = torch.from_numpy(f32_to_bf16_bits(x).view(np.int16)).view(torch.bfloat16)
+    assert torch.equal(ours, torch.from_numpy(x).to(torch.bfloat16)), "bf16 rounding differs from torch"
+
+    model, info = AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.bfloat16, output_loading_info=True)
+    bad = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+    assert not bad, f"transformers reports {bad}"
+    n = sum(p.numel() for p in model.parameters())
+    with torch.no_grad():
+        logits = model(torch.tensor([[9707, 11, 1879, 0]])).logits
+    assert torch.isfinite(logits).all()
+    print(f"verify: transformers loaded {type(model).__name__} with {n / 1e6:.1f}M parameters, logits finite")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-0.5b")
+    ap.add_argument("--out", help="output directory (default bench/models/<shape>-random)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-tokenizer", action="store_true", help="do not copy ../shared/tokenizers/qwen3")
+    ap.add_argument("--verify", action="store_true", help="load the result with transformers afterwards")
+    args = ap.parse_args()
+
+    out = Path(args.out) if args.out else REPO / "bench" / "models" / f"{args.shape}-random"
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    nbytes = write_safetensors(out / "model.safetensors", tensor_specs(args.shape), args.seed)
+    (out / "config.json").write_text(json.dumps(SHAPES[args.shape]["config"], indent=2) + "\n")
+    (out / "generation_config.json").write_text(json.dumps(SHAPES[args.shape]["generation"], indent=2) + "\n")
+    if not args.no_tokenizer:
+        if SHARED_TOKENIZER.is_dir():
+            for f in ("tokenizer.json", "tokenizer_config.json"):
+                shutil.copyfile(SHARED_TOKENIZER / f, out / f)
+        else:
+            print(f"note: {SHARED_TOKENIZER} not found; no tokenizer copied")
+    print(f"{out}: {nbytes / 2 / 1e6:.1f}M bf16 parameters, {nbytes / 2**20:.0f} MiB, {time.time() - t0:.1f} s")
+    if args.verify:
+        verify(out)
+
+
+if __name__ == "__main__":
+    main()
