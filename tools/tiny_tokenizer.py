@@ -125,6 +125,9 @@ def tokenizer_json(tok: Tokenizer) -> dict:
     model["fuse_unk"] = False
     model["byte_fallback"] = False
     model["ignore_merges"] = False
+    # The Python binding's ByteLevel decoder ignores its constructor flags; they do not change
+    # decoding, but spell them as Qwen's file does.
+    data["decoder"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
     return data
 
 
