@@ -1,6 +1,7 @@
 #pragma once
 // Instruction-set selection for CPU kernels. Chosen once at run time from CPUID, or forced
-// with DEEPINFER_ISA=scalar|avx2|avx512 (forcing an ISA the CPU lacks is an error).
+// with DEEPINFER_ISA=auto|scalar|avx2|avx512 (forcing an ISA the CPU lacks is an error;
+// the variable is read once, on the first kernel call).
 #include <string_view>
 #include <vector>
 
@@ -18,5 +19,14 @@ std::vector<Isa> supported_isas();     // for tests: every path this host can ru
 Isa active_isa();
 // Overrides the active ISA (tests and benchmarks); throws Error if unsupported.
 void set_active_isa(Isa isa);
+// Drops a set_active_isa() override: back to DEEPINFER_ISA / best_isa().
+void clear_active_isa_override();
+
+// What a DEEPINFER_ISA value selects: "" or "auto" -> best_isa(); otherwise the named ISA,
+// which must be supported. Throws Error naming the value and what this CPU supports.
+Isa resolve_isa_request(std::string_view value);
+
+// AVX512_BF16 (vdpbf16ps) is reported separately: no kernel needs it yet.
+bool cpu_has_avx512_bf16();
 
 }  // namespace deepinfer::kernels

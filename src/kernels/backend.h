@@ -1,0 +1,82 @@
+#pragma once
+// Internal to src/kernels: the per-ISA primitives that kernels.cpp dispatches to. Each of
+// detail::scalar, detail::avx2 and detail::avx512 implements every function declared in
+// DEEPINFER_KERNELS_BACKEND below (files *_scalar.cpp, *_avx2.cpp, *_avx512.cpp).
+//
+// The ISA files take plain pointers and PODs and use no std:: templates or inline library
+// functions: such code is emitted as weak (COMDAT) symbols, and the linker may keep the copy
+// compiled with -mavx512f for the whole program, which would then fault on older CPUs.
+// Argument checks, allocation and threading therefore live in kernels.cpp.
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/kernels.h"
+
+namespace deepinfer::kernels::detail {
+
+// One linear call as a backend sees it. x is either the caller's [m, k] activations
+// (x_stride = k) or the backend's packed copy of them (see linear_pack_stride).
+struct LinearArgs {
+  const float* x = nullptr;
+  int64_t x_stride = 0;
+  int64_t k = 0;
+  const void* w = nullptr;  // [n, k]
+  DType w_dtype = DType::f32;
+  int64_t n = 0;
+  const float* bias = nullptr;  // [n] or null
+  float* y = nullptr;           // [m, n]
+};
+
+// The K/V cache of one layer as attend() reads it (PagedKv without std::span).
+struct AttendArgs {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const int32_t* block_table = nullptr;
+  int64_t block_size = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t v_head_dim = 0;
+  float scale = 1.0f;
+};
+
+// Keys are consumed in chunks of positions [c * kAttendChunk, (c + 1) * kAttendChunk): the
+// chunking depends only on key positions, so a query's result does not depend on the batch.
+inline constexpr int64_t kAttendChunk = 16;
+
+#define DEEPINFER_KERNELS_BACKEND                                                            \
+  /* Weight rows per work item when splitting n across threads (a multiple of the tile). */  \
+  int64_t linear_tile_n();                                                                   \
+  /* Floats per row of the packed x this backend wants for w_dtype, or 0 to read x as is. */ \
+  int64_t linear_pack_stride(int64_t k, DType w_dtype);                                      \
+  void linear_pack_x(const float* x, int64_t m, int64_t k, DType w_dtype, float* packed);    \
+  /* Per-thread scratch floats linear_rows() needs. */                                       \
+  int64_t linear_scratch_floats(int64_t k, DType w_dtype);                                   \
+  /* y[m0:m1, n0:n1] of the linear; single-threaded. */                                      \
+  void linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1,      \
+                   float* scratch);                                                          \
+  void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,   \
+                float* y);                                                                   \
+  void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,   \
+            const float* cos, const float* sin, RopeLayout layout);                          \
+  void softmax(float* x, int64_t rows, int64_t cols);                                        \
+  void silu_mul(const float* gate, const float* up, float* out, int64_t n);                  \
+  void add(const float* a, const float* b, float* out, int64_t n);                           \
+  /* Scratch floats attend() needs. */                                                       \
+  int64_t attend_scratch_floats(const AttendArgs& a);                                        \
+  /* One query head q[head_dim] at position pos over keys [0, pos] of kv_head. */            \
+  void attend(const AttendArgs& a, const float* q, int64_t pos, int64_t kv_head, float* out, \
+              float* scratch);
+
+namespace scalar {
+DEEPINFER_KERNELS_BACKEND
+}
+namespace avx2 {
+DEEPINFER_KERNELS_BACKEND
+}
+namespace avx512 {
+DEEPINFER_KERNELS_BACKEND
+}
+
+#undef DEEPINFER_KERNELS_BACKEND
+
+}  // namespace deepinfer::kernels::detail

@@ -1,0 +1,205 @@
+// Public kernel entry points: argument checks, ISA dispatch and threading. The arithmetic
+// lives in the per-ISA backends (backend.h).
+#include "kernels/kernels.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/backend.h"
+#include "kernels/isa.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+// Calls backend::fn(args...) for the active ISA.
+#define DI_KERNEL_DISPATCH(fn, ...)                                            \
+  do {                                                                         \
+    switch (active_isa()) {                                                    \
+      case Isa::avx512:                                                        \
+        return detail::avx512::fn(__VA_ARGS__);                                \
+      case Isa::avx2:                                                          \
+        return detail::avx2::fn(__VA_ARGS__);                                  \
+      case Isa::scalar:                                                        \
+        return detail::scalar::fn(__VA_ARGS__);                                \
+    }                                                                          \
+    fail("kernels: invalid instruction set ", static_cast<int>(active_isa())); \
+  } while (0)
+
+struct LinearBackend {
+  int64_t (*tile_n)();
+  int64_t (*pack_stride)(int64_t, DType);
+  void (*pack_x)(const float*, int64_t, int64_t, DType, float*);
+  int64_t (*scratch_floats)(int64_t, DType);
+  void (*rows)(const detail::LinearArgs&, int64_t, int64_t, int64_t, int64_t, float*);
+};
+
+LinearBackend linear_backend(Isa isa) {
+  switch (isa) {
+    case Isa::avx512:
+      return {&detail::avx512::linear_tile_n, &detail::avx512::linear_pack_stride,
+              &detail::avx512::linear_pack_x, &detail::avx512::linear_scratch_floats,
+              &detail::avx512::linear_rows};
+    case Isa::avx2:
+      return {&detail::avx2::linear_tile_n, &detail::avx2::linear_pack_stride,
+              &detail::avx2::linear_pack_x, &detail::avx2::linear_scratch_floats,
+              &detail::avx2::linear_rows};
+    case Isa::scalar:
+      break;
+  }
+  return {&detail::scalar::linear_tile_n, &detail::scalar::linear_pack_stride,
+          &detail::scalar::linear_pack_x, &detail::scalar::linear_scratch_floats,
+          &detail::scalar::linear_rows};
+}
+
+std::vector<float>& thread_scratch(size_t floats) {
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < floats) scratch.resize(floats);
+  return scratch;
+}
+
+// Rows of x handled by one work item when m is large, so that prefill of a narrow projection
+// still gives every thread work. A multiple of every backend's row tile.
+constexpr int64_t kLinearRowBlock = 256;
+// Below this many multiply-adds per thread, waking workers costs more than it saves.
+constexpr int64_t kMinMacsPerThread = int64_t{1} << 16;
+
+}  // namespace
+
+void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
+            const float* bias, float* y, ThreadPool& pool) {
+  DI_CHECK(m >= 0 && k >= 0 && n >= 0, "kernels::linear: negative size (m=", m, ", k=", k,
+           ", n=", n, ")");
+  DI_CHECK(w_dtype == DType::f32 || w_dtype == DType::bf16 || w_dtype == DType::f16,
+           "kernels::linear: weight dtype ", dtype_name(w_dtype),
+           " is not supported (expected f32, bf16 or f16; quantized weights need their own op)");
+  if (m == 0 || n == 0) return;
+  DI_CHECK(y != nullptr && (k == 0 || (x != nullptr && w != nullptr)),
+           "kernels::linear: null data pointer (m=", m, ", k=", k, ", n=", n, ")");
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) y[i * n + j] = bias ? bias[j] : 0.0f;
+    return;
+  }
+
+  const LinearBackend be = linear_backend(active_isa());
+  detail::LinearArgs args{x, k, k, w, w_dtype, n, bias, y};
+  const int64_t stride = be.pack_stride(k, w_dtype);
+  if (stride > 0) {
+    std::vector<float>& packed = thread_scratch(static_cast<size_t>(m * stride));
+    be.pack_x(x, m, k, w_dtype, packed.data());
+    args.x = packed.data();
+    args.x_stride = stride;
+  }
+
+  const int64_t tile_n = be.tile_n();
+  const int64_t n_tiles = (n + tile_n - 1) / tile_n;
+  const int64_t m_blocks = (m + kLinearRowBlock - 1) / kLinearRowBlock;
+  const int64_t items = n_tiles * m_blocks;  // n-tile major: a thread keeps its weight rows
+  const int64_t macs_per_item = std::min(m, kLinearRowBlock) * tile_n * k;
+  const int64_t min_chunk = std::max<int64_t>(1, kMinMacsPerThread / macs_per_item);
+  const size_t scratch_floats = static_cast<size_t>(be.scratch_floats(k, w_dtype));
+
+  pool.parallel_for(
+      items,
+      [&](int64_t begin, int64_t end) {
+        float* scratch = scratch_floats ? thread_scratch(scratch_floats).data() : nullptr;
+        const int64_t nt_first = begin / m_blocks;
+        const int64_t nt_last = (end - 1) / m_blocks;
+        // Item (nt, mb) = nt * m_blocks + mb: per row block, this chunk holds a contiguous
+        // range of n tiles.
+        for (int64_t mb = 0; mb < m_blocks; ++mb) {
+          int64_t lo = nt_first, hi = nt_last;
+          if (lo * m_blocks + mb < begin) ++lo;
+          if (hi * m_blocks + mb >= end) --hi;
+          if (lo > hi) continue;
+          const int64_t m0 = mb * kLinearRowBlock;
+          const int64_t m1 = std::min(m, m0 + kLinearRowBlock);
+          be.rows(args, m0, m1, lo * tile_n, std::min(n, (hi + 1) * tile_n), scratch);
+        }
+      },
+      min_chunk);
+}
+
+void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y) {
+  DI_CHECK(rows >= 0 && dim > 0, "kernels::rms_norm: bad shape rows=", rows, ", dim=", dim);
+  DI_KERNEL_DISPATCH(rms_norm, x, weight, rows, dim, eps, y);
+}
+
+void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+          const float* cos, const float* sin, RopeLayout layout) {
+  DI_CHECK(
+      tokens >= 0 && heads >= 0 && rotary_dim >= 0 && rotary_dim % 2 == 0 && rotary_dim <= head_dim,
+      "kernels::rope: rotary_dim ", rotary_dim, " must be even and at most head_dim ", head_dim);
+  DI_KERNEL_DISPATCH(rope, x, tokens, heads, head_dim, rotary_dim, cos, sin, layout);
+}
+
+void softmax(float* x, int64_t rows, int64_t cols) {
+  DI_CHECK(rows >= 0 && cols > 0, "kernels::softmax: bad shape rows=", rows, ", cols=", cols);
+  DI_KERNEL_DISPATCH(softmax, x, rows, cols);
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  DI_CHECK(n >= 0, "kernels::silu_mul: negative size ", n);
+  DI_KERNEL_DISPATCH(silu_mul, gate, up, out, n);
+}
+
+void add(const float* a, const float* b, float* out, int64_t n) {
+  DI_CHECK(n >= 0, "kernels::add: negative size ", n);
+  DI_KERNEL_DISPATCH(add, a, b, out, n);
+}
+
+void paged_attention(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
+                     const PagedKv& kv, float scale, float* out, ThreadPool& pool) {
+  DI_CHECK(tokens >= 0 && heads > 0 && kv.kv_heads > 0 && heads % kv.kv_heads == 0,
+           "kernels::paged_attention: ", heads, " query heads cannot share ", kv.kv_heads,
+           " kv heads (heads must be a positive multiple of kv_heads)");
+  DI_CHECK(kv.block_size > 0 && kv.head_dim > 0 && kv.v_head_dim > 0,
+           "kernels::paged_attention: bad cache geometry (block_size=", kv.block_size,
+           ", head_dim=", kv.head_dim, ", v_head_dim=", kv.v_head_dim, ")");
+  if (tokens == 0) return;
+  int64_t max_pos = 0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    DI_CHECK(positions[t] >= 0, "kernels::paged_attention: token ", t, " has negative position ",
+             positions[t]);
+    max_pos = std::max<int64_t>(max_pos, positions[t]);
+  }
+  const int64_t blocks_needed = max_pos / kv.block_size + 1;
+  DI_CHECK(static_cast<int64_t>(kv.block_table.size()) >= blocks_needed,
+           "kernels::paged_attention: position ", max_pos, " needs ", blocks_needed, " blocks of ",
+           kv.block_size, " but the block table has ", kv.block_table.size());
+  for (int64_t b = 0; b < blocks_needed; ++b)
+    DI_CHECK(kv.block_table[static_cast<size_t>(b)] >= 0,
+             "kernels::paged_attention: block table entry ", b, " is negative (",
+             kv.block_table[static_cast<size_t>(b)], ")");
+
+  const detail::AttendArgs args{kv.k,        kv.v,        kv.block_table.data(), kv.block_size,
+                                kv.kv_heads, kv.head_dim, kv.v_head_dim,         scale};
+  const Isa isa = active_isa();
+  auto attend = isa == Isa::avx512 ? &detail::avx512::attend
+                : isa == Isa::avx2 ? &detail::avx2::attend
+                                   : &detail::scalar::attend;
+  auto scratch_floats = isa == Isa::avx512 ? &detail::avx512::attend_scratch_floats
+                        : isa == Isa::avx2 ? &detail::avx2::attend_scratch_floats
+                                           : &detail::scalar::attend_scratch_floats;
+  const size_t scratch_size = static_cast<size_t>(scratch_floats(args));
+  const int64_t group = heads / kv.kv_heads;
+  const int64_t items = tokens * heads;
+  // Later tokens of a prefill attend to more keys, so items are dealt round-robin to lanes
+  // (not in contiguous ranges) to balance the causal triangle.
+  const int64_t lanes = std::min<int64_t>(pool.size(), items);
+  pool.parallel_for(lanes, [&](int64_t lane_begin, int64_t lane_end) {
+    float* scratch = thread_scratch(scratch_size).data();
+    for (int64_t lane = lane_begin; lane < lane_end; ++lane) {
+      for (int64_t item = lane; item < items; item += lanes) {
+        const int64_t t = item / heads;
+        const int64_t h = item % heads;
+        attend(args, q + item * kv.head_dim, positions[t], h / group, out + item * kv.v_head_dim,
+               scratch);
+      }
+    }
+  });
+}
+
+}  // namespace deepinfer::kernels

@@ -1,0 +1,128 @@
+#include "kernels/reference.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+
+namespace deepinfer::kernels::reference {
+namespace {
+
+float weight_at(const void* w, DType dtype, int64_t index) {
+  switch (dtype) {
+    case DType::f32:
+      return static_cast<const float*>(w)[index];
+    case DType::bf16:
+      return bf16_to_f32(static_cast<const uint16_t*>(w)[index]);
+    case DType::f16:
+      return f16_to_f32(static_cast<const uint16_t*>(w)[index]);
+    default:
+      fail("reference::linear: unsupported weight dtype ", dtype_name(dtype));
+  }
+}
+
+}  // namespace
+
+void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
+            const float* bias, float* y) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0.0f;
+      for (int64_t p = 0; p < k; ++p) sum += x[i * k + p] * weight_at(w, w_dtype, j * k + p);
+      if (bias) sum += bias[j];
+      y[i * n + j] = sum;
+    }
+  }
+}
+
+void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float sum_sq = 0.0f;
+    for (int64_t i = 0; i < dim; ++i) sum_sq += xr[i] * xr[i];
+    const float inv = 1.0f / std::sqrt(sum_sq / static_cast<float>(dim) + eps);
+    for (int64_t i = 0; i < dim; ++i) y[r * dim + i] = xr[i] * inv * weight[i];
+  }
+}
+
+void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+          const float* cos, const float* sin, RopeLayout layout) {
+  const int64_t half = rotary_dim / 2;
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + (t * heads + h) * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const float c = cos[t * half + i];
+        const float s = sin[t * half + i];
+        const int64_t a = layout == RopeLayout::half_split ? i : 2 * i;
+        const int64_t b = layout == RopeLayout::half_split ? i + half : 2 * i + 1;
+        const float x0 = v[a];
+        const float x1 = v[b];
+        v[a] = x0 * c - x1 * s;
+        v[b] = x1 * c + x0 * s;
+      }
+    }
+  }
+}
+
+void softmax(float* x, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * cols;
+    float max = row[0];
+    for (int64_t i = 1; i < cols; ++i) max = std::fmax(max, row[i]);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < cols; ++i) {
+      row[i] = std::exp(row[i] - max);
+      sum += row[i];
+    }
+    for (int64_t i = 0; i < cols; ++i) row[i] /= sum;
+  }
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void add(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void paged_attention(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
+                     const PagedKv& kv, float scale, float* out) {
+  const int64_t group = heads / kv.kv_heads;
+  std::vector<float> scores;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t len = positions[t] + 1;
+    scores.assign(static_cast<size_t>(len), 0.0f);
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t kvh = h / group;
+      const float* qh = q + (t * heads + h) * kv.head_dim;
+      auto slot = [&](int64_t p) {
+        const int64_t block = kv.block_table[static_cast<size_t>(p / kv.block_size)];
+        return (block * kv.block_size + p % kv.block_size) * kv.kv_heads + kvh;
+      };
+      float max = -INFINITY;
+      for (int64_t p = 0; p < len; ++p) {
+        const float* kp = kv.k + slot(p) * kv.head_dim;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < kv.head_dim; ++d) dot += qh[d] * kp[d];
+        scores[static_cast<size_t>(p)] = dot * scale;
+        max = std::fmax(max, dot * scale);
+      }
+      float sum = 0.0f;
+      for (int64_t p = 0; p < len; ++p) {
+        scores[static_cast<size_t>(p)] = std::exp(scores[static_cast<size_t>(p)] - max);
+        sum += scores[static_cast<size_t>(p)];
+      }
+      float* oh = out + (t * heads + h) * kv.v_head_dim;
+      for (int64_t d = 0; d < kv.v_head_dim; ++d) {
+        float acc = 0.0f;
+        for (int64_t p = 0; p < len; ++p)
+          acc += scores[static_cast<size_t>(p)] * kv.v[slot(p) * kv.v_head_dim + d];
+        oh[d] = acc / sum;
+      }
+    }
+  }
+}
+
+}  // namespace deepinfer::kernels::reference
