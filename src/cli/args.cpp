@@ -35,7 +35,9 @@ Args::Args(const std::vector<std::string>& argv, std::set<std::string> value_fla
   }
 }
 
-bool Args::has(const std::string& name) const { return values_.count(name) != 0; }
+bool Args::has(const std::string& name) const {
+  return values_.count(name) != 0;
+}
 
 std::optional<std::string> Args::get(const std::string& name) const {
   const auto it = values_.find(name);

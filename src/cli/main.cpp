@@ -55,7 +55,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::fprintf(stderr, "deepinfer: unknown command '%s' (see deepinfer --help)\n",
-               args[0].c_str());
+  std::fprintf(stderr, "deepinfer: unknown command '%s' (see deepinfer --help)\n", args[0].c_str());
   return 2;
 }

@@ -26,19 +26,28 @@ std::atomic<Level>& current() {
 
 const char* tag(Level level) {
   switch (level) {
-    case Level::debug: return "debug";
-    case Level::info: return "info";
-    case Level::warn: return "warn";
-    case Level::error: return "error";
-    case Level::off: break;
+    case Level::debug:
+      return "debug";
+    case Level::info:
+      return "info";
+    case Level::warn:
+      return "warn";
+    case Level::error:
+      return "error";
+    case Level::off:
+      break;
   }
   return "";
 }
 
 }  // namespace
 
-Level level() { return current().load(std::memory_order_relaxed); }
-void set_level(Level value) { current().store(value, std::memory_order_relaxed); }
+Level level() {
+  return current().load(std::memory_order_relaxed);
+}
+void set_level(Level value) {
+  current().store(value, std::memory_order_relaxed);
+}
 
 Level parse_level(std::string_view name) {
   if (name == "debug") return Level::debug;
@@ -52,8 +61,9 @@ Level parse_level(std::string_view name) {
 void write(Level level, std::string_view message) {
   static std::mutex mutex;
   using clock = std::chrono::system_clock;
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      clock::now().time_since_epoch()).count();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock::now().time_since_epoch())
+          .count();
   std::lock_guard<std::mutex> lock(mutex);
   std::fprintf(stderr, "[%lld.%03lld] [%s] %.*s\n", static_cast<long long>(ms / 1000),
                static_cast<long long>(ms % 1000), tag(level), static_cast<int>(message.size()),

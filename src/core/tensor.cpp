@@ -94,7 +94,9 @@ int64_t Tensor::numel() const {
   return total;
 }
 
-bool Tensor::is_contiguous() const { return strides_ == contiguous_strides(shape_); }
+bool Tensor::is_contiguous() const {
+  return strides_ == contiguous_strides(shape_);
+}
 
 void Tensor::check_span(size_t element_size) const {
   DI_CHECK(element_size == dtype_size(dtype_), "typed access of ", describe(),

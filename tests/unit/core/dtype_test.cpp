@@ -40,7 +40,7 @@ TEST(DType, F16ConvertsNormalsSubnormalsAndSpecials) {
 }
 
 TEST(DType, F8E4M3MatchesTheOcpTable) {
-  EXPECT_EQ(f8_e4m3_to_f32(0x38), 1.0f);   // 0.0111.000
+  EXPECT_EQ(f8_e4m3_to_f32(0x38), 1.0f);    // 0.0111.000
   EXPECT_EQ(f8_e4m3_to_f32(0x7e), 448.0f);  // largest finite
   EXPECT_EQ(f8_e4m3_to_f32(0xb8), -1.0f);
   EXPECT_EQ(f8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));

@@ -27,21 +27,26 @@ TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
 TEST(ThreadPool, RespectsMinChunkAndRunsNestedCallsInline) {
   ThreadPool pool(4);
   std::atomic<int> chunks{0};
-  pool.parallel_for(10, [&](int64_t begin, int64_t end) {
-    chunks++;
-    EXPECT_TRUE(end - begin >= 5);
-    int inner = 0;
-    pool.parallel_for(3, [&](int64_t b, int64_t e) { inner += static_cast<int>(e - b); });
-    EXPECT_EQ(inner, 3);
-  }, 5);
+  pool.parallel_for(
+      10,
+      [&](int64_t begin, int64_t end) {
+        chunks++;
+        EXPECT_TRUE(end - begin >= 5);
+        int inner = 0;
+        pool.parallel_for(3, [&](int64_t b, int64_t e) { inner += static_cast<int>(e - b); });
+        EXPECT_EQ(inner, 3);
+      },
+      5);
   EXPECT_EQ(chunks.load(), 2);
 }
 
 TEST(ThreadPool, RethrowsTaskErrorsAndStaysUsable) {
   ThreadPool pool(3);
-  EXPECT_THROW(pool.parallel_for(9, [](int64_t begin, int64_t) {
-    if (begin > 0) fail("boom");
-  }), Error);
+  EXPECT_THROW(pool.parallel_for(9,
+                                 [](int64_t begin, int64_t) {
+                                   if (begin > 0) fail("boom");
+                                 }),
+               Error);
   std::atomic<int64_t> sum{0};
   pool.parallel_for(100, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) sum += i;

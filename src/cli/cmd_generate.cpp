@@ -1,0 +1,104 @@
+// deepinfer generate: load a checkpoint and greedily continue one prompt.
+#include <chrono>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/model_flags.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/greedy.h"
+#include "io/hf_config.h"
+#include "io/npy.h"
+
+namespace deepinfer::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: deepinfer generate --model DIR (--prompt-ids 1,2,3 | --prompt TEXT)\n"
+    "         [--max-new-tokens N] [--temperature 0] [--threads T] [--dtype auto|f32|bf16|f16]\n"
+    "         [--ignore-eos] [--json] [--dump-logits FILE.npy] [--prefill-chunk N]\n"
+    "         [--block-size 16] [--log-level info]\n";
+
+std::vector<int32_t> prompt_ids_from(const Args& args, const model::CausalLM& model) {
+  DI_CHECK(args.has("prompt-ids") != args.has("prompt"),
+           "give exactly one of --prompt-ids and --prompt");
+  DI_CHECK(!args.has("prompt"),
+           "--prompt needs the tokenizer, which this build does not have yet; use --prompt-ids");
+  std::vector<int32_t> ids;
+  for (int64_t id : args.get_int_list("prompt-ids")) {
+    DI_CHECK(id >= 0 && id < model.vocab_size(), "--prompt-ids: token id ", id,
+             " is outside the vocabulary [0, ", model.vocab_size(), ")");
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+int run_generate(const std::vector<std::string>& argv) {
+  if (!argv.empty() && argv[0] == "--help") {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  const Args args(argv,
+                  with_model_flags({"prompt-ids", "prompt", "max-new-tokens", "temperature",
+                                    "dump-logits", "prefill-chunk", "block-size"}),
+                  {"json", "ignore-eos"});
+  if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
+  const double temperature = args.get_double("temperature", 0.0);
+  DI_CHECK(temperature == 0.0,
+           "--temperature: only 0 (greedy) is supported until sampling lands; got ", temperature);
+  const int64_t max_new = args.get_int("max-new-tokens", 16);
+  DI_CHECK(max_new >= 0, "--max-new-tokens must be >= 0");
+  const int64_t block_size = args.get_int("block-size", 16);
+  DI_CHECK(block_size > 0 && block_size <= 1024, "--block-size must be in [1, 1024]");
+  const std::string dir = args.require("model");
+  auto pool = thread_pool_from(args);
+
+  const auto load_start = std::chrono::steady_clock::now();
+  auto model = model::load_model(dir, load_options_from(args));
+  const double load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  log::info("loaded ", model->config().architecture, " from ", dir, " in ", load_seconds, " s");
+  const auto generation = io::GenerationConfig::load(dir, model->config());
+  const std::vector<int32_t> prompt = prompt_ids_from(args, *model);
+
+  const auto total = static_cast<int64_t>(prompt.size()) + max_new;
+  cache::KvCache cache(
+      model::kv_cache_spec(*model, block_size, (total + block_size - 1) / block_size));
+  engine::GreedyOptions options;
+  options.max_new_tokens = max_new;
+  options.eos_token_ids = generation.eos_token_ids;
+  options.ignore_eos = args.flag("ignore-eos");
+  options.prefill_chunk = args.get_int("prefill-chunk", 0);
+  const auto result = engine::greedy_generate(*model, cache, prompt, options, *pool);
+
+  if (const auto path = args.get("dump-logits")) {
+    io::write_npy_f32(*path, result.prompt_logits,
+                      {static_cast<int64_t>(result.prompt_logits.size())});
+  }
+  const auto decoded = static_cast<double>(result.output_ids.size());
+  if (args.flag("json")) {
+    nlohmann::ordered_json out;
+    out["prompt_ids"] = prompt;
+    out["output_ids"] = result.output_ids;
+    out["finish_reason"] = result.stopped_at_eos ? "stop" : "length";
+    out["prefill_seconds"] = result.prefill_seconds;
+    out["decode_seconds"] = result.decode_seconds;
+    out["decode_steps"] = result.decode_steps;
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    for (size_t i = 0; i < result.output_ids.size(); ++i) {
+      std::printf("%s%d", i ? "," : "", result.output_ids[i]);
+    }
+    std::printf("\n");
+  }
+  log::info("prefill ", prompt.size(), " tokens in ", result.prefill_seconds, " s; decode ",
+            decoded, " tokens in ", result.decode_seconds, " s");
+  return 0;
+}
+
+const Registration registration("generate", "greedy generation from a prompt", &run_generate);
+
+}  // namespace
+}  // namespace deepinfer::cli

@@ -1,0 +1,55 @@
+#pragma once
+// The interface every model family implements, and the registry that builds one from a
+// Hugging Face checkpoint directory by its `architectures` entry.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "core/thread_pool.h"
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "model/forward_batch.h"
+#include "model/weights.h"
+
+namespace deepinfer::model {
+
+// Geometry of the per-token KV state one layer keeps (GQA: K/V per KV head).
+struct KvLayout {
+  int64_t num_layers = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t v_head_dim = 0;
+};
+
+class CausalLM {
+ public:
+  virtual ~CausalLM() = default;
+  virtual const io::ModelConfig& config() const = 0;
+  virtual KvLayout kv_layout() const = 0;
+  int64_t vocab_size() const { return config().vocab_size; }
+  // Runs the batch, writing its K/V into `cache`, and stores next-token logits of
+  // batch.logit_rows into logits [logit_rows.size(), vocab_size].
+  virtual void forward(const ForwardBatch& batch, cache::KvCache& cache, float* logits,
+                       ThreadPool& pool) = 0;
+};
+
+using ModelBuilder =
+    std::function<std::unique_ptr<CausalLM>(const io::ModelConfig&, WeightLoader&)>;
+
+struct ModelFamily {
+  std::string architecture;  // e.g. "Qwen2ForCausalLM"
+  ModelBuilder build;
+};
+
+const std::vector<ModelFamily>& model_families();
+std::vector<std::string> supported_architectures();
+
+// Loads config.json + safetensors of `dir` and builds the model. Throws Error for an
+// unsupported architecture (listing the supported ones) or mismatched weights.
+std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options);
+
+cache::KvCacheSpec kv_cache_spec(const CausalLM& model, int64_t block_size, int64_t num_blocks);
+
+}  // namespace deepinfer::model

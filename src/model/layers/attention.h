@@ -1,0 +1,42 @@
+#pragma once
+// Grouped-query self-attention (MHA when kv_heads == heads) over the paged KV cache:
+// q/k/v projections (optional bias), optional per-head q/k RMSNorm (Qwen3), RoPE,
+// cache write, paged attention per sequence, output projection.
+#include <optional>
+#include <string>
+
+#include "cache/kv_cache.h"
+#include "kernels/kernels.h"
+#include "model/forward_batch.h"
+#include "model/layers/linear.h"
+#include "model/layers/rms_norm.h"
+
+namespace deepinfer::model {
+
+struct AttentionShape {
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t rotary_dim = 0;  // <= head_dim (partial rotary)
+  kernels::RopeLayout rope_layout = kernels::RopeLayout::half_split;
+};
+
+class GqaAttention {
+ public:
+  // Loads <prefix>.{q,k,v,o}_proj (+ q_norm/k_norm when qk_norm).
+  static GqaAttention load(WeightLoader& weights, const std::string& prefix,
+                           const AttentionShape& shape, bool qkv_bias, bool qk_norm,
+                           double norm_eps);
+
+  // x [tokens, hidden] -> out [tokens, hidden]. cos/sin: [tokens, rotary_dim / 2].
+  void forward(const float* x, const ForwardBatch& batch, const float* cos, const float* sin,
+               cache::KvCache& cache, int64_t layer, float* out, ThreadPool& pool) const;
+
+ private:
+  AttentionShape shape_;
+  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  std::optional<RmsNorm> q_norm_, k_norm_;
+};
+
+}  // namespace deepinfer::model

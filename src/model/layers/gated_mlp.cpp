@@ -1,0 +1,28 @@
+#include "model/layers/gated_mlp.h"
+
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace deepinfer::model {
+
+GatedMlp GatedMlp::load(WeightLoader& weights, const std::string& prefix, int64_t hidden,
+                        int64_t intermediate) {
+  GatedMlp mlp;
+  mlp.gate_proj_ = Linear::load(weights, prefix + ".gate_proj", hidden, intermediate, false);
+  mlp.up_proj_ = Linear::load(weights, prefix + ".up_proj", hidden, intermediate, false);
+  mlp.down_proj_ = Linear::load(weights, prefix + ".down_proj", intermediate, hidden, false);
+  return mlp;
+}
+
+void GatedMlp::forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const {
+  const int64_t width = gate_proj_.out_features;
+  std::vector<float> gate(static_cast<size_t>(tokens * width));
+  std::vector<float> up(static_cast<size_t>(tokens * width));
+  gate_proj_.forward(x, tokens, gate.data(), pool);
+  up_proj_.forward(x, tokens, up.data(), pool);
+  kernels::silu_mul(gate.data(), up.data(), gate.data(), tokens * width);
+  down_proj_.forward(gate.data(), tokens, out, pool);
+}
+
+}  // namespace deepinfer::model

@@ -1,0 +1,20 @@
+#pragma once
+// SwiGLU feed-forward: down(silu(gate(x)) * up(x)).
+#include <string>
+
+#include "model/layers/linear.h"
+
+namespace deepinfer::model {
+
+class GatedMlp {
+ public:
+  static GatedMlp load(WeightLoader& weights, const std::string& prefix, int64_t hidden,
+                       int64_t intermediate);
+  // x [tokens, hidden] -> out [tokens, hidden]
+  void forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const;
+
+ private:
+  Linear gate_proj_, up_proj_, down_proj_;
+};
+
+}  // namespace deepinfer::model

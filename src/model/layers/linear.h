@@ -1,0 +1,24 @@
+#pragma once
+// y = x W^T (+ b), W stored [out, in] as Hugging Face Linear does.
+#include <string>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "model/weights.h"
+
+namespace deepinfer::model {
+
+struct Linear {
+  Tensor weight;  // [out_features, in_features], f32 / bf16 / f16
+  Tensor bias;    // [out_features] f32, or undefined
+  int64_t in_features = 0;
+  int64_t out_features = 0;
+
+  // Loads `<prefix>.weight` (and `<prefix>.bias` when with_bias).
+  static Linear load(WeightLoader& weights, const std::string& prefix, int64_t in_features,
+                     int64_t out_features, bool with_bias);
+  // x [rows, in_features] -> y [rows, out_features]
+  void forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const;
+};
+
+}  // namespace deepinfer::model

@@ -1,0 +1,19 @@
+#pragma once
+#include <string>
+
+#include "core/tensor.h"
+#include "model/weights.h"
+
+namespace deepinfer::model {
+
+struct RmsNorm {
+  Tensor weight;  // [dim] f32
+  float eps = 1e-6f;
+
+  static RmsNorm load(WeightLoader& weights, const std::string& name, int64_t dim, double eps);
+  int64_t dim() const { return weight.numel(); }
+  // Normalises each of `rows` rows of width dim(); y may alias x.
+  void forward(const float* x, int64_t rows, float* y) const;
+};
+
+}  // namespace deepinfer::model

@@ -1,0 +1,60 @@
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "model/arch/families.h"
+#include "model/causal_lm.h"
+
+namespace deepinfer::model {
+
+const std::vector<ModelFamily>& model_families() {
+  // Adding a family: one arch file and one line here.
+  static const std::vector<ModelFamily> families = {
+      {"Qwen2ForCausalLM", build_qwen2},
+      {"Qwen3ForCausalLM", build_qwen3},
+  };
+  return families;
+}
+
+std::vector<std::string> supported_architectures() {
+  std::vector<std::string> names;
+  for (const auto& family : model_families()) names.push_back(family.architecture);
+  return names;
+}
+
+std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options) {
+  const io::ModelConfig config = io::ModelConfig::load(dir);
+  const auto& families = model_families();
+  const auto family = std::find_if(families.begin(), families.end(), [&](const ModelFamily& f) {
+    return f.architecture == config.architecture;
+  });
+  if (family == families.end()) {
+    std::string supported;
+    for (const auto& name : supported_architectures()) supported += " " + name;
+    fail(dir, "/config.json: architecture '", config.architecture,
+         "' is not supported (supported:", supported, ")");
+  }
+  const io::Checkpoint checkpoint = io::Checkpoint::open(dir);
+  WeightLoader weights(checkpoint, options);
+  auto model = family->build(config, weights);
+  const auto unused = weights.unused();
+  if (!unused.empty()) {
+    log::warn(dir, ": ", unused.size(), " checkpoint tensors are not used by ", config.architecture,
+              " (first: ", unused.front(), ")");
+  }
+  return model;
+}
+
+cache::KvCacheSpec kv_cache_spec(const CausalLM& model, int64_t block_size, int64_t num_blocks) {
+  const KvLayout layout = model.kv_layout();
+  cache::KvCacheSpec spec;
+  spec.num_layers = layout.num_layers;
+  spec.kv_heads = layout.kv_heads;
+  spec.head_dim = layout.head_dim;
+  spec.v_head_dim = layout.v_head_dim;
+  spec.block_size = block_size;
+  spec.num_blocks = num_blocks;
+  return spec;
+}
+
+}  // namespace deepinfer::model

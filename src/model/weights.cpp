@@ -1,0 +1,43 @@
+#include "model/weights.h"
+
+#include "core/error.h"
+
+namespace deepinfer::model {
+
+WeightLoader::WeightLoader(const io::Checkpoint& checkpoint, LoadOptions options)
+    : checkpoint_(checkpoint), options_(options) {}
+
+Tensor WeightLoader::fetch(const std::string& name, const Shape& expected) {
+  DI_CHECK(checkpoint_.contains(name), checkpoint_.dir(), ": missing tensor '", name,
+           "' (the checkpoint does not match its config.json architecture)");
+  Tensor tensor = checkpoint_.get(name);
+  DI_CHECK(tensor.shape() == expected, checkpoint_.dir(), ": tensor '", name, "' has shape ",
+           shape_to_string(tensor.shape()), " but config.json implies ", shape_to_string(expected));
+  used_.insert(name);
+  return tensor;
+}
+
+Tensor WeightLoader::matrix(const std::string& name, const Shape& expected) {
+  Tensor tensor = fetch(name, expected);
+  const DType stored = tensor.dtype();
+  DI_CHECK(stored == DType::f32 || stored == DType::bf16 || stored == DType::f16, checkpoint_.dir(),
+           ": tensor '", name, "' is ", dtype_name(stored),
+           "; only f32, bf16 and f16 weights are supported here");
+  return tensor.to(options_.weight_dtype.value_or(stored));
+}
+
+Tensor WeightLoader::vector_f32(const std::string& name, const Shape& expected) {
+  Tensor tensor = fetch(name, expected);
+  Tensor out = tensor.to(DType::f32);
+  return out.is_borrowed() ? out.clone() : out;
+}
+
+std::vector<std::string> WeightLoader::unused() const {
+  std::vector<std::string> out;
+  for (const auto& name : checkpoint_.names()) {
+    if (!used_.count(name)) out.push_back(name);
+  }
+  return out;
+}
+
+}  // namespace deepinfer::model

@@ -1,0 +1,39 @@
+#pragma once
+// Pulls named tensors out of a checkpoint with the shape the config implies, converting
+// only when needed: matrices keep the stored dtype (zero-copy) unless a compute dtype is
+// forced; small vectors (norms, biases) become f32.
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/safetensors.h"
+
+namespace deepinfer::model {
+
+struct LoadOptions {
+  std::optional<DType> weight_dtype;  // nullopt: as stored (f32, bf16 and f16 all run)
+};
+
+class WeightLoader {
+ public:
+  WeightLoader(const io::Checkpoint& checkpoint, LoadOptions options);
+
+  bool has(const std::string& name) const { return checkpoint_.contains(name); }
+  // A matrix for kernels::linear in the compute dtype; Error if missing or misshaped.
+  Tensor matrix(const std::string& name, const Shape& expected);
+  // f32 copy of a small tensor (norm weights, biases).
+  Tensor vector_f32(const std::string& name, const Shape& expected);
+  // Checkpoint tensors no layer asked for (reported so silent mismatches are visible).
+  std::vector<std::string> unused() const;
+  const io::Checkpoint& checkpoint() const { return checkpoint_; }
+
+ private:
+  Tensor fetch(const std::string& name, const Shape& expected);
+  const io::Checkpoint& checkpoint_;
+  LoadOptions options_;
+  std::set<std::string> used_;
+};
+
+}  // namespace deepinfer::model

@@ -1,0 +1,50 @@
+"""`deepinfer generate` / `info` on the bundled tiny checkpoints, against transformers goldens."""
+import json
+
+import numpy as np
+import pytest
+
+from conftest import DATA, load_golden
+
+MODELS = ["tiny-qwen2", "tiny-qwen3", "tiny-qwen3-yarn"]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_generate_json_matches_transformers_greedy(run_cli, model):
+    case = load_golden(model)["cases"][-1]
+    ids = ",".join(map(str, case["prompt_ids"]))
+    proc = run_cli("generate", "--model", DATA / model, "--prompt-ids", ids, "--max-new-tokens", 32,
+                   "--ignore-eos", "--json", "--threads", 2, check=True)
+    out = json.loads(proc.stdout)
+    assert out["prompt_ids"] == case["prompt_ids"]
+    assert out["output_ids"] == case["greedy_ids"]
+    assert out["finish_reason"] == "length"
+
+
+def test_dump_logits_writes_the_last_prompt_position_as_npy(run_cli, tmp_path):
+    case = load_golden("tiny-qwen2")["cases"][1]
+    path = tmp_path / "logits.npy"
+    run_cli("generate", "--model", DATA / "tiny-qwen2", "--prompt-ids",
+            ",".join(map(str, case["prompt_ids"])), "--max-new-tokens", 1, "--dump-logits", path,
+            check=True)
+    logits = np.load(path)
+    ref = np.array(case["last_logits"], dtype=np.float32)
+    assert logits.dtype == np.float32 and logits.shape == ref.shape
+    assert np.max(np.abs(logits - ref)) / np.max(np.abs(ref)) <= 1e-4
+
+
+def test_info_reports_layout_and_kv_cost(run_cli):
+    proc = run_cli("info", "--model", DATA / "tiny-qwen3", "--json", check=True)
+    info = json.loads(proc.stdout)
+    config = json.loads((DATA / "tiny-qwen3" / "config.json").read_text())
+    assert info["architecture"] == "Qwen3ForCausalLM"
+    assert info["layers"] == config["num_hidden_layers"]
+    assert info["kv_bytes_per_token"] == (
+        2 * config["num_hidden_layers"] * config["num_key_value_heads"] * config["head_dim"] * 4)
+    assert info["weight_bytes"] == 4 * info["parameters"]  # float32 checkpoint
+
+
+def test_version_and_help(run_cli):
+    assert run_cli("--version", check=True).stdout.startswith("deepinfer ")
+    assert "generate" in run_cli("--help", check=True).stdout
+    assert run_cli("generate", "--help", check=True).stdout.startswith("usage:")

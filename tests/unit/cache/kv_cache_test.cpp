@@ -1,0 +1,65 @@
+#include "cache/kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "core/error.h"
+
+namespace deepinfer::cache {
+namespace {
+
+KvCacheSpec small_spec() {
+  KvCacheSpec spec;
+  spec.num_layers = 2;
+  spec.kv_heads = 2;
+  spec.head_dim = 3;
+  spec.v_head_dim = 3;
+  spec.block_size = 4;
+  spec.num_blocks = 5;
+  return spec;
+}
+
+TEST(KvCache, BytesPerTokenCountsKAndVOfEveryLayer) {
+  EXPECT_EQ(small_spec().bytes_per_token(), 2 * 2 * (3 + 3) * 4);
+}
+
+TEST(KvCache, GrowsBlockTablesAndReleasesThem) {
+  KvCache cache(small_spec());
+  std::vector<int32_t> table;
+  cache.ensure_capacity(table, 1);
+  EXPECT_EQ(table.size(), 1u);
+  cache.ensure_capacity(table, 9);
+  EXPECT_EQ(table.size(), 3u);
+  EXPECT_EQ(std::set<int32_t>(table.begin(), table.end()).size(), 3u);
+  EXPECT_EQ(cache.free_blocks(), 2);
+  std::vector<int32_t> other;
+  EXPECT_THROW(cache.ensure_capacity(other, 13), Error);  // needs 4, 2 free
+  EXPECT_EQ(cache.free_blocks(), 2);                      // nothing taken on failure
+  cache.release(table);
+  EXPECT_TRUE(table.empty());
+  EXPECT_EQ(cache.free_blocks(), 5);
+}
+
+TEST(KvCache, WritesLandInTheSlotTheBlockTableNames) {
+  KvCache cache(small_spec());
+  std::vector<int32_t> table = {3, 1};  // positions 0-3 in block 3, 4-7 in block 1
+  const int32_t positions[] = {2, 5};
+  std::vector<float> k(2 * 6), v(2 * 6);
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = static_cast<float>(i + 1);
+    v[i] = -static_cast<float>(i + 1);
+  }
+  cache.write(1, table, positions, 2, k.data(), v.data());
+  const auto view = cache.view(1, table);
+  const int64_t row = 6;  // kv_heads * head_dim
+  EXPECT_EQ(view.k[(3 * 4 + 2) * row + 0], 1.0f);
+  EXPECT_EQ(view.k[(1 * 4 + 1) * row + 5], 12.0f);
+  EXPECT_EQ(view.v[(1 * 4 + 1) * row + 0], -7.0f);
+  EXPECT_EQ(cache.view(0, table).k[(3 * 4 + 2) * row], 0.0f);  // other layer untouched
+  const int32_t outside[] = {8};
+  EXPECT_THROW(cache.write(1, table, outside, 1, k.data(), v.data()), Error);
+}
+
+}  // namespace
+}  // namespace deepinfer::cache
