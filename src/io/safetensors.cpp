@@ -37,6 +37,21 @@ constexpr DTypeName kDTypeNames[] = {
 
 using json = nlohmann::json;
 
+// Parser messages quote the offending input, which may be binary: keep the Error printable.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f) {
+      out += c;
+    } else {
+      constexpr char kHex[] = "0123456789abcdef";
+      out += {'\\', 'x', kHex[byte >> 4], kHex[byte & 15]};
+    }
+  }
+  return out;
+}
+
 // nlohmann keeps the last of duplicate keys silently; a parser callback sees every key
 // as it is read, so we can reject the file instead of loading the wrong tensor.
 json parse_header_json(std::string_view text, const std::string& path) {
@@ -57,7 +72,7 @@ json parse_header_json(std::string_view text, const std::string& path) {
   try {
     return json::parse(text.begin(), text.end(), callback);
   } catch (const json::exception& e) {
-    fail(path, ": header is not valid JSON: ", e.what());
+    fail(path, ": header is not valid JSON: ", printable(e.what()));
   }
 }
 

@@ -1,7 +1,9 @@
-// write_safetensors: the same layout the reference writer produces (tensors ordered by
-// element size, largest first, then by name, so every tensor is aligned to its element size;
-// header padded with spaces to a multiple of 8), written to a temporary file that is renamed
-// over `path` only once complete, so a crash never leaves a half-written checkpoint.
+// write_safetensors: byte for byte what the reference writer (huggingface/safetensors,
+// tensor.rs `prepare`) produces: tensors ordered by its dtype ranking (widest first, which
+// keeps every tensor aligned to its element size), then by name; compact JSON with
+// "__metadata__" first and fields in the order dtype, shape, data_offsets; header padded with
+// spaces to a multiple of 8. Written to a temporary file that is renamed over `path` only once
+// complete, so a crash never leaves a half-written checkpoint.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -18,6 +20,31 @@
 
 namespace deepinfer::io {
 namespace {
+
+// The reference's Dtype enum order ("increasing alignment"); it sorts by it, descending.
+int reference_rank(DType dtype) {
+  switch (dtype) {
+    case DType::boolean:
+      return 0;
+    case DType::u8:
+      return 1;
+    case DType::i8:
+      return 2;
+    case DType::f8_e4m3:
+      return 4;
+    case DType::f16:
+      return 7;
+    case DType::bf16:
+      return 8;
+    case DType::i32:
+      return 9;
+    case DType::f32:
+      return 11;
+    case DType::i64:
+      return 13;
+  }
+  return -1;
+}
 
 class TempFile {
  public:
@@ -79,18 +106,20 @@ void write_safetensors(const std::string& path,
     order.push_back(&entry);
   }
   std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
-    const size_t sa = dtype_size(a->second.dtype()), sb = dtype_size(b->second.dtype());
-    return sa != sb ? sa > sb : a->first < b->first;
+    const int ra = reference_rank(a->second.dtype()), rb = reference_rank(b->second.dtype());
+    return ra != rb ? ra > rb : a->first < b->first;
   });
 
-  nlohmann::json header = nlohmann::json::object();
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   size_t offset = 0;
   for (const auto* entry : order) {
     const Tensor& t = entry->second;
-    header[entry->first] = {{"dtype", safetensors_dtype_name(t.dtype())},
-                            {"shape", t.shape()},
-                            {"data_offsets", {offset, offset + t.nbytes()}}};
+    nlohmann::ordered_json info = nlohmann::ordered_json::object();
+    info["dtype"] = safetensors_dtype_name(t.dtype());
+    info["shape"] = t.shape();
+    info["data_offsets"] = {offset, offset + t.nbytes()};
+    header[entry->first] = std::move(info);
     offset += t.nbytes();
   }
   std::string text;
