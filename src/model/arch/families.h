@@ -2,9 +2,16 @@
 // Builders of every model family; model/registry.cpp maps architecture names to them.
 #include <memory>
 
+#include "model/arch/transformer_decoder.h"
 #include "model/causal_lm.h"
+#include "model/layers/attention.h"
 
 namespace deepinfer::model {
+
+// Shared pieces for GQA families (Qwen, GLM): attention geometry from config.json and a
+// spec with GQA attention + dense SwiGLU MLP in every layer (families then override slots).
+AttentionShape gqa_shape(const io::ModelConfig& config);
+DecoderSpec gqa_decoder_spec(const io::ModelConfig& config, bool qkv_bias, bool qk_norm);
 
 std::unique_ptr<CausalLM> build_qwen2(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_qwen3(const io::ModelConfig& config, WeightLoader& weights);

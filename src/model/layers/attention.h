@@ -2,12 +2,14 @@
 // Grouped-query self-attention (MHA when kv_heads == heads) over the paged KV cache:
 // q/k/v projections (optional bias), optional per-head q/k RMSNorm (Qwen3), RoPE,
 // cache write, paged attention per sequence, output projection.
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "cache/kv_cache.h"
 #include "kernels/kernels.h"
 #include "model/forward_batch.h"
+#include "model/layers/attention_layer.h"
 #include "model/layers/linear.h"
 #include "model/layers/rms_norm.h"
 
@@ -22,16 +24,15 @@ struct AttentionShape {
   kernels::RopeLayout rope_layout = kernels::RopeLayout::half_split;
 };
 
-class GqaAttention {
+class GqaAttention : public AttentionLayer {
  public:
   // Loads <prefix>.{q,k,v,o}_proj (+ q_norm/k_norm when qk_norm).
-  static GqaAttention load(WeightLoader& weights, const std::string& prefix,
-                           const AttentionShape& shape, bool qkv_bias, bool qk_norm,
-                           double norm_eps);
+  static std::unique_ptr<GqaAttention> load(WeightLoader& weights, const std::string& prefix,
+                                            const AttentionShape& shape, bool qkv_bias,
+                                            bool qk_norm, double norm_eps);
 
-  // x [tokens, hidden] -> out [tokens, hidden]. cos/sin: [tokens, rotary_dim / 2].
   void forward(const float* x, const ForwardBatch& batch, const float* cos, const float* sin,
-               cache::KvCache& cache, int64_t layer, float* out, ThreadPool& pool) const;
+               cache::KvCache& cache, int64_t layer, float* out, ThreadPool& pool) const override;
 
  private:
   AttentionShape shape_;

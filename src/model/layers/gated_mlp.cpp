@@ -6,12 +6,12 @@
 
 namespace deepinfer::model {
 
-GatedMlp GatedMlp::load(WeightLoader& weights, const std::string& prefix, int64_t hidden,
-                        int64_t intermediate) {
-  GatedMlp mlp;
-  mlp.gate_proj_ = Linear::load(weights, prefix + ".gate_proj", hidden, intermediate, false);
-  mlp.up_proj_ = Linear::load(weights, prefix + ".up_proj", hidden, intermediate, false);
-  mlp.down_proj_ = Linear::load(weights, prefix + ".down_proj", intermediate, hidden, false);
+std::unique_ptr<GatedMlp> GatedMlp::load(WeightLoader& weights, const std::string& prefix,
+                                         int64_t hidden, int64_t intermediate) {
+  auto mlp = std::make_unique<GatedMlp>();
+  mlp->gate_proj_ = Linear::load(weights, prefix + ".gate_proj", hidden, intermediate, false);
+  mlp->up_proj_ = Linear::load(weights, prefix + ".up_proj", hidden, intermediate, false);
+  mlp->down_proj_ = Linear::load(weights, prefix + ".down_proj", intermediate, hidden, false);
   return mlp;
 }
 

@@ -2,16 +2,19 @@
 // SwiGLU feed-forward: down(silu(gate(x)) * up(x)).
 #include <string>
 
+#include <memory>
+
+#include "model/layers/feed_forward.h"
 #include "model/layers/linear.h"
 
 namespace deepinfer::model {
 
-class GatedMlp {
+class GatedMlp : public FeedForward {
  public:
-  static GatedMlp load(WeightLoader& weights, const std::string& prefix, int64_t hidden,
-                       int64_t intermediate);
+  static std::unique_ptr<GatedMlp> load(WeightLoader& weights, const std::string& prefix,
+                                        int64_t hidden, int64_t intermediate);
   // x [tokens, hidden] -> out [tokens, hidden]
-  void forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const;
+  void forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const override;
 
  private:
   Linear gate_proj_, up_proj_, down_proj_;

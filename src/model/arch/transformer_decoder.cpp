@@ -1,40 +1,37 @@
-#include "model/arch/dense_decoder.h"
-
-#include <string>
+#include "model/arch/transformer_decoder.h"
 
 #include "core/error.h"
 #include "kernels/kernels.h"
 
 namespace deepinfer::model {
 
-DenseDecoder::DenseDecoder(const io::ModelConfig& config, WeightLoader& weights,
-                           DenseDecoderOptions options)
-    : config_(config) {
-  DI_CHECK(config.hidden_act == "silu", "config.json: hidden_act '", config.hidden_act,
-           "' is not supported by ", config.architecture, " (expected silu)");
-  shape_.hidden = config.hidden_size;
-  shape_.heads = config.num_attention_heads;
-  shape_.kv_heads = config.num_key_value_heads;
-  shape_.head_dim = config.head_dim;
-  shape_.rotary_dim =
-      static_cast<int64_t>(static_cast<double>(config.head_dim) * config.partial_rotary_factor);
-  shape_.rope_layout = kernels::RopeLayout::half_split;
-  rope_ = std::make_unique<RotaryEmbedding>(config, shape_.rotary_dim);
-
+TransformerDecoder::TransformerDecoder(const io::ModelConfig& config, WeightLoader& weights,
+                                       DecoderSpec spec)
+    : config_(config), spec_(std::move(spec)) {
+  DI_CHECK(spec_.attention && spec_.feed_forward, "decoder spec of ", config.architecture,
+           " lacks an attention or feed-forward builder");
+  rope_ = std::make_unique<RotaryEmbedding>(config, spec_.rotary_dim);
   const int64_t hidden = config.hidden_size;
+  const double eps = config.rms_norm_eps;
   embedding_ = Embedding::load(weights, "model.embed_tokens.weight", config.vocab_size, hidden);
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     const std::string prefix = "model.layers." + std::to_string(i);
-    layers_.push_back(Layer{
-        RmsNorm::load(weights, prefix + ".input_layernorm.weight", hidden, config.rms_norm_eps),
-        GqaAttention::load(weights, prefix + ".self_attn", shape_, options.qkv_bias,
-                           options.qk_norm, config.rms_norm_eps),
-        RmsNorm::load(weights, prefix + ".post_attention_layernorm.weight", hidden,
-                      config.rms_norm_eps),
-        GatedMlp::load(weights, prefix + ".mlp", hidden, config.intermediate_size),
-    });
+    Layer layer;
+    layer.input_norm =
+        RmsNorm::load(weights, prefix + "." + spec_.input_norm + ".weight", hidden, eps);
+    layer.attention = spec_.attention(weights, prefix, i);
+    layer.post_attention_norm =
+        RmsNorm::load(weights, prefix + "." + spec_.post_attention_norm + ".weight", hidden, eps);
+    layer.feed_forward = spec_.feed_forward(weights, prefix, i);
+    if (spec_.sandwich_norms) {
+      layer.post_self_attn_norm =
+          RmsNorm::load(weights, prefix + ".post_self_attn_layernorm.weight", hidden, eps);
+      layer.post_mlp_norm =
+          RmsNorm::load(weights, prefix + ".post_mlp_layernorm.weight", hidden, eps);
+    }
+    layers_.push_back(std::move(layer));
   }
-  final_norm_ = RmsNorm::load(weights, "model.norm.weight", hidden, config.rms_norm_eps);
+  final_norm_ = RmsNorm::load(weights, "model.norm.weight", hidden, eps);
   // Tied checkpoints omit lm_head.weight (transformers ties it to the embedding).
   if (config.tie_word_embeddings) {
     lm_head_.weight = embedding_.weight;
@@ -45,17 +42,13 @@ DenseDecoder::DenseDecoder(const io::ModelConfig& config, WeightLoader& weights,
   }
 }
 
-KvLayout DenseDecoder::kv_layout() const {
-  return KvLayout{config_.num_hidden_layers, shape_.kv_heads, shape_.head_dim, shape_.head_dim};
-}
-
-void DenseDecoder::forward(const ForwardBatch& batch, cache::KvCache& cache, float* logits,
-                           ThreadPool& pool) {
+void TransformerDecoder::forward(const ForwardBatch& batch, cache::KvCache& cache, float* logits,
+                                 ThreadPool& pool) {
   const auto tokens = static_cast<int64_t>(batch.tokens.size());
   DI_CHECK(batch.positions.size() == batch.tokens.size(), "forward: ", tokens, " tokens but ",
            batch.positions.size(), " positions");
   const int64_t hidden = config_.hidden_size;
-  const int64_t half = shape_.rotary_dim / 2;
+  const int64_t half = spec_.rotary_dim / 2;
   std::vector<float> cos(static_cast<size_t>(tokens * half));
   std::vector<float> sin(static_cast<size_t>(tokens * half));
   rope_->compute(batch.positions.data(), tokens, cos.data(), sin.data());
@@ -67,11 +60,14 @@ void DenseDecoder::forward(const ForwardBatch& batch, cache::KvCache& cache, flo
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
     layer.input_norm.forward(residual.data(), tokens, normed.data());
-    layer.attention.forward(normed.data(), batch, cos.data(), sin.data(), cache,
-                            static_cast<int64_t>(i), branch.data(), pool);
+    layer.attention->forward(normed.data(), batch, cos.data(), sin.data(), cache,
+                             static_cast<int64_t>(i), branch.data(), pool);
+    if (spec_.sandwich_norms)
+      layer.post_self_attn_norm.forward(branch.data(), tokens, branch.data());
     kernels::add(residual.data(), branch.data(), residual.data(), tokens * hidden);
     layer.post_attention_norm.forward(residual.data(), tokens, normed.data());
-    layer.mlp.forward(normed.data(), tokens, branch.data(), pool);
+    layer.feed_forward->forward(normed.data(), tokens, branch.data(), pool);
+    if (spec_.sandwich_norms) layer.post_mlp_norm.forward(branch.data(), tokens, branch.data());
     kernels::add(residual.data(), branch.data(), residual.data(), tokens * hidden);
   }
 

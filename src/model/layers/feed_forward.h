@@ -1,0 +1,16 @@
+#pragma once
+// The feed-forward slot of a decoder layer: a dense SwiGLU MLP or a mixture of experts.
+#include <cstdint>
+
+#include "core/thread_pool.h"
+
+namespace deepinfer::model {
+
+class FeedForward {
+ public:
+  virtual ~FeedForward() = default;
+  // x [tokens, hidden] -> out [tokens, hidden]
+  virtual void forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const = 0;
+};
+
+}  // namespace deepinfer::model
