@@ -175,8 +175,12 @@ def run_case(model, prompt_ids):
     return last_logits, greedy, gap
 
 
+# Other generator scripts register their families here: family -> make_config(spec, tok).
+CONFIG_MAKERS = {}
+
+
 def build_model(spec, tok, seed):
-    config, cls = make_config(spec, tok)
+    config, cls = CONFIG_MAKERS.get(spec["family"], make_config)(spec, tok)
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = cls(config).to(torch.float32).eval()
@@ -212,7 +216,7 @@ def make_goldens(spec, tok, prompts):
     raise RuntimeError(f"{spec['name']}: no seed in {SEED_TRIES} tries gives separated logits")
 
 
-def write_model_dir(out, spec, model, tok_json, tok_cfg, seed, cases):
+def write_model_dir(out, spec, model, tok_json, tok_cfg, seed, cases, script="tools/make_tiny_models.py"):
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -229,7 +233,7 @@ def write_model_dir(out, spec, model, tok_json, tok_cfg, seed, cases):
             "transformers": transformers.__version__,
             "torch": torch.__version__,
             "tokenizers": tokenizers.__version__,
-            "script": "tools/make_tiny_models.py",
+            "script": script,
             "seed": seed,
         },
         "greedy": {
@@ -255,6 +259,8 @@ def v4_config(config_json):
     cfg = {k: v for k, v in config_json.items() if k not in ("rope_parameters", "dtype", "layer_types")}
     rope = dict(config_json["rope_parameters"])
     cfg["rope_theta"] = rope.pop("rope_theta")
+    if "partial_rotary_factor" in rope:  # a top-level key in 4.x (GLM, Phi)
+        cfg["partial_rotary_factor"] = rope.pop("partial_rotary_factor")
     kind = rope.pop("rope_type")
     cfg["rope_scaling"] = None if kind == "default" else {V4_ROPE_TYPE_KEY[kind]: kind, **rope}
     cfg["torch_dtype"] = config_json["dtype"]
@@ -284,7 +290,7 @@ def tok_cfg_id(tok_json, content):
     return next(t["id"] for t in tok_json["added_tokens"] if t["content"] == content)
 
 
-def main():
+def main(models=MODELS, script="tools/make_tiny_models.py"):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(REPO / "tests" / "data"), help="parent directory of the tiny-* dirs")
     args = ap.parse_args()
@@ -312,11 +318,11 @@ def main():
     for p in prompts:
         print(f"prompt {p['name']}: {len(p['prompt_ids'])} tokens")
 
-    for spec in MODELS:
+    for spec in models:
         model, seed, cases = make_goldens(spec, tok, prompts)
         cfg = tiny_tokenizer.tokenizer_config(tok, model_max_length=spec["max_pos"])
         out = out_root / spec["name"]
-        write_model_dir(out, spec, model, tok_json, cfg, seed, cases)
+        write_model_dir(out, spec, model, tok_json, cfg, seed, cases, script)
         (out / "model.safetensors").chmod(0o644)
         check_reload(out, cases)
         # The same checkpoint with a 4.x-style config must mean the same model to transformers.

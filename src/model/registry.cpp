@@ -12,6 +12,8 @@ const std::vector<ModelFamily>& model_families() {
   static const std::vector<ModelFamily> families = {
       {"Qwen2ForCausalLM", build_qwen2},
       {"Qwen3ForCausalLM", build_qwen3},
+      {"GlmForCausalLM", build_glm},
+      {"Glm4ForCausalLM", build_glm4},
   };
   return families;
 }
