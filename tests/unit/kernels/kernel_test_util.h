@@ -6,11 +6,17 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/isa.h"
+
+namespace deepinfer::kernels {
+// gtest prints parameters through this (found by ADL).
+inline void PrintTo(Isa isa, std::ostream* os) { *os << isa_name(isa); }
+}  // namespace deepinfer::kernels
 
 namespace deepinfer::kernels::testing {
 

@@ -1,0 +1,160 @@
+// AVX2 element-wise ops and paged attention. Tails use maskload/maskstore, so every size
+// runs through the same vector code.
+#include "kernels/backend.h"
+#include "kernels/simd_avx2.h"
+
+namespace deepinfer::kernels::detail::avx2 {
+namespace {
+
+inline float dot(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  for_each_vector(
+      n, [&](int64_t i, auto m) { acc = _mm256_fmadd_ps(load(a + i, m), load(b + i, m), acc); });
+  return hsum(acc);
+}
+
+inline float exp_scalar(float x) {
+  return _mm256_cvtss_f32(exp(_mm256_set1_ps(x)));
+}
+
+}  // namespace
+
+void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    const float mean_sq = dot(xr, xr, dim) / static_cast<float>(dim);
+    const __m256 inv = _mm256_set1_ps(1.0f / __builtin_sqrtf(mean_sq + eps));
+    for_each_vector(dim, [&](int64_t i, auto m) {
+      store(yr + i, _mm256_mul_ps(_mm256_mul_ps(load(xr + i, m), inv), load(weight + i, m)), m);
+    });
+  }
+}
+
+void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+          const float* cos, const float* sin, RopeLayout layout) {
+  const int64_t half = rotary_dim / 2;
+  // Interleaved: lanes (2i, 2i+1) take angle i; even lanes get -sin (x0 c - x1 s).
+  const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+  const __m256 even_sign = _mm256_castsi256_ps(
+      _mm256_setr_epi32(INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0));
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* ct = cos + t * half;
+    const float* st = sin + t * half;
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + (t * heads + h) * head_dim;
+      if (layout == RopeLayout::half_split) {
+        for_each_vector(half, [&](int64_t i, auto m) {
+          const __m256 x0 = load(v + i, m), x1 = load(v + half + i, m);
+          const __m256 c = load(ct + i, m), s = load(st + i, m);
+          store(v + i, _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, s)), m);
+          store(v + half + i, _mm256_add_ps(_mm256_mul_ps(x1, c), _mm256_mul_ps(x0, s)), m);
+        });
+      } else {
+        for (int64_t i = 0; i < half; i += 4) {  // 4 pairs = 8 floats per step
+          const int64_t pairs = min64(4, half - i);
+          const __m256i fm = first_lanes(2 * pairs);
+          const __m128i pm = _mm256_castsi256_si128(first_lanes(pairs));
+          const __m256 xv = _mm256_maskload_ps(v + 2 * i, fm);
+          const __m256 c =
+              _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_maskload_ps(ct + i, pm)), dup);
+          const __m256 s =
+              _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_maskload_ps(st + i, pm)), dup);
+          const __m256 swapped = _mm256_permute_ps(xv, 0xb1);  // (x1, x0) per pair
+          const __m256 out = _mm256_add_ps(_mm256_mul_ps(xv, c),
+                                           _mm256_mul_ps(swapped, _mm256_xor_ps(s, even_sign)));
+          _mm256_maskstore_ps(v + 2 * i, fm, out);
+        }
+      }
+    }
+  }
+}
+
+void softmax(float* x, int64_t rows, int64_t cols) {
+  const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
+  const __m256 zero = _mm256_setzero_ps();
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * cols;
+    __m256 vmax = neg_inf;
+    for_each_vector(cols, [&](int64_t i, auto m) {
+      vmax = _mm256_max_ps(vmax, keep(load(row + i, m), neg_inf, m));
+    });
+    const __m256 max = _mm256_set1_ps(hmax(vmax));
+    __m256 sum = zero;
+    for_each_vector(cols, [&](int64_t i, auto m) {
+      const __m256 e = exp(_mm256_sub_ps(load(row + i, m), max));
+      store(row + i, e, m);
+      sum = _mm256_add_ps(sum, keep(e, zero, m));
+    });
+    const __m256 total = _mm256_set1_ps(hsum(sum));
+    for_each_vector(cols, [&](int64_t i, auto m) {
+      store(row + i, _mm256_div_ps(load(row + i, m), total), m);
+    });
+  }
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for_each_vector(n, [&](int64_t i, auto m) {
+    const __m256 g = load(gate + i, m);
+    const __m256 e = exp(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    store(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), load(up + i, m)), m);
+  });
+}
+
+void add(const float* a, const float* b, float* out, int64_t n) {
+  for_each_vector(n, [&](int64_t i, auto m) {
+    store(out + i, _mm256_add_ps(load(a + i, m), load(b + i, m)), m);
+  });
+}
+
+int64_t attend_scratch_floats(const AttendArgs& a) {
+  return kAttendChunk + a.v_head_dim;
+}
+
+void attend(const AttendArgs& a, const float* q, int64_t pos, int64_t kv_head, float* out,
+            float* scratch) {
+  static_assert(kAttendChunk == 2 * kLanes, "two vectors of scores per chunk");
+  float* p = scratch;                   // [kAttendChunk] scores, then probabilities
+  float* acc = scratch + kAttendChunk;  // [v_head_dim] unnormalised output
+  for_each_vector(a.v_head_dim, [&](int64_t d, auto m) { store(acc + d, _mm256_setzero_ps(), m); });
+  const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
+  float max = -__builtin_inff();
+  float denom = 0.0f;
+  for (int64_t c0 = 0; c0 <= pos; c0 += kAttendChunk) {
+    const int64_t len = min64(kAttendChunk, pos + 1 - c0);
+    const float* vrow[kAttendChunk];
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t t = c0 + j;
+      const int64_t slot =
+          (a.block_table[t / a.block_size] * a.block_size + t % a.block_size) * a.kv_heads +
+          kv_head;
+      p[j] = dot(q, a.k + slot * a.head_dim, a.head_dim) * a.scale;
+      vrow[j] = a.v + slot * a.v_head_dim;
+    }
+    const __m256i valid0 = first_lanes(len), valid1 = first_lanes(len - kLanes);
+    const __m256 s0 = keep(_mm256_maskload_ps(p, valid0), neg_inf, valid0);
+    const __m256 s1 = keep(_mm256_maskload_ps(p + kLanes, valid1), neg_inf, valid1);
+    const float new_max = maxf(max, hmax(_mm256_max_ps(s0, s1)));
+    const float correction = exp_scalar(max - new_max);
+    const __m256 shift = _mm256_set1_ps(new_max);
+    const __m256 p0 = exp(_mm256_sub_ps(s0, shift)), p1 = exp(_mm256_sub_ps(s1, shift));
+    _mm256_storeu_ps(p, p0);  // -inf lanes became 0
+    _mm256_storeu_ps(p + kLanes, p1);
+    denom = denom * correction + hsum(_mm256_add_ps(p0, p1));
+    const __m256 corr = _mm256_set1_ps(correction);
+    for_each_vector(a.v_head_dim, [&](int64_t d, auto m) {
+      __m256 o = _mm256_mul_ps(load(acc + d, m), corr);
+      for (int64_t j = 0; j < len; ++j)
+        o = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), load(vrow[j] + d, m), o);
+      store(acc + d, o, m);
+    });
+    max = new_max;
+  }
+  const __m256 denom_v = _mm256_set1_ps(denom);
+  for_each_vector(a.v_head_dim, [&](int64_t d, auto m) {
+    store(out + d, _mm256_div_ps(load(acc + d, m), denom_v), m);
+  });
+}
+
+}  // namespace deepinfer::kernels::detail::avx2
