@@ -36,6 +36,7 @@ struct AttendArgs {
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
   int64_t v_head_dim = 0;
+  int64_t v_row_stride = 0;  // resolved: never 0 here
   float scale = 1.0f;
 };
 
@@ -43,29 +44,31 @@ struct AttendArgs {
 // chunking depends only on key positions, so a query's result does not depend on the batch.
 inline constexpr int64_t kAttendChunk = 16;
 
-#define DEEPINFER_KERNELS_BACKEND                                                            \
-  /* Weight rows per work item when splitting n across threads (a multiple of the tile). */  \
-  int64_t linear_tile_n();                                                                   \
-  /* Floats per row of the packed x this backend wants for w_dtype, or 0 to read x as is. */ \
-  int64_t linear_pack_stride(int64_t k, DType w_dtype);                                      \
-  void linear_pack_x(const float* x, int64_t m, int64_t k, DType w_dtype, float* packed);    \
-  /* Per-thread scratch floats linear_rows() needs. */                                       \
-  int64_t linear_scratch_floats(int64_t k, DType w_dtype);                                   \
-  /* y[m0:m1, n0:n1] of the linear; single-threaded. */                                      \
-  void linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1,      \
-                   float* scratch);                                                          \
-  void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,   \
-                float* y);                                                                   \
-  void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,   \
-            const float* cos, const float* sin, RopeLayout layout);                          \
-  void softmax(float* x, int64_t rows, int64_t cols);                                        \
-  void silu_mul(const float* gate, const float* up, float* out, int64_t n);                  \
-  void add(const float* a, const float* b, float* out, int64_t n);                           \
-  /* Scratch floats attend() needs. */                                                       \
-  int64_t attend_scratch_floats(const AttendArgs& a);                                        \
-  /* One query head q[head_dim] at position pos over keys [0, pos] of kv_head. */            \
-  void attend(const AttendArgs& a, const float* q, int64_t pos, int64_t kv_head, float* out, \
-              float* scratch);
+#define DEEPINFER_KERNELS_BACKEND                                                                 \
+  /* Weight rows per work item when splitting n across threads (a multiple of the tile). */       \
+  int64_t linear_tile_n();                                                                        \
+  /* Floats per row of the packed x this backend wants for w_dtype, or 0 to read x as is. */      \
+  int64_t linear_pack_stride(int64_t k, DType w_dtype);                                           \
+  void linear_pack_x(const float* x, int64_t m, int64_t k, DType w_dtype, float* packed);         \
+  /* Per-thread scratch floats linear_rows() needs. */                                            \
+  int64_t linear_scratch_floats(int64_t k, DType w_dtype);                                        \
+  /* y[m0:m1, n0:n1] of the linear; single-threaded. */                                           \
+  void linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1,           \
+                   float* scratch);                                                               \
+  void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,        \
+                float* y);                                                                        \
+  void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,        \
+            const float* cos, const float* sin, RopeLayout layout);                               \
+  void softmax(float* x, int64_t rows, int64_t cols);                                             \
+  void silu_mul(const float* gate, const float* up, float* out, int64_t n);                       \
+  void add(const float* a, const float* b, float* out, int64_t n);                                \
+  /* Scratch floats attend() needs for q_heads query heads. */                                    \
+  int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads);                            \
+  /* q_heads consecutive query heads q[q_heads, head_dim] of one token at position pos, all */    \
+  /* reading kv_head, over keys [0, pos]; out[q_heads, v_head_dim]. Each head's result is   */    \
+  /* bitwise the same whatever q_heads is (the heads only share K/V loads).                  */   \
+  void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, int64_t kv_head, \
+              float* out, float* scratch);
 
 namespace scalar {
 DEEPINFER_KERNELS_BACKEND

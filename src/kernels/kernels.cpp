@@ -174,8 +174,14 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
              "kernels::paged_attention: block table entry ", b, " is negative (",
              kv.block_table[static_cast<size_t>(b)], ")");
 
-  const detail::AttendArgs args{kv.k,        kv.v,        kv.block_table.data(), kv.block_size,
-                                kv.kv_heads, kv.head_dim, kv.v_head_dim,         scale};
+  DI_CHECK(kv.v_row_stride == 0 || kv.v_row_stride >= kv.v_head_dim,
+           "kernels::paged_attention: v_row_stride ", kv.v_row_stride,
+           " is shorter than a V row (v_head_dim ", kv.v_head_dim, ")");
+
+  detail::AttendArgs args{kv.k,        kv.v,        kv.block_table.data(), kv.block_size,
+                          kv.kv_heads, kv.head_dim, kv.v_head_dim,         kv.v_row_stride,
+                          scale};
+  if (args.v_row_stride == 0) args.v_row_stride = kv.v_head_dim;
   const Isa isa = active_isa();
   auto attend = isa == Isa::avx512 ? &detail::avx512::attend
                 : isa == Isa::avx2 ? &detail::avx2::attend
@@ -183,9 +189,16 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
   auto scratch_floats = isa == Isa::avx512 ? &detail::avx512::attend_scratch_floats
                         : isa == Isa::avx2 ? &detail::avx2::attend_scratch_floats
                                            : &detail::scalar::attend_scratch_floats;
-  const size_t scratch_size = static_cast<size_t>(scratch_floats(args));
+
+  // A work item is one token's query heads that share a kv head (they then share every K/V
+  // load), split further only when there are too few items for the threads. Per-head results
+  // do not depend on the split.
   const int64_t group = heads / kv.kv_heads;
-  const int64_t items = tokens * heads;
+  const int64_t units = tokens * kv.kv_heads;
+  const int64_t splits = std::clamp<int64_t>((pool.size() + units - 1) / units, 1, group);
+  const int64_t heads_per_item = (group + splits - 1) / splits;
+  const int64_t items = units * splits;
+  const size_t scratch_size = static_cast<size_t>(scratch_floats(args, heads_per_item));
   // Later tokens of a prefill attend to more keys, so items are dealt round-robin to lanes
   // (not in contiguous ranges) to balance the causal triangle.
   const int64_t lanes = std::min<int64_t>(pool.size(), items);
@@ -193,10 +206,14 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
     float* scratch = thread_scratch(scratch_size).data();
     for (int64_t lane = lane_begin; lane < lane_end; ++lane) {
       for (int64_t item = lane; item < items; item += lanes) {
-        const int64_t t = item / heads;
-        const int64_t h = item % heads;
-        attend(args, q + item * kv.head_dim, positions[t], h / group, out + item * kv.v_head_dim,
-               scratch);
+        const int64_t unit = item / splits, part = item % splits;
+        const int64_t t = unit / kv.kv_heads, kv_head = unit % kv.kv_heads;
+        const int64_t first = part * heads_per_item;
+        const int64_t count = std::min(heads_per_item, group - first);
+        if (count <= 0) continue;
+        const int64_t h = kv_head * group + first;
+        attend(args, q + (t * heads + h) * kv.head_dim, count, positions[t], kv_head,
+               out + (t * heads + h) * kv.v_head_dim, scratch);
       }
     }
   });

@@ -49,6 +49,10 @@ struct PagedKv {
   int64_t head_dim = 0;
   int64_t v_head_dim = 0;
   std::span<const int32_t> block_table;
+  // Floats from one V row (slot, kv head) to the next; 0 means v_head_dim (dense rows). Lets
+  // V be a prefix of each K row (MLA absorbed decode: v = k, v_head_dim = kv_lora_rank,
+  // v_row_stride = head_dim).
+  int64_t v_row_stride = 0;
 };
 
 // Causal attention of q[tokens, heads, head_dim] over a paged cache (GQA: query head h

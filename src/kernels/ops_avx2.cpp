@@ -108,53 +108,88 @@ void add(const float* a, const float* b, float* out, int64_t n) {
   });
 }
 
-int64_t attend_scratch_floats(const AttendArgs& a) {
-  return kAttendChunk + a.v_head_dim;
+int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads) {
+  return q_heads * (kAttendChunk + a.v_head_dim + 3);
 }
 
-void attend(const AttendArgs& a, const float* q, int64_t pos, int64_t kv_head, float* out,
-            float* scratch) {
+namespace {
+
+// acc[g] = acc[g] * corr[g] + sum_j p[g][j] * v_j for G heads at once: each V vector is loaded
+// once for all G heads; per head the operations and their order are those of G = 1.
+template <int G>
+inline void accumulate_v(const AttendArgs& a, const float* const* vrow, int64_t len,
+                         const float* probs, const float* corr, float* acc) {
+  for_each_vector(a.v_head_dim, [&](int64_t d, auto m) {
+    __m256 o[G];
+    for (int g = 0; g < G; ++g)
+      o[g] = _mm256_mul_ps(load(acc + g * a.v_head_dim + d, m), _mm256_set1_ps(corr[g]));
+    for (int64_t j = 0; j < len; ++j) {
+      const __m256 v = load(vrow[j] + d, m);
+      for (int g = 0; g < G; ++g)
+        o[g] = _mm256_fmadd_ps(_mm256_set1_ps(probs[g * kAttendChunk + j]), v, o[g]);
+    }
+    for (int g = 0; g < G; ++g) store(acc + g * a.v_head_dim + d, o[g], m);
+  });
+}
+
+}  // namespace
+
+void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, int64_t kv_head,
+            float* out, float* scratch) {
   static_assert(kAttendChunk == 2 * kLanes, "two vectors of scores per chunk");
-  float* p = scratch;                   // [kAttendChunk] scores, then probabilities
-  float* acc = scratch + kAttendChunk;  // [v_head_dim] unnormalised output
-  for_each_vector(a.v_head_dim, [&](int64_t d, auto m) { store(acc + d, _mm256_setzero_ps(), m); });
+  float* probs = scratch;                       // [q_heads][kAttendChunk]
+  float* acc = probs + q_heads * kAttendChunk;  // [q_heads][v_head_dim] unnormalised
+  float* max = acc + q_heads * a.v_head_dim;    // [q_heads] running max score
+  float* denom = max + q_heads;                 // [q_heads] running softmax denominator
+  float* corr = denom + q_heads;                // [q_heads] this chunk's rescaling
+  for_each_vector(q_heads * a.v_head_dim,
+                  [&](int64_t d, auto m) { store(acc + d, _mm256_setzero_ps(), m); });
+  for (int64_t g = 0; g < q_heads; ++g) {
+    max[g] = -__builtin_inff();
+    denom[g] = 0.0f;
+  }
   const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
-  float max = -__builtin_inff();
-  float denom = 0.0f;
   for (int64_t c0 = 0; c0 <= pos; c0 += kAttendChunk) {
     const int64_t len = min64(kAttendChunk, pos + 1 - c0);
+    const float* krow[kAttendChunk];
     const float* vrow[kAttendChunk];
     for (int64_t j = 0; j < len; ++j) {
       const int64_t t = c0 + j;
-      const int64_t slot =
+      const int64_t row =
           (a.block_table[t / a.block_size] * a.block_size + t % a.block_size) * a.kv_heads +
           kv_head;
-      p[j] = dot(q, a.k + slot * a.head_dim, a.head_dim) * a.scale;
-      vrow[j] = a.v + slot * a.v_head_dim;
+      krow[j] = a.k + row * a.head_dim;
+      vrow[j] = a.v + row * a.v_row_stride;
     }
     const __m256i valid0 = first_lanes(len), valid1 = first_lanes(len - kLanes);
-    const __m256 s0 = keep(_mm256_maskload_ps(p, valid0), neg_inf, valid0);
-    const __m256 s1 = keep(_mm256_maskload_ps(p + kLanes, valid1), neg_inf, valid1);
-    const float new_max = maxf(max, hmax(_mm256_max_ps(s0, s1)));
-    const float correction = exp_scalar(max - new_max);
-    const __m256 shift = _mm256_set1_ps(new_max);
-    const __m256 p0 = exp(_mm256_sub_ps(s0, shift)), p1 = exp(_mm256_sub_ps(s1, shift));
-    _mm256_storeu_ps(p, p0);  // -inf lanes became 0
-    _mm256_storeu_ps(p + kLanes, p1);
-    denom = denom * correction + hsum(_mm256_add_ps(p0, p1));
-    const __m256 corr = _mm256_set1_ps(correction);
-    for_each_vector(a.v_head_dim, [&](int64_t d, auto m) {
-      __m256 o = _mm256_mul_ps(load(acc + d, m), corr);
+    for (int64_t g = 0; g < q_heads; ++g) {
+      float* p = probs + g * kAttendChunk;
       for (int64_t j = 0; j < len; ++j)
-        o = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), load(vrow[j] + d, m), o);
-      store(acc + d, o, m);
-    });
-    max = new_max;
+        p[j] = dot(q + g * a.head_dim, krow[j], a.head_dim) * a.scale;
+      const __m256 s0 = keep(_mm256_maskload_ps(p, valid0), neg_inf, valid0);
+      const __m256 s1 = keep(_mm256_maskload_ps(p + kLanes, valid1), neg_inf, valid1);
+      const float new_max = maxf(max[g], hmax(_mm256_max_ps(s0, s1)));
+      corr[g] = exp_scalar(max[g] - new_max);
+      const __m256 shift = _mm256_set1_ps(new_max);
+      const __m256 p0 = exp(_mm256_sub_ps(s0, shift)), p1 = exp(_mm256_sub_ps(s1, shift));
+      _mm256_storeu_ps(p, p0);  // -inf lanes became 0
+      _mm256_storeu_ps(p + kLanes, p1);
+      denom[g] = denom[g] * corr[g] + hsum(_mm256_add_ps(p0, p1));
+      max[g] = new_max;
+    }
+    int64_t g = 0;
+    for (; g + 4 <= q_heads; g += 4)
+      accumulate_v<4>(a, vrow, len, probs + g * kAttendChunk, corr + g, acc + g * a.v_head_dim);
+    for (; g < q_heads; ++g)
+      accumulate_v<1>(a, vrow, len, probs + g * kAttendChunk, corr + g, acc + g * a.v_head_dim);
   }
-  const __m256 denom_v = _mm256_set1_ps(denom);
-  for_each_vector(a.v_head_dim, [&](int64_t d, auto m) {
-    store(out + d, _mm256_div_ps(load(acc + d, m), denom_v), m);
-  });
+  for (int64_t g = 0; g < q_heads; ++g) {
+    const __m256 dv = _mm256_set1_ps(denom[g]);
+    for_each_vector(a.v_head_dim, [&](int64_t d, auto m) {
+      const int64_t at = g * a.v_head_dim + d;
+      store(out + at, _mm256_div_ps(load(acc + at, m), dv), m);
+    });
+  }
 }
 
 }  // namespace deepinfer::kernels::detail::avx2

@@ -126,52 +126,86 @@ void add(const float* a, const float* b, float* out, int64_t n) {
   });
 }
 
-int64_t attend_scratch_floats(const AttendArgs& a) {
-  return kAttendChunk + a.v_head_dim;
+int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads) {
+  return q_heads * (kAttendChunk + a.v_head_dim + 3);
 }
 
-void attend(const AttendArgs& a, const float* q, int64_t pos, int64_t kv_head, float* out,
-            float* scratch) {
-  static_assert(kAttendChunk == kLanes, "one vector of scores per chunk");
-  float* p = scratch;                   // [kAttendChunk] scores, then probabilities
-  float* acc = scratch + kAttendChunk;  // [v_head_dim] unnormalised output
+namespace {
+
+// acc[g] = acc[g] * corr[g] + sum_j p[g][j] * v_j for G heads at once: each V vector is loaded
+// once for all G heads; per head the operations and their order are those of G = 1.
+template <int G>
+inline void accumulate_v(const AttendArgs& a, const float* const* vrow, int64_t len,
+                         const float* probs, const float* corr, float* acc) {
   for_each_vector(a.v_head_dim, [&](int64_t d, __mmask16 m) {
+    __m512 o[G];
+    for (int g = 0; g < G; ++g)
+      o[g] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc + g * a.v_head_dim + d),
+                           _mm512_set1_ps(corr[g]));
+    for (int64_t j = 0; j < len; ++j) {
+      const __m512 v = _mm512_maskz_loadu_ps(m, vrow[j] + d);
+      for (int g = 0; g < G; ++g)
+        o[g] = _mm512_fmadd_ps(_mm512_set1_ps(probs[g * kAttendChunk + j]), v, o[g]);
+    }
+    for (int g = 0; g < G; ++g) _mm512_mask_storeu_ps(acc + g * a.v_head_dim + d, m, o[g]);
+  });
+}
+
+}  // namespace
+
+void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, int64_t kv_head,
+            float* out, float* scratch) {
+  static_assert(kAttendChunk == kLanes, "one vector of scores per chunk");
+  float* probs = scratch;                       // [q_heads][kAttendChunk]
+  float* acc = probs + q_heads * kAttendChunk;  // [q_heads][v_head_dim] unnormalised
+  float* max = acc + q_heads * a.v_head_dim;    // [q_heads] running max score
+  float* denom = max + q_heads;                 // [q_heads] running softmax denominator
+  float* corr = denom + q_heads;                // [q_heads] this chunk's rescaling
+  for_each_vector(q_heads * a.v_head_dim, [&](int64_t d, __mmask16 m) {
     _mm512_mask_storeu_ps(acc + d, m, _mm512_setzero_ps());
   });
+  for (int64_t g = 0; g < q_heads; ++g) {
+    max[g] = -__builtin_inff();
+    denom[g] = 0.0f;
+  }
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
-  float max = -__builtin_inff();
-  float denom = 0.0f;
   for (int64_t c0 = 0; c0 <= pos; c0 += kAttendChunk) {
     const int64_t len = min64(kAttendChunk, pos + 1 - c0);
+    const float* krow[kAttendChunk];
     const float* vrow[kAttendChunk];
     for (int64_t j = 0; j < len; ++j) {
       const int64_t t = c0 + j;
-      const int64_t slot =
+      const int64_t row =
           (a.block_table[t / a.block_size] * a.block_size + t % a.block_size) * a.kv_heads +
           kv_head;
-      p[j] = dot(q, a.k + slot * a.head_dim, a.head_dim) * a.scale;
-      vrow[j] = a.v + slot * a.v_head_dim;
+      krow[j] = a.k + row * a.head_dim;
+      vrow[j] = a.v + row * a.v_row_stride;
     }
-    const __mmask16 valid = first_lanes(len);
-    const __m512 scores = _mm512_mask_loadu_ps(neg_inf, valid, p);
-    const float new_max = maxf(max, hmax(scores));
-    const float correction = exp_scalar(max - new_max);
-    const __m512 probs = exp(_mm512_sub_ps(scores, _mm512_set1_ps(new_max)));  // 0 off `valid`
-    _mm512_storeu_ps(p, probs);
-    denom = denom * correction + hsum(probs);
-    const __m512 corr = _mm512_set1_ps(correction);
-    for_each_vector(a.v_head_dim, [&](int64_t d, __mmask16 m) {
-      __m512 o = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc + d), corr);
+    for (int64_t g = 0; g < q_heads; ++g) {
+      float* p = probs + g * kAttendChunk;
       for (int64_t j = 0; j < len; ++j)
-        o = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(m, vrow[j] + d), o);
-      _mm512_mask_storeu_ps(acc + d, m, o);
-    });
-    max = new_max;
+        p[j] = dot(q + g * a.head_dim, krow[j], a.head_dim) * a.scale;
+      const __m512 scores = _mm512_mask_loadu_ps(neg_inf, first_lanes(len), p);
+      const float new_max = maxf(max[g], hmax(scores));
+      corr[g] = exp_scalar(max[g] - new_max);
+      const __m512 e = exp(_mm512_sub_ps(scores, _mm512_set1_ps(new_max)));  // -inf lanes: 0
+      _mm512_storeu_ps(p, e);
+      denom[g] = denom[g] * corr[g] + hsum(e);
+      max[g] = new_max;
+    }
+    int64_t g = 0;
+    for (; g + 4 <= q_heads; g += 4)
+      accumulate_v<4>(a, vrow, len, probs + g * kAttendChunk, corr + g, acc + g * a.v_head_dim);
+    for (; g < q_heads; ++g)
+      accumulate_v<1>(a, vrow, len, probs + g * kAttendChunk, corr + g, acc + g * a.v_head_dim);
   }
-  const __m512 denom_v = _mm512_set1_ps(denom);
-  for_each_vector(a.v_head_dim, [&](int64_t d, __mmask16 m) {
-    _mm512_mask_storeu_ps(out + d, m, _mm512_div_ps(_mm512_maskz_loadu_ps(m, acc + d), denom_v));
-  });
+  for (int64_t g = 0; g < q_heads; ++g) {
+    const __m512 dv = _mm512_set1_ps(denom[g]);
+    for_each_vector(a.v_head_dim, [&](int64_t d, __mmask16 m) {
+      const int64_t at = g * a.v_head_dim + d;
+      _mm512_mask_storeu_ps(out + at, m, _mm512_div_ps(_mm512_maskz_loadu_ps(m, acc + at), dv));
+    });
+  }
 }
 
 }  // namespace deepinfer::kernels::detail::avx512

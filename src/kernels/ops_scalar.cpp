@@ -94,44 +94,56 @@ void add(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
-int64_t attend_scratch_floats(const AttendArgs& a) {
-  return kAttendChunk + a.v_head_dim;
+int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads) {
+  return q_heads * (kAttendChunk + a.v_head_dim + 2);
 }
 
-void attend(const AttendArgs& a, const float* q, int64_t pos, int64_t kv_head, float* out,
-            float* scratch) {
-  float* p = scratch;                   // [kAttendChunk] scores, then probabilities
-  float* acc = scratch + kAttendChunk;  // [v_head_dim] unnormalised output
-  std::fill(acc, acc + a.v_head_dim, 0.0f);
-  float max = -INFINITY;
-  float denom = 0.0f;
+void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, int64_t kv_head,
+            float* out, float* scratch) {
+  float* probs = scratch;                       // [q_heads][kAttendChunk]
+  float* acc = probs + q_heads * kAttendChunk;  // [q_heads][v_head_dim] unnormalised
+  float* max = acc + q_heads * a.v_head_dim;    // [q_heads] running max score
+  float* denom = max + q_heads;                 // [q_heads] running softmax denominator
+  std::fill(acc, acc + q_heads * a.v_head_dim, 0.0f);
+  std::fill(max, max + q_heads, -INFINITY);
+  std::fill(denom, denom + q_heads, 0.0f);
   for (int64_t c0 = 0; c0 <= pos; c0 += kAttendChunk) {
     const int64_t len = std::min(kAttendChunk, pos + 1 - c0);
+    const float* krow[kAttendChunk];
     const float* vrow[kAttendChunk];
-    float chunk_max = -INFINITY;
     for (int64_t j = 0; j < len; ++j) {
       const int64_t t = c0 + j;
-      const int64_t slot =
+      const int64_t row =
           (a.block_table[t / a.block_size] * a.block_size + t % a.block_size) * a.kv_heads +
           kv_head;
-      p[j] = dot(q, a.k + slot * a.head_dim, a.head_dim) * a.scale;
-      vrow[j] = a.v + slot * a.v_head_dim;
-      chunk_max = std::max(chunk_max, p[j]);
+      krow[j] = a.k + row * a.head_dim;
+      vrow[j] = a.v + row * a.v_row_stride;
     }
-    const float new_max = std::max(max, chunk_max);
-    const float correction = std::exp(max - new_max);
-    float chunk_sum = 0.0f;
-    for (int64_t j = 0; j < len; ++j) {
-      p[j] = std::exp(p[j] - new_max);
-      chunk_sum += p[j];
+    for (int64_t g = 0; g < q_heads; ++g) {
+      float* p = probs + g * kAttendChunk;
+      float chunk_max = -INFINITY;
+      for (int64_t j = 0; j < len; ++j) {
+        p[j] = dot(q + g * a.head_dim, krow[j], a.head_dim) * a.scale;
+        chunk_max = std::max(chunk_max, p[j]);
+      }
+      const float new_max = std::max(max[g], chunk_max);
+      const float correction = std::exp(max[g] - new_max);
+      float chunk_sum = 0.0f;
+      for (int64_t j = 0; j < len; ++j) {
+        p[j] = std::exp(p[j] - new_max);
+        chunk_sum += p[j];
+      }
+      denom[g] = denom[g] * correction + chunk_sum;
+      max[g] = new_max;
+      float* o = acc + g * a.v_head_dim;
+      for (int64_t d = 0; d < a.v_head_dim; ++d) o[d] *= correction;
+      for (int64_t j = 0; j < len; ++j)
+        for (int64_t d = 0; d < a.v_head_dim; ++d) o[d] += p[j] * vrow[j][d];
     }
-    denom = denom * correction + chunk_sum;
-    for (int64_t d = 0; d < a.v_head_dim; ++d) acc[d] *= correction;
-    for (int64_t j = 0; j < len; ++j)
-      for (int64_t d = 0; d < a.v_head_dim; ++d) acc[d] += p[j] * vrow[j][d];
-    max = new_max;
   }
-  for (int64_t d = 0; d < a.v_head_dim; ++d) out[d] = acc[d] / denom;
+  for (int64_t g = 0; g < q_heads; ++g)
+    for (int64_t d = 0; d < a.v_head_dim; ++d)
+      out[g * a.v_head_dim + d] = acc[g * a.v_head_dim + d] / denom[g];
 }
 
 }  // namespace deepinfer::kernels::detail::scalar

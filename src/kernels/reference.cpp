@@ -90,6 +90,7 @@ void add(const float* a, const float* b, float* out, int64_t n) {
 void paged_attention(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
                      const PagedKv& kv, float scale, float* out) {
   const int64_t group = heads / kv.kv_heads;
+  const int64_t v_stride = kv.v_row_stride ? kv.v_row_stride : kv.v_head_dim;
   std::vector<float> scores;
   for (int64_t t = 0; t < tokens; ++t) {
     const int64_t len = positions[t] + 1;
@@ -118,7 +119,7 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
       for (int64_t d = 0; d < kv.v_head_dim; ++d) {
         float acc = 0.0f;
         for (int64_t p = 0; p < len; ++p)
-          acc += scores[static_cast<size_t>(p)] * kv.v[slot(p) * kv.v_head_dim + d];
+          acc += scores[static_cast<size_t>(p)] * kv.v[slot(p) * v_stride + d];
         oh[d] = acc / sum;
       }
     }

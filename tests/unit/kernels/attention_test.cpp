@@ -73,6 +73,7 @@ const Geometry kGeometries[] = {
     {4, 1, 64, 64, 16},   // MQA, vector-width head dims
     {3, 3, 3, 5, 1},      // MHA, tiny heads, one token per block
     {2, 1, 192, 128, 8},  // MLA-like shapes
+    {10, 2, 24, 16, 8},   // group of 5 query heads per kv head
 };
 
 class KernelsAttention : public testing::PerIsaTest {};
@@ -157,6 +158,56 @@ TEST_P(KernelsAttention, BlockPlacementDoesNotChangeTheResult) {
     paged_attention(q.data(), 4, positions.data(), g.heads, shuffled.view(), 0.3f, b.data(), pool);
     EXPECT_TRUE(bitwise_equal(a.data(), b.data(), a.size())) << "head_dim=" << g.head_dim;
   }
+}
+
+TEST_P(KernelsAttention, DecodeIsThreadCountInvariant) {
+  // One token: the heads of a kv group are split between threads when there are few items.
+  for (const Geometry& g : kGeometries) {
+    const int64_t len = 50;
+    const Cache cache(g, len, shuffled_table((len + g.block_size - 1) / g.block_size, 3), 4);
+    const int32_t position = 49;
+    const auto q = random_floats(static_cast<size_t>(g.heads * g.head_dim), 5);
+    std::vector<float> want(static_cast<size_t>(g.heads * g.v_head_dim)), got(want.size());
+    ThreadPool single(1);
+    paged_attention(q.data(), 1, &position, g.heads, cache.view(), 0.2f, want.data(), single);
+    std::vector<float> ref(want.size());
+    reference::paged_attention(q.data(), 1, &position, g.heads, cache.view(), 0.2f, ref.data());
+    EXPECT_EQ(first_mismatch(want, ref, 1e-5f, 1e-6f), -1);
+    for (int threads : {2, 3, 4, 7}) {
+      ThreadPool pool(threads);
+      paged_attention(q.data(), 1, &position, g.heads, cache.view(), 0.2f, got.data(), pool);
+      EXPECT_TRUE(bitwise_equal(got.data(), want.data(), want.size()))
+          << "threads=" << threads << " heads=" << g.heads;
+    }
+  }
+}
+
+TEST_P(KernelsAttention, ValuesCanBeAPrefixOfKeyRows) {
+  // MLA absorbed decode: V = the first v_head_dim features of each K row.
+  const Geometry g{8, 1, 40, 40, 4};
+  const int64_t len = 23, v_dim = 32;
+  const Cache cache(g, len, shuffled_table(6, 8), 9);
+  PagedKv strided = cache.view();
+  strided.v = strided.k;
+  strided.v_head_dim = v_dim;
+  strided.v_row_stride = g.head_dim;
+  // The same values copied into dense rows.
+  const int64_t rows = static_cast<int64_t>(cache.k.size()) / g.head_dim;
+  std::vector<float> dense_v(static_cast<size_t>(rows * v_dim));
+  for (int64_t row = 0; row < rows; ++row)
+    std::copy_n(cache.k.begin() + row * g.head_dim, v_dim, dense_v.begin() + row * v_dim);
+  PagedKv dense = cache.view();
+  dense.v = dense_v.data();
+  dense.v_head_dim = v_dim;
+  const std::vector<int32_t> positions = {22, 21, 7};
+  const auto q = random_floats(static_cast<size_t>(3 * g.heads * g.head_dim), 10);
+  std::vector<float> a(static_cast<size_t>(3 * g.heads * v_dim)), b(a.size()), want(a.size());
+  ThreadPool pool(2);
+  paged_attention(q.data(), 3, positions.data(), g.heads, strided, 0.15f, a.data(), pool);
+  paged_attention(q.data(), 3, positions.data(), g.heads, dense, 0.15f, b.data(), pool);
+  reference::paged_attention(q.data(), 3, positions.data(), g.heads, strided, 0.15f, want.data());
+  EXPECT_TRUE(bitwise_equal(a.data(), b.data(), a.size()));
+  EXPECT_EQ(first_mismatch(a, want, 1e-5f, 1e-6f), -1);
 }
 
 TEST_P(KernelsAttention, RejectsBadArguments) {

@@ -15,7 +15,9 @@
 
 namespace deepinfer::kernels {
 // gtest prints parameters through this (found by ADL).
-inline void PrintTo(Isa isa, std::ostream* os) { *os << isa_name(isa); }
+inline void PrintTo(Isa isa, std::ostream* os) {
+  *os << isa_name(isa);
+}
 }  // namespace deepinfer::kernels
 
 namespace deepinfer::kernels::testing {
