@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,15 @@ using namespace deepinfer;
 namespace {
 
 struct Result {
-  double seconds_per_call;
+  double seconds_per_call;  // wall clock
+  double cpu_per_call;      // process CPU time / threads: robust on a busy machine
 };
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 Result time_linear(int64_t m, int64_t k, int64_t n, DType dtype, int copies, ThreadPool& pool) {
   const size_t w_bytes = static_cast<size_t>(n * k) * dtype_size(dtype);
@@ -43,19 +51,22 @@ Result time_linear(int64_t m, int64_t k, int64_t n, DType dtype, int copies, Thr
                     nullptr, y.data(), pool);
   };
   for (int i = 0; i < copies; ++i) call(i);  // warm-up (page faults, thread wake-up)
-  std::vector<double> samples;
+  std::vector<double> samples, cpu_samples;
   for (int rep = 0; rep < 7; ++rep) {
     int calls = 0;
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = process_cpu_seconds();
     double elapsed = 0.0;
     while (elapsed < 0.05 || calls < copies) {
       call(calls++);
       elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     samples.push_back(elapsed / calls);
+    cpu_samples.push_back((process_cpu_seconds() - cpu_start) / pool.size() / calls);
   }
   std::sort(samples.begin(), samples.end());
-  return {samples[samples.size() / 2]};
+  std::sort(cpu_samples.begin(), cpu_samples.end());
+  return {samples[samples.size() / 2], cpu_samples[cpu_samples.size() / 2]};
 }
 
 }  // namespace
@@ -86,8 +97,11 @@ int main(int argc, char** argv) {
   }
   const auto isa = kernels::isa_name(kernels::active_isa());
   if (!json)
-    std::printf("isa=%.*s\n%5s %5s %5s %5s %3s %5s %10s %9s %9s\n", static_cast<int>(isa.size()),
-                isa.data(), "m", "k", "n", "w", "thr", "cache", "us/call", "GFLOP/s", "wGB/s");
+    std::printf(
+        "isa=%.*s (cpu columns: from process CPU time / threads)\n"
+        "%5s %5s %5s %5s %3s %5s %10s %9s %9s %9s %9s\n",
+        static_cast<int>(isa.size()), isa.data(), "m", "k", "n", "w", "thr", "cache", "us/call",
+        "GFLOP/s", "wGB/s", "cpuGFLOP", "cpuwGB/s");
   struct Shape {
     int64_t m, k, n;
   };
@@ -103,21 +117,25 @@ int main(int argc, char** argv) {
           const Result r = time_linear(s.m, s.k, s.n, dtype, cold ? cold_copies : 1, pool);
           const double gflops = 2.0 * s.m * s.n * s.k / r.seconds_per_call / 1e9;
           const double gbps = static_cast<double>(w_bytes) / r.seconds_per_call / 1e9;
+          const double cpu_gflops = 2.0 * s.m * s.n * s.k / r.cpu_per_call / 1e9;
+          const double cpu_gbps = static_cast<double>(w_bytes) / r.cpu_per_call / 1e9;
           const auto dt = dtype_name(dtype);
           if (json) {
             std::printf(
                 "{\"op\":\"linear\",\"isa\":\"%.*s\",\"m\":%lld,\"k\":%lld,\"n\":%lld,"
                 "\"w\":\"%.*s\",\"threads\":%d,\"cache\":\"%s\",\"us_per_call\":%.2f,"
-                "\"gflops\":%.2f,\"weight_gbps\":%.2f}\n",
+                "\"gflops\":%.2f,\"weight_gbps\":%.2f,\"cpu_gflops\":%.2f,\"cpu_weight_gbps\":%.2f}"
+                "\n",
                 static_cast<int>(isa.size()), isa.data(), static_cast<long long>(s.m),
                 static_cast<long long>(s.k), static_cast<long long>(s.n),
                 static_cast<int>(dt.size()), dt.data(), threads, cold ? "cold" : "hot",
-                r.seconds_per_call * 1e6, gflops, gbps);
+                r.seconds_per_call * 1e6, gflops, gbps, cpu_gflops, cpu_gbps);
           } else {
-            std::printf("%5lld %5lld %5lld %5.*s %3d %5s %10.1f %9.1f %9.1f\n",
+            std::printf("%5lld %5lld %5lld %5.*s %3d %5s %10.1f %9.1f %9.1f %9.1f %9.1f\n",
                         static_cast<long long>(s.m), static_cast<long long>(s.k),
                         static_cast<long long>(s.n), static_cast<int>(dt.size()), dt.data(),
-                        threads, cold ? "cold" : "hot", r.seconds_per_call * 1e6, gflops, gbps);
+                        threads, cold ? "cold" : "hot", r.seconds_per_call * 1e6, gflops, gbps,
+                        cpu_gflops, cpu_gbps);
           }
         }
       }

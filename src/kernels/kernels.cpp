@@ -53,10 +53,15 @@ LinearBackend linear_backend(Isa isa) {
           &detail::scalar::linear_rows};
 }
 
-std::vector<float>& thread_scratch(size_t floats) {
-  thread_local std::vector<float> scratch;
-  if (scratch.size() < floats) scratch.resize(floats);
-  return scratch;
+// Per-thread buffers that grow to the largest size seen. Separate kinds so that a packed x
+// (owned by the calling thread) is never resized by that thread's own share of the work.
+enum class Buffer { packed_x, linear_work, attention_work, count };
+
+float* thread_buffer(Buffer kind, size_t floats) {
+  thread_local std::vector<float> buffers[static_cast<int>(Buffer::count)];
+  std::vector<float>& buffer = buffers[static_cast<int>(kind)];
+  if (buffer.size() < floats) buffer.resize(floats);
+  return buffer.data();
 }
 
 // Rows of x handled by one work item when m is large, so that prefill of a narrow projection
@@ -87,9 +92,9 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
   detail::LinearArgs args{x, k, k, w, w_dtype, n, bias, y};
   const int64_t stride = be.pack_stride(k, w_dtype);
   if (stride > 0) {
-    std::vector<float>& packed = thread_scratch(static_cast<size_t>(m * stride));
-    be.pack_x(x, m, k, w_dtype, packed.data());
-    args.x = packed.data();
+    float* packed = thread_buffer(Buffer::packed_x, static_cast<size_t>(m * stride));
+    be.pack_x(x, m, k, w_dtype, packed);
+    args.x = packed;
     args.x_stride = stride;
   }
 
@@ -104,7 +109,8 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
   pool.parallel_for(
       items,
       [&](int64_t begin, int64_t end) {
-        float* scratch = scratch_floats ? thread_scratch(scratch_floats).data() : nullptr;
+        float* scratch =
+            scratch_floats ? thread_buffer(Buffer::linear_work, scratch_floats) : nullptr;
         const int64_t nt_first = begin / m_blocks;
         const int64_t nt_last = (end - 1) / m_blocks;
         // Item (nt, mb) = nt * m_blocks + mb: per row block, this chunk holds a contiguous
@@ -203,7 +209,7 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
   // (not in contiguous ranges) to balance the causal triangle.
   const int64_t lanes = std::min<int64_t>(pool.size(), items);
   pool.parallel_for(lanes, [&](int64_t lane_begin, int64_t lane_end) {
-    float* scratch = thread_scratch(scratch_size).data();
+    float* scratch = thread_buffer(Buffer::attention_work, scratch_size);
     for (int64_t lane = lane_begin; lane < lane_end; ++lane) {
       for (int64_t item = lane; item < items; item += lanes) {
         const int64_t unit = item / splits, part = item % splits;
