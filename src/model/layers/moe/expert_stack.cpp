@@ -1,0 +1,88 @@
+#include "model/layers/moe/expert_stack.h"
+
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/kernels.h"
+
+namespace deepinfer::model {
+namespace {
+
+// Copies `src` (converted to dst's dtype if needed) into dst's rows [row, row + src rows) of
+// stacked expert j.
+void copy_into(const Tensor& dst, int64_t j, int64_t row, const Tensor& src) {
+  const Tensor converted = src.to(dst.dtype());
+  const size_t row_bytes = static_cast<size_t>(dst.dim(2)) * dtype_size(dst.dtype());
+  std::byte* base =
+      static_cast<std::byte*>(dst.raw()) + static_cast<size_t>(j * dst.dim(1) + row) * row_bytes;
+  std::memcpy(base, converted.raw(), converted.nbytes());
+}
+
+}  // namespace
+
+ExpertStack::ExpertStack(Tensor gate_up, Tensor down)
+    : gate_up_(std::move(gate_up)), down_(std::move(down)) {
+  DI_CHECK(gate_up_.ndim() == 3 && down_.ndim() == 3 && gate_up_.dim(0) == down_.dim(0) &&
+               gate_up_.dim(1) == 2 * down_.dim(2) && gate_up_.dim(2) == down_.dim(1) &&
+               gate_up_.dtype() == down_.dtype() && gate_up_.is_contiguous() &&
+               down_.is_contiguous(),
+           "expert stacks must be contiguous gate_up [E, 2I, H] and down [E, H, I] of one dtype, "
+           "got ",
+           gate_up_.describe(), " and ", down_.describe());
+}
+
+ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
+                              int64_t first, int64_t count, int64_t hidden, int64_t intermediate) {
+  DI_CHECK(first >= 0 && count > 0 && first + count <= num_experts, prefix, ": experts [", first,
+           ", ", first + count, ") outside the layer's ", num_experts, " experts");
+  const int64_t i = intermediate;
+  if (weights.has(prefix + ".gate_up_proj")) {
+    const Tensor gate_up = weights.matrix(prefix + ".gate_up_proj", {num_experts, 2 * i, hidden});
+    const Tensor down = weights.matrix(prefix + ".down_proj", {num_experts, hidden, i});
+    return ExpertStack(gate_up.slice_rows(first, first + count),
+                       down.slice_rows(first, first + count));
+  }
+  auto name = [&](int64_t e, const char* proj) {
+    return prefix + "." + std::to_string(e) + "." + proj + ".weight";
+  };
+  Tensor gate_up, down;
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t e = first + j;
+    const Tensor gate = weights.matrix(name(e, "gate_proj"), {i, hidden});
+    const Tensor up = weights.matrix(name(e, "up_proj"), {i, hidden});
+    const Tensor dn = weights.matrix(name(e, "down_proj"), {hidden, i});
+    if (j == 0) {  // the stacks take the compute dtype the loader gives the first expert
+      gate_up = Tensor::zeros({count, 2 * i, hidden}, gate.dtype());
+      down = Tensor::zeros({count, hidden, i}, gate.dtype());
+    }
+    copy_into(gate_up, j, 0, gate);
+    copy_into(gate_up, j, i, up);
+    copy_into(down, j, 0, dn);
+  }
+  return ExpertStack(std::move(gate_up), std::move(down));
+}
+
+void ExpertStack::forward(int64_t j, const float* x, int64_t rows, float* y,
+                          ThreadPool& pool) const {
+  DI_CHECK(j >= 0 && j < count(), "expert ", j, " outside the ", count(), " local experts");
+  if (rows == 0) return;
+  const int64_t h = hidden();
+  const int64_t i = intermediate();
+  const size_t elem = dtype_size(dtype());
+  const auto* gate_up =
+      static_cast<const std::byte*>(gate_up_.raw()) + static_cast<size_t>(j * 2 * i * h) * elem;
+  const auto* down =
+      static_cast<const std::byte*>(down_.raw()) + static_cast<size_t>(j * h * i) * elem;
+  std::vector<float> gu(static_cast<size_t>(rows * 2 * i));
+  kernels::linear(x, rows, h, gate_up, dtype(), 2 * i, nullptr, gu.data(), pool);
+  // Row r of gu holds [gate | up]; silu(gate) * up goes to a compact [rows, I] buffer.
+  std::vector<float> act(static_cast<size_t>(rows * i));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = gu.data() + r * 2 * i;
+    kernels::silu_mul(row, row + i, act.data() + r * i, i);
+  }
+  kernels::linear(act.data(), rows, i, down, dtype(), h, nullptr, y, pool);
+}
+
+}  // namespace deepinfer::model

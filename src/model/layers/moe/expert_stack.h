@@ -1,0 +1,43 @@
+#pragma once
+// The routed experts of one MoE layer that live on this rank, stored stacked so each expert
+// runs its whole token group as one GEMM per projection:
+//   gate_up [local_experts, 2 * intermediate, hidden]  (gate rows, then up rows)
+//   down    [local_experts, hidden, intermediate]
+// in the compute dtype. Hugging Face checkpoints store one tensor per expert
+// (<prefix>.{e}.{gate,up,down}_proj.weight, what transformers 5 still writes); those are
+// copied into the stacks once at load. Checkpoints already holding transformers 5's fused
+// 3-D tensors (<prefix>.gate_up_proj [E, 2I, H], <prefix>.down_proj [E, H, I]) load zero-copy.
+#include <cstdint>
+#include <string>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "model/weights.h"
+
+namespace deepinfer::model {
+
+class ExpertStack {
+ public:
+  // Loads experts [first, first + count) of the layer's num_experts under `prefix`
+  // ("model.layers.N.mlp.experts").
+  static ExpertStack load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
+                          int64_t first, int64_t count, int64_t hidden, int64_t intermediate);
+  // From stacks in hand (tests, converters): gate_up [count, 2I, H], down [count, H, I].
+  ExpertStack(Tensor gate_up, Tensor down);
+  ExpertStack() = default;
+
+  int64_t count() const { return gate_up_.defined() ? gate_up_.dim(0) : 0; }
+  int64_t hidden() const { return down_.dim(1); }
+  int64_t intermediate() const { return down_.dim(2); }
+  DType dtype() const { return gate_up_.dtype(); }
+
+  // y = down(silu(gate(x)) * up(x)) through local expert j, for x [rows, hidden] -> y [rows,
+  // hidden]: two GEMM calls whatever `rows` is.
+  void forward(int64_t j, const float* x, int64_t rows, float* y, ThreadPool& pool) const;
+
+ private:
+  Tensor gate_up_;
+  Tensor down_;
+};
+
+}  // namespace deepinfer::model
