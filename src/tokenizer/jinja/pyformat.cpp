@@ -1,0 +1,430 @@
+#include "tokenizer/jinja/pyformat.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "tokenizer/jinja/error.h"
+#include "tokenizer/jinja/operators.h"
+#include "tokenizer/jinja/unicode.h"
+
+namespace deepinfer::tokenizer::jinja {
+
+namespace {
+
+// Printing recursion guard: containers are depth-limited, but namespaces can nest lists
+// that hold namespaces (or themselves); Python would report recursion there too.
+constexpr int kMaxPrintDepth = 2 * static_cast<int>(kMaxValueDepth);
+
+class Writer {
+ public:
+  explicit Writer(size_t max_bytes) : max_(max_bytes) {}
+  void add(std::string_view s) {
+    if (out_.size() + s.size() > max_) limit_fail("printed value larger than ", max_, " bytes");
+    out_.append(s);
+  }
+  void add(char c) { add(std::string_view(&c, 1)); }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+  size_t max_;
+};
+
+void enter(int depth) {
+  if (depth > kMaxPrintDepth) runtime_fail("value nested too deeply (or recursive) to print");
+}
+
+void append_hex(std::string& out, const char* prefix, unsigned value, int digits) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%0*x", digits, value);
+  out += prefix;
+  out += buf;
+}
+
+void write_repr(Writer& w, const Value& v, int depth);
+
+void write_items(Writer& w, const ValueList& items, int depth) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) w.add(", ");
+    write_repr(w, items[i], depth + 1);
+  }
+}
+
+void write_repr(Writer& w, const Value& v, int depth) {
+  enter(depth);
+  switch (v.type()) {
+    case Type::Undefined:
+      w.add("Undefined");
+      return;
+    case Type::String:
+      if (v.is_markup()) {
+        w.add("Markup(");
+        w.add(string_repr(v.str()));
+        w.add(")");
+      } else {
+        w.add(string_repr(v.str()));
+      }
+      return;
+    case Type::List: {
+      const ListData& data = v.list_data();
+      switch (data.kind) {
+        case SeqKind::List:
+          w.add('[');
+          write_items(w, data.items, depth);
+          w.add(']');
+          return;
+        case SeqKind::Tuple:
+          w.add('(');
+          write_items(w, data.items, depth);
+          if (data.items.size() == 1) w.add(',');
+          w.add(')');
+          return;
+        case SeqKind::DictKeys:
+        case SeqKind::DictValues:
+        case SeqKind::DictItems:
+          w.add(type_name(v));
+          w.add("([");
+          write_items(w, data.items, depth);
+          w.add("])");
+          return;
+        case SeqKind::Range:
+          w.add(str_cat("range(", data.range[0], ", ", data.range[1]));
+          if (data.range[2] != 1) w.add(str_cat(", ", data.range[2]));
+          w.add(')');
+          return;
+      }
+      return;
+    }
+    case Type::Dict: {
+      w.add('{');
+      bool first = true;
+      for (const auto& [key, value] : v.dict().entries()) {
+        if (!first) w.add(", ");
+        first = false;
+        write_repr(w, key, depth + 1);
+        w.add(": ");
+        write_repr(w, value, depth + 1);
+      }
+      w.add('}');
+      return;
+    }
+    case Type::Object:
+      w.add(v.object()->repr());
+      return;
+    default:
+      w.add(to_str(v, SIZE_MAX));
+  }
+}
+
+// ---- json ------------------------------------------------------------------------------
+
+void write_json_string(Writer& w, std::string_view s, bool ensure_ascii) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += '"';
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      default:
+        break;
+    }
+    if (c < 0x20) {
+      append_hex(out, "\\u", c, 4);
+    } else if (c < 0x80 || !ensure_ascii) {
+      out += static_cast<char>(c);
+    } else {
+      // Decode one code point; escape it (as a surrogate pair above the BMP).
+      size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+      const std::u32string cp = unicode::decode(s.substr(i, len));
+      char32_t u = cp.empty() ? 0xFFFD : cp[0];
+      if (u >= 0x10000) {
+        u -= 0x10000;
+        append_hex(out, "\\u", 0xD800 + (u >> 10), 4);
+        append_hex(out, "\\u", 0xDC00 + (u & 0x3FF), 4);
+      } else {
+        append_hex(out, "\\u", u, 4);
+      }
+      i += len - 1;
+    }
+  }
+  out += '"';
+  w.add(out);
+}
+
+std::string json_float(double f) {
+  if (std::isnan(f)) return "NaN";
+  if (std::isinf(f)) return f > 0 ? "Infinity" : "-Infinity";
+  return float_repr(f);
+}
+
+struct JsonWriter {
+  Writer& w;
+  const JsonOptions& o;
+  std::string item_sep, key_sep;
+
+  void newline(int level) {
+    if (!o.indent) return;
+    w.add('\n');
+    for (int i = 0; i < level; ++i) w.add(*o.indent);
+  }
+
+  std::string key_text(const Value& key) {
+    switch (key.type()) {
+      case Type::String:
+        return key.str();
+      case Type::Bool:
+        return key.as_bool() ? "true" : "false";
+      case Type::None:
+        return "null";
+      case Type::Int:
+        return std::to_string(key.as_int());
+      case Type::Float:
+        return json_float(key.as_float());
+      default:
+        runtime_fail("tojson: keys must be str, int, float, bool or None, not ", type_name(key));
+    }
+  }
+
+  void write(const Value& v, int level) {
+    enter(level);
+    switch (v.type()) {
+      case Type::None:
+        w.add("null");
+        return;
+      case Type::Bool:
+        w.add(v.as_bool() ? "true" : "false");
+        return;
+      case Type::Int:
+        w.add(std::to_string(v.as_int()));
+        return;
+      case Type::Float:
+        w.add(json_float(v.as_float()));
+        return;
+      case Type::String:
+        write_json_string(w, v.str(), o.ensure_ascii);
+        return;
+      case Type::List: {
+        const SeqKind kind = v.list_data().kind;
+        if (kind != SeqKind::List && kind != SeqKind::Tuple) break;
+        const ValueList& items = v.items();
+        if (items.empty()) {
+          w.add("[]");
+          return;
+        }
+        w.add('[');
+        newline(level + 1);
+        for (size_t i = 0; i < items.size(); ++i) {
+          if (i) {
+            w.add(item_sep);
+            newline(level + 1);
+          }
+          write(items[i], level + 1);
+        }
+        newline(level);
+        w.add(']');
+        return;
+      }
+      case Type::Dict: {
+        const auto& entries = v.dict().entries();
+        if (entries.empty()) {
+          w.add("{}");
+          return;
+        }
+        std::vector<const std::pair<Value, Value>*> order;
+        for (const auto& e : entries) order.push_back(&e);
+        if (o.sort_keys) {
+          std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+            return python_less(a->first, b->first);
+          });
+        }
+        w.add('{');
+        newline(level + 1);
+        bool first = true;
+        for (const auto* e : order) {
+          if (!first) {
+            w.add(item_sep);
+            newline(level + 1);
+          }
+          first = false;
+          write_json_string(w, key_text(e->first), o.ensure_ascii);
+          w.add(key_sep);
+          write(e->second, level + 1);
+        }
+        newline(level);
+        w.add('}');
+        return;
+      }
+      default:
+        break;
+    }
+    runtime_fail("tojson: Object of type ", type_name(v), " is not JSON serializable");
+  }
+};
+
+}  // namespace
+
+std::string float_repr(double f) {
+  if (std::isnan(f)) return "nan";
+  if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, f, std::chars_format::scientific);
+  std::string_view sci(buf, static_cast<size_t>(res.ptr - buf));
+  std::string out;
+  if (!sci.empty() && sci[0] == '-') {
+    out += '-';
+    sci.remove_prefix(1);
+  }
+  const size_t e = sci.find('e');
+  std::string digits;
+  for (char c : sci.substr(0, e)) {
+    if (c != '.') digits += c;
+  }
+  const int exponent = std::stoi(std::string(sci.substr(e + 1)));
+  const int decpt = exponent + 1;  // value = 0.DIGITS * 10^decpt
+  const int n = static_cast<int>(digits.size());
+  if (decpt > -4 && decpt <= 16) {
+    if (decpt <= 0) {
+      out += "0.";
+      out.append(static_cast<size_t>(-decpt), '0');
+      out += digits;
+    } else if (decpt >= n) {
+      out += digits;
+      out.append(static_cast<size_t>(decpt - n), '0');
+      out += ".0";
+    } else {
+      out += digits.substr(0, static_cast<size_t>(decpt));
+      out += '.';
+      out += digits.substr(static_cast<size_t>(decpt));
+    }
+    return out;
+  }
+  out += digits[0];
+  if (n > 1) {
+    out += '.';
+    out += digits.substr(1);
+  }
+  char exp_buf[16];
+  std::snprintf(exp_buf, sizeof exp_buf, "e%c%02d", exponent < 0 ? '-' : '+',
+                exponent < 0 ? -exponent : exponent);
+  out += exp_buf;
+  return out;
+}
+
+std::string string_repr(std::string_view s) {
+  const bool has_single = s.find('\'') != std::string_view::npos;
+  const bool has_double = s.find('"') != std::string_view::npos;
+  const char quote = (has_single && !has_double) ? '"' : '\'';
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += quote;
+  for (char32_t c : unicode::decode(s)) {
+    if (c == static_cast<char32_t>(quote) || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 || c == 0x7F) {
+      append_hex(out, "\\x", c, 2);
+    } else if (c < 0x80 || unicode::is_printable(c)) {
+      unicode::append_utf8(out, c);
+    } else if (c < 0x100) {
+      append_hex(out, "\\x", c, 2);
+    } else if (c < 0x10000) {
+      append_hex(out, "\\u", c, 4);
+    } else {
+      append_hex(out, "\\U", c, 8);
+    }
+  }
+  out += quote;
+  return out;
+}
+
+std::string to_str(const Value& v, size_t max_bytes) {
+  switch (v.type()) {
+    case Type::Undefined:
+      return "";
+    case Type::None:
+      return "None";
+    case Type::Bool:
+      return v.as_bool() ? "True" : "False";
+    case Type::Int:
+      return std::to_string(v.as_int());
+    case Type::Float:
+      return float_repr(v.as_float());
+    case Type::String:
+      return v.str();
+    default:
+      return to_repr(v, max_bytes);
+  }
+}
+
+std::string to_repr(const Value& v, size_t max_bytes) {
+  Writer w(max_bytes);
+  write_repr(w, v, 0);
+  return w.take();
+}
+
+std::string to_json(const Value& v, const JsonOptions& options, size_t max_bytes) {
+  Writer w(max_bytes);
+  JsonWriter jw{w, options, options.item_sep.value_or(options.indent ? "," : ", "),
+                options.key_sep.value_or(": ")};
+  jw.write(v, 0);
+  return w.take();
+}
+
+std::string html_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace deepinfer::tokenizer::jinja
