@@ -132,6 +132,22 @@ inline void accumulate_v(const AttendArgs& a, const float* const* vrow, int64_t 
   });
 }
 
+// dot(q, k_j) for 8 keys of a chunk as one vector, bit for bit what dot() gives for each
+// (hsum8 == hsum per vector); keys j >= len repeat key 0 and are dropped by the caller.
+inline __m256 chunk_dots(const float* q, const float* const* krow, int64_t len, int64_t head_dim) {
+  const float* kr[kLanes];
+  __m256 acc[kLanes];
+  for (int j = 0; j < kLanes; ++j) {
+    kr[j] = krow[j < len ? j : 0];
+    acc[j] = _mm256_setzero_ps();
+  }
+  for_each_vector(head_dim, [&](int64_t d, auto m) {
+    const __m256 qv = load(q + d, m);
+    for (int j = 0; j < kLanes; ++j) acc[j] = _mm256_fmadd_ps(qv, load(kr[j] + d, m), acc[j]);
+  });
+  return hsum8(acc);
+}
+
 }  // namespace
 
 void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, int64_t kv_head,
@@ -149,6 +165,7 @@ void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, i
     denom[g] = 0.0f;
   }
   const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
+  const __m256 scale = _mm256_set1_ps(a.scale);
   for (int64_t c0 = 0; c0 <= pos; c0 += kAttendChunk) {
     const int64_t len = min64(kAttendChunk, pos + 1 - c0);
     const float* krow[kAttendChunk];
@@ -164,10 +181,14 @@ void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, i
     const __m256i valid0 = first_lanes(len), valid1 = first_lanes(len - kLanes);
     for (int64_t g = 0; g < q_heads; ++g) {
       float* p = probs + g * kAttendChunk;
-      for (int64_t j = 0; j < len; ++j)
-        p[j] = dot(q + g * a.head_dim, krow[j], a.head_dim) * a.scale;
-      const __m256 s0 = keep(_mm256_maskload_ps(p, valid0), neg_inf, valid0);
-      const __m256 s1 = keep(_mm256_maskload_ps(p + kLanes, valid1), neg_inf, valid1);
+      const float* qg = q + g * a.head_dim;
+      const __m256 s0 =
+          keep(_mm256_mul_ps(chunk_dots(qg, krow, len, a.head_dim), scale), neg_inf, valid0);
+      const __m256 s1 =
+          len > kLanes
+              ? keep(_mm256_mul_ps(chunk_dots(qg, krow + kLanes, len - kLanes, a.head_dim), scale),
+                     neg_inf, valid1)
+              : neg_inf;
       const float new_max = maxf(max[g], hmax(_mm256_max_ps(s0, s1)));
       corr[g] = exp_scalar(max[g] - new_max);
       const __m256 shift = _mm256_set1_ps(new_max);

@@ -151,6 +151,23 @@ inline void accumulate_v(const AttendArgs& a, const float* const* vrow, int64_t 
   });
 }
 
+// dot(q, k_j) for the 16 keys of a chunk as one vector, bit for bit what dot() gives for
+// each (hsum16 == hsum per vector); keys j >= len repeat key 0 and are dropped by the caller.
+inline __m512 chunk_dots(const float* q, const float* const* krow, int64_t len, int64_t head_dim) {
+  const float* kr[kLanes];
+  __m512 acc[kLanes];
+  for (int j = 0; j < kLanes; ++j) {
+    kr[j] = krow[j < len ? j : 0];
+    acc[j] = _mm512_setzero_ps();
+  }
+  for_each_vector(head_dim, [&](int64_t d, __mmask16 m) {
+    const __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
+    for (int j = 0; j < kLanes; ++j)
+      acc[j] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kr[j] + d), acc[j]);
+  });
+  return hsum16(acc);
+}
+
 }  // namespace
 
 void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, int64_t kv_head,
@@ -169,6 +186,7 @@ void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, i
     denom[g] = 0.0f;
   }
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
+  const __m512 scale = _mm512_set1_ps(a.scale);
   for (int64_t c0 = 0; c0 <= pos; c0 += kAttendChunk) {
     const int64_t len = min64(kAttendChunk, pos + 1 - c0);
     const float* krow[kAttendChunk];
@@ -183,9 +201,9 @@ void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, i
     }
     for (int64_t g = 0; g < q_heads; ++g) {
       float* p = probs + g * kAttendChunk;
-      for (int64_t j = 0; j < len; ++j)
-        p[j] = dot(q + g * a.head_dim, krow[j], a.head_dim) * a.scale;
-      const __m512 scores = _mm512_mask_loadu_ps(neg_inf, first_lanes(len), p);
+      const __m512 dots = chunk_dots(q + g * a.head_dim, krow, len, a.head_dim);
+      const __m512 scores =
+          _mm512_mask_mov_ps(neg_inf, first_lanes(len), _mm512_mul_ps(dots, scale));
       const float new_max = maxf(max[g], hmax(scores));
       corr[g] = exp_scalar(max[g] - new_max);
       const __m512 e = exp(_mm512_sub_ps(scores, _mm512_set1_ps(new_max)));  // -inf lanes: 0

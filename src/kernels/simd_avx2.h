@@ -53,7 +53,7 @@ inline float hsum(__m256 v) {
 }
 
 // hsum() of 8 vectors at once, bit for bit: out[j] = hsum(v[j]).
-inline void hsum8(const __m256* v, float* out) {
+inline __m256 hsum8(const __m256* v) {
   __m256 h[4], p[2];
   for (int i = 0; i < 4; ++i)  // l + (l + 4): [h(v[2i]) | h(v[2i+1])]
     h[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
@@ -64,7 +64,10 @@ inline void hsum8(const __m256* v, float* out) {
   // 0 + 1: lane 4g + j is the sum of v[2j + g].
   const __m256 s = _mm256_add_ps(_mm256_shuffle_ps(p[0], p[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                  _mm256_shuffle_ps(p[0], p[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  return _mm256_permutevar8x32_ps(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+inline void hsum8(const __m256* v, float* out) {
+  _mm256_storeu_ps(out, hsum8(v));
 }
 
 inline float hmax(__m256 v) {

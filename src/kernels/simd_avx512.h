@@ -34,7 +34,7 @@ inline float hsum(__m512 v) {
 // hsum() of 16 vectors at once: out[j] = hsum(v[j]) bit for bit (same pairs added in the
 // same order, transposed so that each level serves every vector). About 45 instructions
 // instead of 16 x 8.
-inline void hsum16(const __m512* v, float* out) {
+inline __m512 hsum16(const __m512* v) {
   __m512 h[8], q[4], p[2];
   for (int i = 0; i < 8; ++i)  // lanes l + (l + 8): [h(v[2i]), h(v[2i+1])]
     h[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
@@ -49,7 +49,10 @@ inline void hsum16(const __m512* v, float* out) {
   const __m512 s = _mm512_add_ps(_mm512_shuffle_ps(p[0], p[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                  _mm512_shuffle_ps(p[0], p[1], _MM_SHUFFLE(3, 1, 3, 1)));
   const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
-  _mm512_storeu_ps(out, _mm512_permutexvar_ps(order, s));
+  return _mm512_permutexvar_ps(order, s);
+}
+inline void hsum16(const __m512* v, float* out) {
+  _mm512_storeu_ps(out, hsum16(v));
 }
 
 inline float hmax(__m512 v) {
