@@ -12,6 +12,10 @@
 #include "core/dtype.h"
 #include "kernels/kernels.h"
 
+// Fully unrolls a loop over a register tile (compile-time trip count) so that its vector
+// accumulators live in registers; GCC does not always do it on its own for AVX2 code.
+#define DEEPINFER_UNROLL _Pragma("GCC unroll 16")
+
 namespace deepinfer::kernels::detail {
 
 // One linear call as a backend sees it. x is either the caller's [m, k] activations

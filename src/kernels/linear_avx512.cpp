@@ -33,21 +33,26 @@ inline void reduce_tile(__m512 (*acc)[NR], float (*out)[NR]) {
   if constexpr (MR * NR == 16) {
     hsum16(&acc[0][0], &out[0][0]);
   } else {
-    for (int r = 0; r < MR; ++r)
-      for (int c = 0; c < NR; ++c) out[r][c] = hsum(acc[r][c]);
+    DEEPINFER_UNROLL
+    for (int r = 0; r < MR; ++r) DEEPINFER_UNROLL
+    for (int c = 0; c < NR; ++c) out[r][c] = hsum(acc[r][c]);
   }
 }
 
 template <int MR, int NR>
 inline void tile_f32(const float* const* xr, const float* const* wr, int64_t k, float (*out)[NR]) {
   __m512 acc[MR][NR];
-  for (int r = 0; r < MR; ++r)
-    for (int c = 0; c < NR; ++c) acc[r][c] = _mm512_setzero_ps();
+  DEEPINFER_UNROLL
+  for (int r = 0; r < MR; ++r) DEEPINFER_UNROLL
+  for (int c = 0; c < NR; ++c) acc[r][c] = _mm512_setzero_ps();
   auto step = [&](int64_t p, __mmask16 mask) {
     __m512 xv[MR];
+    DEEPINFER_UNROLL
     for (int r = 0; r < MR; ++r) xv[r] = _mm512_maskz_loadu_ps(mask, xr[r] + p);
+    DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
       const __m512 wv = _mm512_maskz_loadu_ps(mask, wr[c] + p);
+      DEEPINFER_UNROLL
       for (int r = 0; r < MR; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
     }
   };
@@ -61,13 +66,17 @@ template <int MR, int NR>
 inline void tile_f16(const float* const* xr, const uint16_t* const* wr, int64_t k,
                      float (*out)[NR]) {
   __m512 acc[MR][NR];
-  for (int r = 0; r < MR; ++r)
-    for (int c = 0; c < NR; ++c) acc[r][c] = _mm512_setzero_ps();
+  DEEPINFER_UNROLL
+  for (int r = 0; r < MR; ++r) DEEPINFER_UNROLL
+  for (int c = 0; c < NR; ++c) acc[r][c] = _mm512_setzero_ps();
   auto step = [&](int64_t p, __mmask16 mask) {
     __m512 xv[MR];
+    DEEPINFER_UNROLL
     for (int r = 0; r < MR; ++r) xv[r] = _mm512_maskz_loadu_ps(mask, xr[r] + p);
+    DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
       const __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, wr[c] + p));
+      DEEPINFER_UNROLL
       for (int r = 0; r < MR; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
     }
   };
@@ -82,17 +91,21 @@ template <int MR, int NR>
 inline void tile_bf16(const float* const* xr, const uint16_t* const* wr, int64_t k,
                       float (*out)[NR]) {
   __m512 acc[MR][NR];
-  for (int r = 0; r < MR; ++r)
-    for (int c = 0; c < NR; ++c) acc[r][c] = _mm512_setzero_ps();
+  DEEPINFER_UNROLL
+  for (int r = 0; r < MR; ++r) DEEPINFER_UNROLL
+  for (int c = 0; c < NR; ++c) acc[r][c] = _mm512_setzero_ps();
   auto step = [&](int64_t p, __mmask32 mask) {
     __m512 xe[MR], xo[MR];
+    DEEPINFER_UNROLL
     for (int r = 0; r < MR; ++r) {
       xe[r] = _mm512_loadu_ps(xr[r] + p);
       xo[r] = _mm512_loadu_ps(xr[r] + p + kLanes);
     }
+    DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
       const __m512i raw = _mm512_maskz_loadu_epi16(mask, wr[c] + p);
       const __m512 we = bf16_even(raw), wo = bf16_odd(raw);
+      DEEPINFER_UNROLL
       for (int r = 0; r < MR; ++r) {
         acc[r][c] = _mm512_fmadd_ps(xe[r], we, acc[r][c]);
         acc[r][c] = _mm512_fmadd_ps(xo[r], wo, acc[r][c]);
@@ -109,15 +122,18 @@ inline void tile_bf16(const float* const* xr, const uint16_t* const* wr, int64_t
 template <int MR, int NR>
 void run_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   const float* xr[MR];
+  DEEPINFER_UNROLL
   for (int r = 0; r < MR; ++r) xr[r] = a.x + (i0 + r) * a.x_stride;
   float out[MR][NR];
   if (a.w_dtype == DType::f32) {
     const float* wr[NR];
+    DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c)
       wr[c] = static_cast<const float*>(a.w) + (j0 + min64(c, cols - 1)) * a.k;
     tile_f32<MR, NR>(xr, wr, a.k, out);
   } else {
     const uint16_t* wr[NR];
+    DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c)
       wr[c] = static_cast<const uint16_t*>(a.w) + (j0 + min64(c, cols - 1)) * a.k;
     if (a.w_dtype == DType::bf16) {
@@ -126,6 +142,7 @@ void run_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
       tile_f16<MR, NR>(xr, wr, a.k, out);
     }
   }
+  DEEPINFER_UNROLL
   for (int r = 0; r < MR; ++r) {
     float* yr = a.y + (i0 + r) * a.n + j0;
     for (int64_t c = 0; c < cols; ++c) yr[c] = a.bias ? out[r][c] + a.bias[j0 + c] : out[r][c];

@@ -121,13 +121,16 @@ inline void accumulate_v(const AttendArgs& a, const float* const* vrow, int64_t 
                          const float* probs, const float* corr, float* acc) {
   for_each_vector(a.v_head_dim, [&](int64_t d, auto m) {
     __m256 o[G];
+    DEEPINFER_UNROLL
     for (int g = 0; g < G; ++g)
       o[g] = _mm256_mul_ps(load(acc + g * a.v_head_dim + d, m), _mm256_set1_ps(corr[g]));
     for (int64_t j = 0; j < len; ++j) {
       const __m256 v = load(vrow[j] + d, m);
+      DEEPINFER_UNROLL
       for (int g = 0; g < G; ++g)
         o[g] = _mm256_fmadd_ps(_mm256_set1_ps(probs[g * kAttendChunk + j]), v, o[g]);
     }
+    DEEPINFER_UNROLL
     for (int g = 0; g < G; ++g) store(acc + g * a.v_head_dim + d, o[g], m);
   });
 }
@@ -137,12 +140,14 @@ inline void accumulate_v(const AttendArgs& a, const float* const* vrow, int64_t 
 inline __m256 chunk_dots(const float* q, const float* const* krow, int64_t len, int64_t head_dim) {
   const float* kr[kLanes];
   __m256 acc[kLanes];
+  DEEPINFER_UNROLL
   for (int j = 0; j < kLanes; ++j) {
     kr[j] = krow[j < len ? j : 0];
     acc[j] = _mm256_setzero_ps();
   }
   for_each_vector(head_dim, [&](int64_t d, auto m) {
     const __m256 qv = load(q + d, m);
+    DEEPINFER_UNROLL
     for (int j = 0; j < kLanes; ++j) acc[j] = _mm256_fmadd_ps(qv, load(kr[j] + d, m), acc[j]);
   });
   return hsum8(acc);

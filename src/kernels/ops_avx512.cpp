@@ -139,14 +139,17 @@ inline void accumulate_v(const AttendArgs& a, const float* const* vrow, int64_t 
                          const float* probs, const float* corr, float* acc) {
   for_each_vector(a.v_head_dim, [&](int64_t d, __mmask16 m) {
     __m512 o[G];
+    DEEPINFER_UNROLL
     for (int g = 0; g < G; ++g)
       o[g] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc + g * a.v_head_dim + d),
                            _mm512_set1_ps(corr[g]));
     for (int64_t j = 0; j < len; ++j) {
       const __m512 v = _mm512_maskz_loadu_ps(m, vrow[j] + d);
+      DEEPINFER_UNROLL
       for (int g = 0; g < G; ++g)
         o[g] = _mm512_fmadd_ps(_mm512_set1_ps(probs[g * kAttendChunk + j]), v, o[g]);
     }
+    DEEPINFER_UNROLL
     for (int g = 0; g < G; ++g) _mm512_mask_storeu_ps(acc + g * a.v_head_dim + d, m, o[g]);
   });
 }
@@ -156,12 +159,14 @@ inline void accumulate_v(const AttendArgs& a, const float* const* vrow, int64_t 
 inline __m512 chunk_dots(const float* q, const float* const* krow, int64_t len, int64_t head_dim) {
   const float* kr[kLanes];
   __m512 acc[kLanes];
+  DEEPINFER_UNROLL
   for (int j = 0; j < kLanes; ++j) {
     kr[j] = krow[j < len ? j : 0];
     acc[j] = _mm512_setzero_ps();
   }
   for_each_vector(head_dim, [&](int64_t d, __mmask16 m) {
     const __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
+    DEEPINFER_UNROLL
     for (int j = 0; j < kLanes; ++j)
       acc[j] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kr[j] + d), acc[j]);
   });

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "kernels/backend.h"
+
 namespace deepinfer::kernels::detail::avx2 {
 namespace {
 
@@ -55,9 +57,11 @@ inline float hsum(__m256 v) {
 // hsum() of 8 vectors at once, bit for bit: out[j] = hsum(v[j]).
 inline __m256 hsum8(const __m256* v) {
   __m256 h[4], p[2];
+  DEEPINFER_UNROLL
   for (int i = 0; i < 4; ++i)  // l + (l + 4): [h(v[2i]) | h(v[2i+1])]
     h[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
                          _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+  DEEPINFER_UNROLL
   for (int i = 0; i < 2; ++i)  // l + (l + 2): half g holds v[4i + g], v[4i + 2 + g]
     p[i] = _mm256_add_ps(_mm256_shuffle_ps(h[2 * i], h[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                          _mm256_shuffle_ps(h[2 * i], h[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "kernels/backend.h"
+
 namespace deepinfer::kernels::detail::avx512 {
 namespace {
 
@@ -36,12 +38,15 @@ inline float hsum(__m512 v) {
 // instead of 16 x 8.
 inline __m512 hsum16(const __m512* v) {
   __m512 h[8], q[4], p[2];
+  DEEPINFER_UNROLL
   for (int i = 0; i < 8; ++i)  // lanes l + (l + 8): [h(v[2i]), h(v[2i+1])]
     h[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                          _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  DEEPINFER_UNROLL
   for (int i = 0; i < 4; ++i)  // l + (l + 4): 128-bit groups [q(v[4i]) .. q(v[4i+3])]
     q[i] = _mm512_add_ps(_mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                          _mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  DEEPINFER_UNROLL
   for (int i = 0; i < 2; ++i)  // l + (l + 2): group g holds v[8i + g], v[8i + 4 + g]
     p[i] = _mm512_add_ps(_mm512_shuffle_ps(q[2 * i], q[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                          _mm512_shuffle_ps(q[2 * i], q[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
