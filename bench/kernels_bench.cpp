@@ -69,6 +69,37 @@ Result time_linear(int64_t m, int64_t k, int64_t n, DType dtype, int copies, Thr
   return {samples[samples.size() / 2], cpu_samples[cpu_samples.size() / 2]};
 }
 
+// Read bandwidth of `bytes` streamed by `pool` (integer sums: no FP, vectorised with the
+// baseline ISA); the ceiling for memory-bound decode.
+double read_gbps(size_t bytes, ThreadPool& pool) {
+  std::vector<uint64_t> data(bytes / sizeof(uint64_t), 1);
+  std::vector<uint64_t> sums(static_cast<size_t>(pool.size()) * 8, 0);
+  auto pass = [&] {
+    pool.parallel_for(static_cast<int64_t>(data.size()), [&](int64_t begin, int64_t end) {
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      int64_t i = begin;
+      for (; i + 4 <= end; i += 4) {
+        s0 += data[static_cast<size_t>(i)];
+        s1 += data[static_cast<size_t>(i + 1)];
+        s2 += data[static_cast<size_t>(i + 2)];
+        s3 += data[static_cast<size_t>(i + 3)];
+      }
+      sums[static_cast<size_t>(begin * pool.size() / static_cast<int64_t>(data.size())) * 8] +=
+          s0 + s1 + s2 + s3;
+    });
+  };
+  pass();
+  std::vector<double> samples;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    pass();
+    samples.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(samples.begin(), samples.end());
+  return static_cast<double>(bytes) / samples[0] / 1e9;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,6 +133,12 @@ int main(int argc, char** argv) {
         "%5s %5s %5s %5s %3s %5s %10s %9s %9s %9s %9s\n",
         static_cast<int>(isa.size()), isa.data(), "m", "k", "n", "w", "thr", "cache", "us/call",
         "GFLOP/s", "wGB/s", "cpuGFLOP", "cpuwGB/s");
+  for (int threads : thread_counts) {
+    ThreadPool pool(threads);
+    if (!json)
+      std::printf("memory read bandwidth (256 MiB, %d threads): %.1f GB/s\n", threads,
+                  read_gbps(size_t{256} << 20, pool));
+  }
   struct Shape {
     int64_t m, k, n;
   };
