@@ -127,18 +127,18 @@ int main(int argc, char** argv) {
     }
   }
   const auto isa = kernels::isa_name(kernels::active_isa());
-  if (!json)
-    std::printf(
-        "isa=%.*s (cpu columns: from process CPU time / threads)\n"
-        "%5s %5s %5s %5s %3s %5s %10s %9s %9s %9s %9s\n",
-        static_cast<int>(isa.size()), isa.data(), "m", "k", "n", "w", "thr", "cache", "us/call",
-        "GFLOP/s", "wGB/s", "cpuGFLOP", "cpuwGB/s");
   for (int threads : thread_counts) {
     ThreadPool pool(threads);
     if (!json)
       std::printf("memory read bandwidth (256 MiB, %d threads): %.1f GB/s\n", threads,
                   read_gbps(size_t{256} << 20, pool));
   }
+  if (!json)
+    std::printf(
+        "isa=%.*s (cpu columns: from process CPU time / threads)\n"
+        "%5s %5s %5s %5s %3s %5s %10s %9s %9s %9s %9s\n",
+        static_cast<int>(isa.size()), isa.data(), "m", "k", "n", "w", "thr", "cache", "us/call",
+        "GFLOP/s", "wGB/s", "cpuGFLOP", "cpuwGB/s");
   struct Shape {
     int64_t m, k, n;
   };
