@@ -116,10 +116,13 @@ def init_weights(model, seed):
                 p.copy_(1.0 + 0.2 * noise)
             elif name.endswith(".bias"):
                 p.copy_(0.1 * noise)
-            elif p.dim() == 2:  # nn.Linear weight [out, in]
-                p.copy_(noise * (LINEAR_GAIN / math.sqrt(p.shape[1])))
+            elif p.dim() in (2, 3):  # nn.Linear weight [out, in]; stacked MoE experts [E, out, in]
+                p.copy_(noise * (LINEAR_GAIN / math.sqrt(p.shape[-1])))
             else:
                 raise RuntimeError(f"init_weights: no rule for parameter {name} {tuple(p.shape)}")
+        for name, b in sorted(model.named_buffers()):
+            if name.endswith("e_score_correction_bias"):  # noaux_tc router bias (selection only)
+                b.copy_(0.2 * torch.randn(b.shape, generator=gen, dtype=torch.float32))
 
 
 def make_prompts(hf_tok, tok):
@@ -211,6 +214,10 @@ def make_goldens(spec, tok, prompts):
             case["greedy_ids"] = greedy
             case["min_rel_top2_gap"] = gap
             cases.append(case)
+        # A family script may add its own acceptance rule (and per-case fields) via spec["accept"].
+        if ok and "accept" in spec and not spec["accept"](model, cases):
+            print(f"  {spec['name']} seed {seed}: rejected by the family's own check")
+            ok = False
         if ok:
             return model, seed, cases
     raise RuntimeError(f"{spec['name']}: no seed in {SEED_TRIES} tries gives separated logits")

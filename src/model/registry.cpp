@@ -12,6 +12,8 @@ const std::vector<ModelFamily>& model_families() {
   static const std::vector<ModelFamily> families = {
       {"Qwen2ForCausalLM", build_qwen2},
       {"Qwen3ForCausalLM", build_qwen3},
+      {"Qwen3MoeForCausalLM", build_qwen3_moe},
+      {"Glm4MoeForCausalLM", build_glm4_moe},
       {"GlmForCausalLM", build_glm},
       {"Glm4ForCausalLM", build_glm4},
   };

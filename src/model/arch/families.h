@@ -15,6 +15,8 @@ DecoderSpec gqa_decoder_spec(const io::ModelConfig& config, bool qkv_bias, bool 
 
 std::unique_ptr<CausalLM> build_qwen2(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_qwen3(const io::ModelConfig& config, WeightLoader& weights);
+std::unique_ptr<CausalLM> build_qwen3_moe(const io::ModelConfig& config, WeightLoader& weights);
+std::unique_ptr<CausalLM> build_glm4_moe(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_glm(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_glm4(const io::ModelConfig& config, WeightLoader& weights);
 
