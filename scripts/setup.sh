@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git ccache
   nlohmann-json3-dev libgtest-dev googletest libgmock-dev
   libpcre2-dev libutf8proc-dev libcpp-httplib-dev
   clang libclang-rt-14-dev clang-format
