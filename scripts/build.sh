@@ -4,6 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:-release}
 jobs=${JOBS:-$(nproc)}
+# ccache (if installed) keyed on paths relative to the checkout, so clones share hits.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 case "$kind" in
   release)
     cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
