@@ -1,0 +1,179 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "core/error.h"
+
+namespace deepinfer::engine {
+
+SchedulingPolicy parse_scheduling_policy(const std::string& name) {
+  if (name == "fifo") return SchedulingPolicy::fifo;
+  if (name == "priority") return SchedulingPolicy::priority;
+  fail("--scheduling-policy: expected fifo or priority, got '", name, "'");
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, cache::BlockManager& blocks)
+    : config_(config), blocks_(blocks) {
+  DI_CHECK(config.max_num_seqs >= 1, "--max-num-seqs must be >= 1, got ", config.max_num_seqs);
+  DI_CHECK(config.max_num_batched_tokens >= 1, "--max-num-batched-tokens must be >= 1, got ",
+           config.max_num_batched_tokens);
+}
+
+bool Scheduler::runs_before(const Sequence* a, const Sequence* b) const {
+  const bool by_priority = config_.policy == SchedulingPolicy::priority;
+  const int64_t pa = by_priority ? a->priority : 0;
+  const int64_t pb = by_priority ? b->priority : 0;
+  return std::tie(pa, a->arrival, a->index) < std::tie(pb, b->arrival, b->index);
+}
+
+void Scheduler::insert_waiting(Sequence* seq) {
+  seq->status = SequenceStatus::waiting;
+  const auto at =
+      std::upper_bound(waiting_.begin(), waiting_.end(), seq,
+                       [this](const Sequence* a, const Sequence* b) { return runs_before(a, b); });
+  waiting_.insert(at, seq);
+}
+
+void Scheduler::add(Sequence* seq) {
+  DI_CHECK(seq->num_computed < seq->num_tokens(),
+           "scheduler: a sequence needs at least one token left to compute");
+  insert_waiting(seq);
+}
+
+Sequence* Scheduler::pick_victim(const Sequence* after) const {
+  // Waiting sequences can hold blocks too (n > 1 siblings sharing their prompt); they are
+  // victims like running ones, or a pool full of them could stall everything.
+  Sequence* victim = nullptr;
+  for (const auto* queue : {&running_, &waiting_}) {
+    if (after != nullptr && queue == &running_) continue;
+    for (Sequence* s : *queue) {
+      if (s->block_table.empty() || (after != nullptr && !runs_before(after, s))) continue;
+      if (victim == nullptr || runs_before(victim, s)) victim = s;
+    }
+  }
+  return victim;
+}
+
+void Scheduler::preempt(Sequence* seq, int64_t& budget, SchedulerOutput& out) {
+  if (seq->status == SequenceStatus::waiting) {
+    blocks_.release(seq->block_table);
+    seq->num_computed = 0;
+    seq->chain = {};
+    ++seq->num_preemptions;
+    ++num_preemptions_;
+    ++out.num_preempted;
+    return;
+  }
+  // A victim already scheduled this step gives its tokens back.
+  const auto chunk = std::find_if(out.chunks.begin(), out.chunks.end(),
+                                  [seq](const ScheduledChunk& c) { return c.seq == seq; });
+  if (chunk != out.chunks.end()) {
+    budget += chunk->num_tokens;
+    out.num_tokens -= chunk->num_tokens;
+    out.chunks.erase(chunk);
+  }
+  running_.erase(std::find(running_.begin(), running_.end(), seq));
+  blocks_.release(seq->block_table);
+  seq->num_computed = 0;
+  seq->chain = {};
+  ++seq->num_preemptions;
+  ++num_preemptions_;
+  ++out.num_preempted;
+  insert_waiting(seq);
+}
+
+bool Scheduler::schedule_running(Sequence* seq, int64_t& budget, SchedulerOutput& out) {
+  const int64_t want = std::min(seq->num_tokens() - seq->num_computed, budget);
+  if (want <= 0) return true;
+  while (!blocks_.allocate(seq->block_table, seq->num_computed + want)) {
+    Sequence* victim = pick_victim(nullptr);
+    DI_CHECK(victim != nullptr, "scheduler: KV pool exhausted with no block holder to preempt");
+    preempt(victim, budget, out);
+    if (victim == seq) return false;
+  }
+  out.chunks.push_back({seq, want});
+  out.num_tokens += want;
+  budget -= want;
+  return true;
+}
+
+bool Scheduler::admit(Sequence* seq, int64_t& budget, SchedulerOutput& out) {
+  // A sequence without blocks (new or preempted) starts from the longest cached prefix; an
+  // n > 1 sibling arrives holding the prompt blocks it shares.
+  const bool fresh = seq->block_table.empty();
+  cache::PrefixMatch match;
+  if (fresh) {
+    DI_CHECK(seq->num_computed == 0, "scheduler: a sequence without blocks has computed tokens");
+    match = blocks_.find_prefix(seq->tokens);
+  }
+  const int64_t start = fresh ? match.tokens : seq->num_computed;
+  const int64_t want = std::min(seq->num_tokens() - start, budget);
+  const int64_t query = fresh && blocks_.prefix_caching() ? seq->num_tokens() : 0;
+  while (!blocks_.allocate(seq->block_table, start + want, &match, query)) {
+    // Only blocks held by waiting sequences that run after this one may be reclaimed here.
+    Sequence* victim = pick_victim(seq);
+    if (victim == nullptr) return false;
+    preempt(victim, budget, out);
+  }
+  if (fresh) {
+    seq->num_computed = match.tokens;
+    seq->chain = match.chain;
+    if (seq->num_output() == 0 && seq->num_preemptions == 0) seq->num_cached_tokens = match.tokens;
+  }
+  seq->status = SequenceStatus::running;
+  running_.push_back(seq);
+  out.chunks.push_back({seq, want});
+  out.num_tokens += want;
+  budget -= want;
+  return true;
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  int64_t budget = config_.max_num_batched_tokens;
+  // Decodes first (one token each, latency-critical), then running prefills continue.
+  for (const bool decodes : {true, false}) {
+    const std::vector<Sequence*> snapshot = running_;  // preemption edits running_
+    for (Sequence* seq : snapshot) {
+      if (budget <= 0) break;
+      if (seq->status != SequenceStatus::running) continue;  // preempted meanwhile
+      const bool is_decode = seq->num_tokens() - seq->num_computed == 1;
+      if (is_decode != decodes) continue;
+      schedule_running(seq, budget, out);
+    }
+  }
+  // Admit waiting sequences in policy order while budgets last; stop at the first that does
+  // not fit so a large request is not starved by smaller later ones. Not after a
+  // preemption: the pool is under pressure.
+  if (out.num_preempted == 0) {
+    while (!waiting_.empty() && budget > 0 &&
+           static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
+      Sequence* seq = waiting_.front();
+      if (!admit(seq, budget, out)) break;
+      waiting_.erase(waiting_.begin());
+    }
+  }
+  return out;
+}
+
+void Scheduler::commit(const SchedulerOutput& out) {
+  for (const ScheduledChunk& c : out.chunks) {
+    Sequence* seq = c.seq;
+    seq->num_computed += c.num_tokens;
+    blocks_.cache_full_blocks(seq->block_table, seq->tokens, seq->num_computed, seq->chain);
+  }
+}
+
+void Scheduler::remove(Sequence* seq, FinishReason reason) {
+  if (const auto it = std::find(running_.begin(), running_.end(), seq); it != running_.end()) {
+    running_.erase(it);
+  } else if (const auto w = std::find(waiting_.begin(), waiting_.end(), seq); w != waiting_.end()) {
+    waiting_.erase(w);
+  }
+  blocks_.release(seq->block_table);
+  seq->status = SequenceStatus::finished;
+  seq->finish_reason = reason;
+}
+
+}  // namespace deepinfer::engine
