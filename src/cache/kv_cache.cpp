@@ -12,15 +12,18 @@ int64_t KvCacheSpec::bytes_per_token() const {
 }
 
 KvCache::KvCache(const KvCacheSpec& spec) : spec_(spec) {
-  DI_CHECK(spec.num_layers > 0 && spec.kv_heads > 0 && spec.head_dim > 0 && spec.v_head_dim > 0,
-           "KV cache: layers, kv heads and head dims must be positive");
+  DI_CHECK(spec.num_layers > 0 && spec.kv_heads > 0 && spec.head_dim > 0 && spec.v_head_dim >= 0,
+           "KV cache: layers, kv heads and head_dim must be positive, v_head_dim non-negative "
+           "(0 for a K-only cache)");
   DI_CHECK(spec.block_size > 0 && spec.num_blocks > 0,
            "KV cache: block_size and num_blocks must be positive");
   for (int64_t layer = 0; layer < spec.num_layers; ++layer) {
     k_.push_back(Tensor::zeros({spec.num_blocks, spec.block_size, spec.kv_heads, spec.head_dim},
                                DType::f32));
-    v_.push_back(Tensor::zeros({spec.num_blocks, spec.block_size, spec.kv_heads, spec.v_head_dim},
-                               DType::f32));
+    if (spec.v_head_dim > 0) {
+      v_.push_back(Tensor::zeros({spec.num_blocks, spec.block_size, spec.kv_heads, spec.v_head_dim},
+                                 DType::f32));
+    }
   }
   free_.resize(static_cast<size_t>(spec.num_blocks));
   // Hand out low block ids first.
@@ -70,19 +73,33 @@ void KvCache::write(int64_t layer, std::span<const int32_t> block_table, const i
   const int64_t k_row = spec_.kv_heads * spec_.head_dim;
   const int64_t v_row = spec_.kv_heads * spec_.v_head_dim;
   const auto& k_store = k_[static_cast<size_t>(layer)];
-  const auto& v_store = v_[static_cast<size_t>(layer)];
   for (int64_t t = 0; t < tokens; ++t) {
     std::memcpy(slot(k_store, spec_.head_dim, block_table, positions[t]), k + t * k_row,
                 static_cast<size_t>(k_row) * sizeof(float));
+  }
+  if (v_row == 0) return;
+  const auto& v_store = v_[static_cast<size_t>(layer)];
+  for (int64_t t = 0; t < tokens; ++t) {
     std::memcpy(slot(v_store, spec_.v_head_dim, block_table, positions[t]), v + t * v_row,
                 static_cast<size_t>(v_row) * sizeof(float));
+  }
+}
+
+void KvCache::gather_k(int64_t layer, std::span<const int32_t> block_table, int64_t count,
+                       float* out) const {
+  DI_CHECK(layer >= 0 && layer < spec_.num_layers, "KV cache: layer ", layer, " out of range");
+  const int64_t row = spec_.kv_heads * spec_.head_dim;
+  const auto& k_store = k_[static_cast<size_t>(layer)];
+  for (int64_t p = 0; p < count; ++p) {
+    std::memcpy(out + p * row, slot(k_store, spec_.head_dim, block_table, static_cast<int32_t>(p)),
+                static_cast<size_t>(row) * sizeof(float));
   }
 }
 
 kernels::PagedKv KvCache::view(int64_t layer, std::span<const int32_t> block_table) const {
   kernels::PagedKv kv;
   kv.k = k_[static_cast<size_t>(layer)].data<float>();
-  kv.v = v_[static_cast<size_t>(layer)].data<float>();
+  kv.v = v_.empty() ? nullptr : v_[static_cast<size_t>(layer)].data<float>();
   kv.block_size = spec_.block_size;
   kv.kv_heads = spec_.kv_heads;
   kv.head_dim = spec_.head_dim;

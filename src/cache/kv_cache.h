@@ -3,6 +3,9 @@
 // per-sequence block table. A token at logical position p of a sequence lives in block
 // block_table[p / block_size], slot p % block_size, in every layer. Layout per layer:
 // K [num_blocks, block_size, kv_heads, head_dim], V [num_blocks, block_size, kv_heads, v_head_dim].
+// v_head_dim == 0 means a K-only cache: MLA (DeepSeek) keeps one row per token and layer, the
+// normalised latent followed by the roped shared key (kv_heads 1, head_dim kv_lora_rank +
+// qk_rope_head_dim), and reads the values out of that same row.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -16,7 +19,7 @@ struct KvCacheSpec {
   int64_t num_layers = 0;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
-  int64_t v_head_dim = 0;
+  int64_t v_head_dim = 0;  // 0: K-only (MLA latent cache)
   int64_t block_size = 16;
   int64_t num_blocks = 0;
 
@@ -39,16 +42,21 @@ class KvCache {
   void release(std::vector<int32_t>& block_table);
 
   // Writes the K/V of `tokens` consecutive rows (positions[i]) of one layer into their slots.
+  // A K-only cache ignores v (pass nullptr).
   void write(int64_t layer, std::span<const int32_t> block_table, const int32_t* positions,
              int64_t tokens, const float* k, const float* v);
   kernels::PagedKv view(int64_t layer, std::span<const int32_t> block_table) const;
+  // Copies the K rows of positions [0, count) of one sequence, in position order, into
+  // out [count, kv_heads * head_dim] (MLA expands its latent cache from these).
+  void gather_k(int64_t layer, std::span<const int32_t> block_table, int64_t count,
+                float* out) const;
 
  private:
   float* slot(const Tensor& storage, int64_t width, std::span<const int32_t> block_table,
               int32_t position) const;
   KvCacheSpec spec_;
   std::vector<Tensor> k_;  // per layer
-  std::vector<Tensor> v_;
+  std::vector<Tensor> v_;  // empty for a K-only cache
   std::vector<int32_t> free_;
 };
 

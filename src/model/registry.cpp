@@ -16,6 +16,8 @@ const std::vector<ModelFamily>& model_families() {
       {"Glm4MoeForCausalLM", build_glm4_moe},
       {"GlmForCausalLM", build_glm},
       {"Glm4ForCausalLM", build_glm4},
+      {"DeepseekV2ForCausalLM", build_deepseek_v2},
+      {"DeepseekV3ForCausalLM", build_deepseek_v3},
   };
   return families;
 }
@@ -40,6 +42,7 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
   }
   const io::Checkpoint checkpoint = io::Checkpoint::open(dir);
   WeightLoader weights(checkpoint, options);
+  weights.set_fp8(io::parse_fp8_quantization(config, dir + "/config.json"));
   auto model = family->build(config, weights);
   const auto unused = weights.unused();
   if (!unused.empty()) {

@@ -20,6 +20,16 @@ Tensor WeightLoader::fetch(const std::string& name, const Shape& expected) {
 Tensor WeightLoader::matrix(const std::string& name, const Shape& expected) {
   Tensor tensor = fetch(name, expected);
   const DType stored = tensor.dtype();
+  if (stored == DType::f8_e4m3) {
+    DI_CHECK(fp8_.has_value(), checkpoint_.dir(), ": tensor '", name,
+             "' is F8_E4M3 but config.json has no quantization_config {\"quant_method\": "
+             "\"fp8\", \"weight_block_size\": [...]} saying how it is scaled");
+    DI_CHECK(expected.size() == 2, checkpoint_.dir(), ": tensor '", name, "' is F8_E4M3 with ",
+             expected.size(), " dimensions; block scales are supported for matrices only");
+    const Tensor scale = fetch(name + "_scale_inv", io::fp8_scale_shape(expected, *fp8_));
+    return io::dequantize_fp8_blocks(tensor, scale, *fp8_,
+                                     options_.weight_dtype.value_or(DType::bf16));
+  }
   DI_CHECK(stored == DType::f32 || stored == DType::bf16 || stored == DType::f16, checkpoint_.dir(),
            ": tensor '", name, "' is ", dtype_name(stored),
            "; only f32, bf16 and f16 weights are supported here");
@@ -30,6 +40,14 @@ Tensor WeightLoader::vector_f32(const std::string& name, const Shape& expected) 
   Tensor tensor = fetch(name, expected);
   Tensor out = tensor.to(DType::f32);
   return out.is_borrowed() ? out.clone() : out;
+}
+
+int64_t WeightLoader::skip_prefix(const std::string& prefix) {
+  int64_t count = 0;
+  for (const auto& name : checkpoint_.names()) {
+    if (name.compare(0, prefix.size(), prefix) == 0 && used_.insert(name).second) ++count;
+  }
+  return count;
 }
 
 std::vector<std::string> WeightLoader::unused() const {

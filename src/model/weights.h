@@ -8,12 +8,14 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "io/fp8.h"
 #include "io/safetensors.h"
 
 namespace deepinfer::model {
 
 struct LoadOptions {
-  std::optional<DType> weight_dtype;  // nullopt: as stored (f32, bf16 and f16 all run)
+  std::optional<DType> weight_dtype;  // nullopt: as stored (f32, bf16 and f16 all run; FP8
+                                      // blocks are dequantized to bf16)
 };
 
 class WeightLoader {
@@ -21,18 +23,25 @@ class WeightLoader {
   WeightLoader(const io::Checkpoint& checkpoint, LoadOptions options);
 
   bool has(const std::string& name) const { return checkpoint_.contains(name); }
+  // Block-wise FP8 announced by config.json (io::parse_fp8_quantization): F8_E4M3 matrices
+  // are then dequantized at load with their `<name>_scale_inv` blocks.
+  void set_fp8(std::optional<io::Fp8BlockQuantization> quant) { fp8_ = quant; }
   // A matrix for kernels::linear in the compute dtype; Error if missing or misshaped.
   Tensor matrix(const std::string& name, const Shape& expected);
   // f32 copy of a small tensor (norm weights, biases).
   Tensor vector_f32(const std::string& name, const Shape& expected);
   // Checkpoint tensors no layer asked for (reported so silent mismatches are visible).
   std::vector<std::string> unused() const;
+  // Marks every tensor whose name starts with `prefix` as deliberately unused (e.g. DeepSeek-V3's
+  // multi-token-prediction layers); returns how many there were.
+  int64_t skip_prefix(const std::string& prefix);
   const io::Checkpoint& checkpoint() const { return checkpoint_; }
 
  private:
   Tensor fetch(const std::string& name, const Shape& expected);
   const io::Checkpoint& checkpoint_;
   LoadOptions options_;
+  std::optional<io::Fp8BlockQuantization> fp8_;
   std::set<std::string> used_;
 };
 

@@ -19,5 +19,7 @@ std::unique_ptr<CausalLM> build_qwen3_moe(const io::ModelConfig& config, WeightL
 std::unique_ptr<CausalLM> build_glm4_moe(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_glm(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_glm4(const io::ModelConfig& config, WeightLoader& weights);
+std::unique_ptr<CausalLM> build_deepseek_v2(const io::ModelConfig& config, WeightLoader& weights);
+std::unique_ptr<CausalLM> build_deepseek_v3(const io::ModelConfig& config, WeightLoader& weights);
 
 }  // namespace deepinfer::model

@@ -1,0 +1,248 @@
+#include "model/layers/mla/mla_attention.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+
+namespace deepinfer::model {
+namespace {
+
+// transformers builds q_a_layernorm / kv_a_layernorm as DeepseekV2RMSNorm(rank) without
+// passing config.rms_norm_eps, so they always use the default 1e-6 (as DeepSeek's own code).
+constexpr double kLatentNormEps = 1e-6;
+
+void copy_floats(float* dst, const float* src, int64_t n) {
+  std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+}
+
+}  // namespace
+
+std::unique_ptr<MlaAttention> MlaAttention::load(WeightLoader& weights, const std::string& prefix,
+                                                 const MlaShape& shape, MlaForm form) {
+  DI_CHECK(shape.heads > 0 && shape.kv_lora_rank > 0 && shape.qk_nope_head_dim > 0 &&
+               shape.qk_rope_head_dim > 0 && shape.qk_rope_head_dim % 2 == 0 &&
+               shape.v_head_dim > 0 && shape.q_lora_rank >= 0,
+           prefix,
+           ": invalid MLA geometry (heads, kv_lora_rank, qk_nope_head_dim, v_head_dim must "
+           "be positive, qk_rope_head_dim positive and even)");
+  auto attn = std::make_unique<MlaAttention>();
+  attn->shape_ = shape;
+  attn->form_ = form;
+  const int64_t q_width = shape.heads * shape.qk_head_dim();
+  if (shape.q_lora_rank > 0) {
+    attn->q_a_proj_ =
+        Linear::load(weights, prefix + ".q_a_proj", shape.hidden, shape.q_lora_rank, shape.bias);
+    attn->q_a_norm_ =
+        RmsNorm::load(weights, prefix + ".q_a_layernorm.weight", shape.q_lora_rank, kLatentNormEps);
+    attn->q_b_proj_ =
+        Linear::load(weights, prefix + ".q_b_proj", shape.q_lora_rank, q_width, false);
+  } else {
+    attn->q_proj_ = Linear::load(weights, prefix + ".q_proj", shape.hidden, q_width, false);
+  }
+  attn->kv_a_proj_ = Linear::load(weights, prefix + ".kv_a_proj_with_mqa", shape.hidden,
+                                  shape.cache_width(), shape.bias);
+  attn->kv_a_norm_ =
+      RmsNorm::load(weights, prefix + ".kv_a_layernorm.weight", shape.kv_lora_rank, kLatentNormEps);
+  const int64_t per_head = shape.qk_nope_head_dim + shape.v_head_dim;
+  attn->kv_b_proj_ = Linear::load(weights, prefix + ".kv_b_proj", shape.kv_lora_rank,
+                                  shape.heads * per_head, false);
+  attn->o_proj_ = Linear::load(weights, prefix + ".o_proj", shape.heads * shape.v_head_dim,
+                               shape.hidden, shape.bias);
+
+  // W_UK^T per head, in kv_b_proj's dtype (a transpose: exact in any dtype).
+  const Tensor kv_b = attn->kv_b_proj_.weight.to(DType::f32);
+  const int64_t rank = shape.kv_lora_rank;
+  const int64_t nope = shape.qk_nope_head_dim;
+  Tensor uk_t = Tensor::zeros({shape.heads, rank, nope}, DType::f32);
+  const float* src = kv_b.data<float>();
+  float* dst = uk_t.data<float>();
+  for (int64_t h = 0; h < shape.heads; ++h) {
+    for (int64_t d = 0; d < nope; ++d) {
+      const float* row = src + (h * per_head + d) * rank;
+      for (int64_t c = 0; c < rank; ++c) dst[(h * rank + c) * nope + d] = row[c];
+    }
+  }
+  attn->w_uk_t_ = uk_t.to(attn->kv_b_proj_.weight.dtype());
+  return attn;
+}
+
+MlaForm choose_mla_form(const MlaShape& shape, int64_t tokens, int64_t context) {
+  // Multiply-adds per head. Expanded: kv_b_proj over the whole context, then attention with
+  // qk_head-wide keys and v_head-wide values. Absorbed: W_UK^T / W_UV per new token, then
+  // attention with cache_width-wide keys and values.
+  const auto& s = shape;
+  const double t = static_cast<double>(tokens);
+  const double ctx = static_cast<double>(context);
+  const double rank = static_cast<double>(s.kv_lora_rank);
+  const double nope_v = static_cast<double>(s.qk_nope_head_dim + s.v_head_dim);
+  const double expanded =
+      ctx * rank * nope_v + t * ctx * static_cast<double>(s.qk_head_dim() + s.v_head_dim);
+  const double absorbed = t * rank * nope_v + t * ctx * 2.0 * static_cast<double>(s.cache_width());
+  return absorbed <= expanded ? MlaForm::absorbed : MlaForm::expanded;
+}
+
+void MlaAttention::project(const float* x, int64_t tokens, const float* cos, const float* sin,
+                           float* q, float* kv, ThreadPool& pool) const {
+  const auto& s = shape_;
+  if (q_proj_) {
+    q_proj_->forward(x, tokens, q, pool);
+  } else {
+    std::vector<float> q_a(static_cast<size_t>(tokens * s.q_lora_rank));
+    q_a_proj_->forward(x, tokens, q_a.data(), pool);
+    q_a_norm_->forward(q_a.data(), tokens, q_a.data());
+    q_b_proj_->forward(q_a.data(), tokens, q, pool);
+  }
+  const int64_t width = s.cache_width();
+  kv_a_proj_.forward(x, tokens, kv, pool);
+  for (int64_t t = 0; t < tokens; ++t) kv_a_norm_.forward(kv + t * width, 1, kv + t * width);
+  // The rope part sits after the nope part of each query head and after the latent of each
+  // kv row: rotate "heads" of stride qk_head_dim (resp. cache_width) starting there.
+  kernels::rope(q + s.qk_nope_head_dim, tokens, s.heads, s.qk_head_dim(), s.qk_rope_head_dim, cos,
+                sin, s.rope_layout);
+  kernels::rope(kv + s.kv_lora_rank, tokens, 1, width, s.qk_rope_head_dim, cos, sin, s.rope_layout);
+}
+
+void MlaAttention::forward(const float* x, const ForwardBatch& batch, const float* cos,
+                           const float* sin, cache::KvCache& cache, int64_t layer, float* out,
+                           ThreadPool& pool) const {
+  const auto& s = shape_;
+  const auto tokens = static_cast<int64_t>(batch.tokens.size());
+  const int64_t q_row = s.heads * s.qk_head_dim();
+  const int64_t kv_row = s.cache_width();
+  const int64_t out_row = s.heads * s.v_head_dim;
+  DI_CHECK(
+      cache.spec().kv_heads == 1 && cache.spec().head_dim == kv_row && cache.spec().v_head_dim == 0,
+      "MLA layer ", layer, ": the KV cache must be K-only with one head of width ", kv_row,
+      " (kv_lora_rank + qk_rope_head_dim); build it from the model's kv_layout()");
+  std::vector<float> q(static_cast<size_t>(tokens * q_row));
+  std::vector<float> kv(static_cast<size_t>(tokens * kv_row));
+  std::vector<float> attended(static_cast<size_t>(tokens * out_row));
+  project(x, tokens, cos, sin, q.data(), kv.data(), pool);
+
+  for (const auto& seq : batch.sequences) {
+    if (seq.count == 0) continue;
+    const int32_t* positions = batch.positions.data() + seq.begin;
+    cache.write(layer, seq.block_table, positions, seq.count, kv.data() + seq.begin * kv_row,
+                nullptr);
+    const int64_t context = 1 + *std::max_element(positions, positions + seq.count);
+    const MlaForm form =
+        form_ == MlaForm::automatic ? choose_mla_form(s, seq.count, context) : form_;
+    const float* q_seq = q.data() + seq.begin * q_row;
+    float* out_seq = attended.data() + seq.begin * out_row;
+    if (form == MlaForm::expanded) {
+      attend_expanded(q_seq, seq.count, positions, cache, layer, seq.block_table, out_seq, pool);
+    } else {
+      attend_absorbed(q_seq, seq.count, positions, cache, layer, seq.block_table, out_seq, pool);
+    }
+  }
+  o_proj_.forward(attended.data(), tokens, out, pool);
+}
+
+const void* MlaAttention::kv_b_rows(int64_t row0) const {
+  const auto* base = static_cast<const char*>(kv_b_proj_.weight.raw());
+  const size_t row_bytes =
+      static_cast<size_t>(shape_.kv_lora_rank) * dtype_size(kv_b_proj_.weight.dtype());
+  return base + static_cast<size_t>(row0) * row_bytes;
+}
+
+void MlaAttention::attend_expanded(const float* q, int64_t tokens, const int32_t* positions,
+                                   const cache::KvCache& cache, int64_t layer,
+                                   std::span<const int32_t> block_table, float* attended,
+                                   ThreadPool& pool) const {
+  const auto& s = shape_;
+  const int64_t context = 1 + *std::max_element(positions, positions + tokens);
+  const int64_t width = s.cache_width();
+  const int64_t rank = s.kv_lora_rank;
+  const int64_t nope = s.qk_nope_head_dim;
+  const int64_t rope = s.qk_rope_head_dim;
+  const int64_t qk = s.qk_head_dim();
+  const int64_t v_dim = s.v_head_dim;
+  const int64_t per_head = nope + v_dim;
+
+  std::vector<float> rows(static_cast<size_t>(context * width));
+  cache.gather_k(layer, block_table, context, rows.data());
+  std::vector<float> latent(static_cast<size_t>(context * rank));
+  for (int64_t p = 0; p < context; ++p) copy_floats(&latent[p * rank], &rows[p * width], rank);
+  std::vector<float> kv_b(static_cast<size_t>(context * s.heads * per_head));
+  kv_b_proj_.forward(latent.data(), context, kv_b.data(), pool);
+
+  // Per-head keys [k_nope | k_pe] (k_pe shared by every head) and values, position-major.
+  std::vector<float> keys(static_cast<size_t>(context * s.heads * qk));
+  std::vector<float> values(static_cast<size_t>(context * s.heads * v_dim));
+  for (int64_t p = 0; p < context; ++p) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const float* src = &kv_b[(p * s.heads + h) * per_head];
+      float* key = &keys[(p * s.heads + h) * qk];
+      copy_floats(key, src, nope);
+      copy_floats(key + nope, &rows[p * width + rank], rope);
+      copy_floats(&values[(p * s.heads + h) * v_dim], src + nope, v_dim);
+    }
+  }
+  // One "block" holding the whole context: positions index it directly.
+  const int32_t only_block = 0;
+  kernels::PagedKv kv;
+  kv.k = keys.data();
+  kv.v = values.data();
+  kv.block_size = context;
+  kv.kv_heads = s.heads;
+  kv.head_dim = qk;
+  kv.v_head_dim = v_dim;
+  kv.block_table = std::span<const int32_t>(&only_block, 1);
+  kernels::paged_attention(q, tokens, positions, s.heads, kv, s.softmax_scale, attended, pool);
+}
+
+void MlaAttention::attend_absorbed(const float* q, int64_t tokens, const int32_t* positions,
+                                   const cache::KvCache& cache, int64_t layer,
+                                   std::span<const int32_t> block_table, float* attended,
+                                   ThreadPool& pool) const {
+  const auto& s = shape_;
+  const int64_t width = s.cache_width();
+  const int64_t rank = s.kv_lora_rank;
+  const int64_t nope = s.qk_nope_head_dim;
+  const int64_t rope = s.qk_rope_head_dim;
+  const int64_t qk = s.qk_head_dim();
+  const int64_t v_dim = s.v_head_dim;
+  const DType w_dtype = kv_b_proj_.weight.dtype();
+  const size_t uk_head_bytes = static_cast<size_t>(rank * nope) * dtype_size(w_dtype);
+  const auto* uk_t = static_cast<const char*>(w_uk_t_.raw());
+
+  // Latent-space queries [W_UK^T q_nope | q_pe] per head.
+  std::vector<float> q_latent(static_cast<size_t>(tokens * s.heads * width));
+  std::vector<float> head_in(static_cast<size_t>(tokens * std::max(nope, rank)));
+  std::vector<float> head_out(static_cast<size_t>(tokens * std::max(rank, v_dim)));
+  for (int64_t h = 0; h < s.heads; ++h) {
+    for (int64_t t = 0; t < tokens; ++t)
+      copy_floats(&head_in[t * nope], q + (t * s.heads + h) * qk, nope);
+    kernels::linear(head_in.data(), tokens, nope, uk_t + static_cast<size_t>(h) * uk_head_bytes,
+                    w_dtype, rank, nullptr, head_out.data(), pool);
+    for (int64_t t = 0; t < tokens; ++t) {
+      float* dst = &q_latent[(t * s.heads + h) * width];
+      copy_floats(dst, &head_out[t * rank], rank);
+      copy_floats(dst + rank, q + (t * s.heads + h) * qk + nope, rope);
+    }
+  }
+
+  // MQA over the cached rows: keys are [c | k_pe]; values are the same rows, whose k_pe tail
+  // is computed along and dropped (it lets the ordinary paged kernel read values in place).
+  kernels::PagedKv kv = cache.view(layer, block_table);
+  kv.v = kv.k;
+  kv.v_head_dim = kv.head_dim;
+  std::vector<float> out_latent(static_cast<size_t>(tokens * s.heads * width));
+  kernels::paged_attention(q_latent.data(), tokens, positions, s.heads, kv, s.softmax_scale,
+                           out_latent.data(), pool);
+
+  // W_UV per head: latent -> v_head_dim.
+  const int64_t per_head = nope + v_dim;
+  for (int64_t h = 0; h < s.heads; ++h) {
+    for (int64_t t = 0; t < tokens; ++t)
+      copy_floats(&head_in[t * rank], &out_latent[(t * s.heads + h) * width], rank);
+    kernels::linear(head_in.data(), tokens, rank, kv_b_rows(h * per_head + nope), w_dtype, v_dim,
+                    nullptr, head_out.data(), pool);
+    for (int64_t t = 0; t < tokens; ++t)
+      copy_floats(attended + (t * s.heads + h) * v_dim, &head_out[t * v_dim], v_dim);
+  }
+}
+
+}  // namespace deepinfer::model

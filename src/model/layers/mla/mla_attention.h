@@ -1,0 +1,98 @@
+#pragma once
+// Multi-head Latent Attention (DeepSeek-V2 / V3), as transformers' DeepseekV2Attention /
+// DeepseekV3Attention compute it:
+//   q      = q_b_proj(q_a_layernorm(q_a_proj(x)))   (or q_proj(x) without q LoRA)
+//            per head [qk_nope | qk_rope]
+//   kv_a   = kv_a_proj_with_mqa(x) = [latent (kv_lora_rank) | k_pe (qk_rope_head_dim)]
+//   c      = kv_a_layernorm(latent);  q_pe, k_pe roped (k_pe is one head shared by all)
+//   kv_b_proj(c) per head = [k_nope (qk_nope) | v (v_head_dim)] = [W_UK c | W_UV c]
+//   attention with key [k_nope | k_pe], scale qk_head_dim^-0.5 (x mscale^2 under yarn), o_proj.
+//
+// The KV cache keeps only [c | roped k_pe] per token and layer (kv_heads 1, head_dim
+// kv_lora_rank + qk_rope_head_dim, no V): the compression MLA exists for. Two equal forms:
+//   expanded  kv_b_proj over the cached latents of the attended range gives per-head K/V, then
+//             ordinary attention. Costs ~context x kv_lora x heads x (nope + v) per chunk:
+//             good when many new tokens share that cost (long prefill).
+//   absorbed  q_nope . k_nope = (W_UK^T q_nope) . c, so each head's query is moved into latent
+//             space and attends directly over the cached rows [c | k_pe] (MQA, one KV head);
+//             the result, a latent, goes through W_UV. No per-token expansion: decode.
+// The form is chosen per sequence per call from a cost estimate (MlaForm::automatic), or
+// forced (tests, benchmarks). The forms agree to rounding; a sequence's result therefore
+// depends on how its prompt was chunked only through that choice, never on other sequences.
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "kernels/kernels.h"
+#include "model/layers/attention_layer.h"
+#include "model/layers/linear.h"
+#include "model/layers/rms_norm.h"
+#include "model/weights.h"
+
+namespace deepinfer::model {
+
+enum class MlaForm { automatic, expanded, absorbed };
+
+struct MlaShape {
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t q_lora_rank = 0;  // 0: no q LoRA (q_proj), as in DeepSeek-V2-Lite
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  bool bias = false;  // attention_bias: q_a_proj, kv_a_proj_with_mqa and o_proj
+  kernels::RopeLayout rope_layout = kernels::RopeLayout::interleaved;
+  float softmax_scale = 1.0f;
+
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  int64_t cache_width() const { return kv_lora_rank + qk_rope_head_dim; }
+};
+
+// The form `automatic` picks for `tokens` new tokens of a sequence attending to `context`
+// positions (the new ones included): the one with fewer multiply-adds.
+MlaForm choose_mla_form(const MlaShape& shape, int64_t tokens, int64_t context);
+
+class MlaAttention : public AttentionLayer {
+ public:
+  // Loads <prefix>.{q_proj | q_a_proj, q_a_layernorm, q_b_proj}, kv_a_proj_with_mqa,
+  // kv_a_layernorm, kv_b_proj, o_proj.
+  static std::unique_ptr<MlaAttention> load(WeightLoader& weights, const std::string& prefix,
+                                            const MlaShape& shape, MlaForm form);
+
+  // cos/sin: [tokens, qk_rope_head_dim / 2]. Writes [c | k_pe] of the new tokens to the cache.
+  void forward(const float* x, const ForwardBatch& batch, const float* cos, const float* sin,
+               cache::KvCache& cache, int64_t layer, float* out, ThreadPool& pool) const override;
+
+  const MlaShape& shape() const { return shape_; }
+
+ private:
+  // q [tokens, heads, qk_head] with q_pe roped; kv [tokens, cache_width] = [c | roped k_pe].
+  void project(const float* x, int64_t tokens, const float* cos, const float* sin, float* q,
+               float* kv, ThreadPool& pool) const;
+  // Both write attended [tokens, heads, v_head_dim] for one sequence's new tokens.
+  void attend_expanded(const float* q, int64_t tokens, const int32_t* positions,
+                       const cache::KvCache& cache, int64_t layer,
+                       std::span<const int32_t> block_table, float* attended,
+                       ThreadPool& pool) const;
+  void attend_absorbed(const float* q, int64_t tokens, const int32_t* positions,
+                       const cache::KvCache& cache, int64_t layer,
+                       std::span<const int32_t> block_table, float* attended,
+                       ThreadPool& pool) const;
+  // kv_b_proj's weight from row `row0` on (W_UV of a head is a contiguous row range).
+  const void* kv_b_rows(int64_t row0) const;
+
+  MlaShape shape_;
+  MlaForm form_ = MlaForm::automatic;
+  std::optional<Linear> q_proj_;  // no q LoRA
+  std::optional<Linear> q_a_proj_, q_b_proj_;
+  std::optional<RmsNorm> q_a_norm_;
+  Linear kv_a_proj_;
+  RmsNorm kv_a_norm_;
+  Linear kv_b_proj_;  // [heads * (nope + v), kv_lora]: per head W_UK rows then W_UV rows
+  Tensor w_uk_t_;     // [heads, kv_lora, nope]: W_UK transposed per head (absorbed queries)
+  Linear o_proj_;
+};
+
+}  // namespace deepinfer::model

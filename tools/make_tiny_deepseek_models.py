@@ -1,0 +1,342 @@
+#!/usr/bin/env python3
+"""Regenerates the tiny DeepSeek-V2 / V3 checkpoints and their transformers goldens.
+
+Run from the repository root:
+
+    .venv-tools/bin/python tools/make_tiny_deepseek_models.py
+
+Same tokenizer, prompts, golden format, seed search and separation policy as
+tools/make_tiny_models.py (whose functions this script imports), plus two DeepSeek-specific
+things:
+
+- Routing margins: an expert choice that a rounding difference could flip would make the goldens
+  fragile, so every router call of every golden run is hooked and the model is rejected (next
+  seed) when the chosen experts (or groups) beat the first unchosen one by less than
+  MIN_ROUTE_GAP in the score that selects them.
+- Extra checkpoint content the published checkpoints carry and transformers does not write:
+  DeepSeek-V3's multi-token-prediction layer (model.layers.{num_hidden_layers}.*: a full decoder
+  layer plus enorm, hnorm, eh_proj, embed_tokens, shared_head.{norm,head}) and, for the FP8
+  variant, F8_E4M3 weights with per-block `weight_scale_inv` (dequantized = fp8 x scale_inv of
+  block (row // block_rows, col // block_cols), the DeepSeek-V3 convention; partial blocks at the
+  edges, as in V3's kv_a_proj_with_mqa with its 576 rows).
+
+The FP8 golden is transformers' DeepseekV3ForCausalLM run on the dequantized weights (loaded
+from a float32 checkpoint written from them), not on the original float32 weights.
+"""
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import transformers
+from safetensors.torch import load_file, save_file
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    DeepseekV2Config,
+    DeepseekV2ForCausalLM,
+    DeepseekV3Config,
+    DeepseekV3ForCausalLM,
+    GenerationConfig,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import make_tiny_models as tiny  # noqa: E402
+import tiny_tokenizer  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+MIN_ROUTE_GAP = 1e-4
+FP8_BLOCK = [32, 32]  # tiny dims: 32x32 blocks (the config's weight_block_size says so)
+FP8_MAX = 448.0  # largest finite float8_e4m3fn
+
+# Shapes shared by all: 4 heads, qk_nope 16 + qk_rope 8 = qk_head 24, v_head 20 (differs from
+# both), kv_lora 32 (kv_a_proj_with_mqa has 40 rows: a partial 32-block in the FP8 variant).
+COMMON = dict(hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=3,
+              num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=32, qk_nope_head_dim=16,
+              qk_rope_head_dim=8, v_head_dim=20, n_routed_experts=8, num_experts_per_tok=3,
+              rms_norm_eps=1e-6, tie_word_embeddings=False)
+V2_YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 32,
+           "mscale": 0.707, "mscale_all_dim": 0.707, "beta_fast": 32, "beta_slow": 1}
+# mscale != mscale_all_dim: cos/sin carry mscale(4, 1.0) / mscale(4, 0.8) and the softmax scale
+# mscale(4, 0.8)^2, so both corrections are visible.
+V3_YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 32,
+           "mscale": 1.0, "mscale_all_dim": 0.8, "beta_fast": 32, "beta_slow": 1}
+
+MODELS = [
+    # q LoRA, softmax + group_limited_greedy (4 groups of 2, 2 groups kept), 2 shared experts,
+    # attention biases (q_a_proj, kv_a_proj_with_mqa, o_proj), default rope.
+    dict(name="tiny-deepseek-v2", family="deepseek_v2", max_pos=256, seed=11000,
+         cfg=dict(q_lora_rank=48, topk_method="group_limited_greedy", n_group=4, topk_group=2,
+                  n_shared_experts=2, routed_scaling_factor=1.5, first_k_dense_replace=1,
+                  attention_bias=True, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    # V2-Lite: no q LoRA (q_proj), softmax + greedy, yarn with mscale == mscale_all_dim.
+    dict(name="tiny-deepseek-v2-lite", family="deepseek_v2", max_pos=128, seed=12000,
+         cfg=dict(q_lora_rank=None, topk_method="greedy", n_group=1, topk_group=1, n_shared_experts=2,
+                  routed_scaling_factor=1.0, first_k_dense_replace=1, rope_parameters=V2_YARN)),
+    # V3: sigmoid + noaux_tc (e_score_correction_bias), 4 groups / 2 kept, norm_topk_prob,
+    # yarn with mscale != mscale_all_dim, interleaved rope, one MTP layer in the checkpoint.
+    dict(name="tiny-deepseek-v3", family="deepseek_v3", max_pos=128, seed=13000, mtp=True,
+         cfg=dict(q_lora_rank=48, n_group=4, topk_group=2, n_shared_experts=1, routed_scaling_factor=2.5,
+                  first_k_dense_replace=1, norm_topk_prob=True, num_nextn_predict_layers=1,
+                  rope_interleave=True, rope_parameters=V3_YARN)),
+    # The same architecture stored as DeepSeek-V3's published FP8 checkpoints are.
+    dict(name="tiny-deepseek-v3-fp8", family="deepseek_v3", max_pos=128, seed=14000, mtp=True, fp8=True,
+         cfg=dict(q_lora_rank=48, n_group=4, topk_group=2, n_shared_experts=1, routed_scaling_factor=2.5,
+                  first_k_dense_replace=1, norm_topk_prob=True, num_nextn_predict_layers=1,
+                  rope_interleave=True, rope_parameters=V3_YARN)),
+    # All-dense V3 without q LoRA and with rope_interleave false (rotate_half on q_pe / k_pe).
+    dict(name="tiny-deepseek-v3-dense", family="deepseek_v3", max_pos=128, seed=15000,
+         cfg=dict(q_lora_rank=None, n_group=1, topk_group=1, n_shared_experts=1, first_k_dense_replace=3,
+                  num_nextn_predict_layers=0, rope_interleave=False, rope_parameters=V3_YARN)),
+]
+
+# As the published chat checkpoints ship them (DeepSeek-V2-Chat, DeepSeek-V3); not used by goldens.
+tiny.GENERATION_DEFAULTS.setdefault("deepseek_v2", dict(do_sample=True, temperature=0.3, top_p=0.95))
+tiny.GENERATION_DEFAULTS.setdefault("deepseek_v3", dict(do_sample=True, temperature=0.6, top_p=0.95))
+
+
+def make_config(spec, tok, num_layers=None):
+    kwargs = dict(COMMON)
+    kwargs.update(spec["cfg"])
+    if num_layers is not None:
+        kwargs["num_hidden_layers"] = num_layers
+    kwargs.update(vocab_size=tok.get_vocab_size(), max_position_embeddings=spec["max_pos"],
+                  bos_token_id=tok.token_to_id("<|endoftext|>"), eos_token_id=tok.token_to_id("<|im_end|>"))
+    if spec["family"] == "deepseek_v2":
+        return DeepseekV2Config(**kwargs), DeepseekV2ForCausalLM
+    return DeepseekV3Config(**kwargs), DeepseekV3ForCausalLM
+
+
+def route_gap(gate, hidden):
+    """Smallest margin, over the tokens, by which the router's choices beat the first loser."""
+    x = hidden.reshape(-1, gate.hidden_dim).float()
+    logits = x @ gate.weight.float().t()
+    k, e = gate.top_k, gate.weight.shape[0]
+    if hasattr(gate, "e_score_correction_bias"):  # V3 noaux_tc
+        scores = logits.sigmoid() + gate.e_score_correction_bias
+        group_score = lambda s: s.view(-1, gate.num_group, e // gate.num_group).topk(2, dim=-1)[0].sum(-1)
+        fill = float("-inf")
+    else:
+        scores = logits.softmax(dim=-1)
+        group_score = lambda s: s.view(-1, gate.num_group, e // gate.num_group).max(dim=-1).values
+        fill = 0.0
+    gaps = []
+    if getattr(gate, "topk_method", "noaux_tc") != "greedy":
+        g = group_score(scores).sort(dim=-1, descending=True).values
+        if gate.topk_group < gate.num_group:
+            gaps.append(g[:, gate.topk_group - 1] - g[:, gate.topk_group])
+        keep = group_score(scores).topk(gate.topk_group, dim=-1).indices
+        mask = torch.zeros_like(g).scatter_(1, keep, 1).bool()
+        mask = mask.unsqueeze(-1).expand(-1, gate.num_group, e // gate.num_group).reshape(-1, e)
+        scores = scores.masked_fill(~mask, fill)
+    s = scores.sort(dim=-1, descending=True).values
+    gaps.append(s[:, k - 1] - s[:, k])
+    return float(torch.cat(gaps).min())
+
+
+class RouteGapRecorder:
+    def __init__(self, model):
+        self.min_gap = float("inf")
+        self.handles = [m.register_forward_hook(self._hook) for n, m in model.named_modules()
+                        if n.endswith("mlp.gate")]
+
+    def _hook(self, module, args, _output):
+        self.min_gap = min(self.min_gap, route_gap(module, args[0]))
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+
+
+def prepare(model):
+    model.config._attn_implementation = "eager"
+    model.eval()
+    model.generation_config = GenerationConfig(
+        do_sample=False, max_new_tokens=tiny.NEW_TOKENS, eos_token_id=None, pad_token_id=None,
+        bos_token_id=None, repetition_penalty=1.0, return_dict_in_generate=True, output_logits=True,
+    )
+    return model
+
+
+def build_model(spec, tok, seed, num_layers=None):
+    config, cls = make_config(spec, tok, num_layers)
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = cls(config).to(torch.float32)
+    tiny.init_weights(model, seed)  # incl. stacked experts and the V3 router bias
+    return prepare(model)
+
+
+def mtp_tensors(spec, tok, seed, tmp):
+    """Layer num_hidden_layers of a one-layer-deeper model, as saved, plus the MTP head parts."""
+    n = COMMON["num_hidden_layers"]
+    deeper = build_model(spec, tok, seed + 7919, num_layers=n + 1)
+    deeper.save_pretrained(tmp / "mtp")
+    prefix = f"model.layers.{n}."
+    out = {k: v for k, v in load_file(str(tmp / "mtp" / "model.safetensors")).items() if k.startswith(prefix)}
+    gen = torch.Generator().manual_seed(seed + 104729)
+    h, v = COMMON["hidden_size"], tok.get_vocab_size()
+    rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float32)
+    out[prefix + "enorm.weight"] = 1.0 + 0.2 * rnd(h)
+    out[prefix + "hnorm.weight"] = 1.0 + 0.2 * rnd(h)
+    out[prefix + "eh_proj.weight"] = rnd(h, 2 * h) * (tiny.LINEAR_GAIN / math.sqrt(2 * h))
+    out[prefix + "embed_tokens.weight"] = rnd(v, h)
+    out[prefix + "shared_head.norm.weight"] = 1.0 + 0.2 * rnd(h)
+    out[prefix + "shared_head.head.weight"] = rnd(v, h) * (tiny.LINEAR_GAIN / math.sqrt(h))
+    return out
+
+
+def fp8_eligible(name, t):
+    """What DeepSeek-V3's FP8 release quantizes: the Linear weights of attention and MLP/experts
+    (not the router's gate.weight, the norms, the embeddings or the heads)."""
+    if t.dim() != 2 or not name.endswith(".weight") or name.endswith(".mlp.gate.weight"):
+        return False
+    return ".self_attn." in name or ".mlp." in name
+
+
+def quantize_fp8(w, block):
+    rows, cols = w.shape
+    br, bc = block
+    scale = torch.empty(math.ceil(rows / br), math.ceil(cols / bc), dtype=torch.float32)
+    q = torch.empty(rows, cols, dtype=torch.float8_e4m3fn)
+    for i in range(scale.shape[0]):
+        for j in range(scale.shape[1]):
+            blk = w[i * br:(i + 1) * br, j * bc:(j + 1) * bc]
+            s = float(blk.abs().max()) / FP8_MAX
+            s = s if s > 0 else 1.0
+            scale[i, j] = s
+            q[i * br:(i + 1) * br, j * bc:(j + 1) * bc] = (blk / scale[i, j]).to(torch.float8_e4m3fn)
+    return q, scale
+
+
+def dequantize_fp8(q, scale, block):
+    br, bc = block
+    full = scale.repeat_interleave(br, 0)[: q.shape[0]].repeat_interleave(bc, 1)[:, : q.shape[1]]
+    return q.to(torch.float32) * full
+
+
+def golden_cases(model, prompts):
+    """run_case for every prompt, or None when separation / routing margins are too small."""
+    recorder = RouteGapRecorder(model)
+    cases = []
+    try:
+        for p in prompts:
+            last_logits, greedy, gap = tiny.run_case(model, p["prompt_ids"])
+            if gap < tiny.MIN_REL_GAP or len(set(greedy)) < tiny.MIN_DISTINCT_GREEDY:
+                print(f"    case {p['name']} rejected (min rel gap {gap:.2e}, {len(set(greedy))} distinct)")
+                return None, recorder.min_gap
+            case = dict(p)
+            case["last_logits"] = [float(x) for x in last_logits.tolist()]
+            case["greedy_ids"] = greedy
+            case["min_rel_top2_gap"] = gap
+            cases.append(case)
+    finally:
+        recorder.close()
+    if recorder.min_gap < MIN_ROUTE_GAP:
+        print(f"    rejected: routing margin {recorder.min_gap:.2e}")
+        return None, recorder.min_gap
+    return cases, recorder.min_gap
+
+
+def try_seed(spec, tok, prompts, seed, tmp):
+    """(model as saved, extra tensors, fp8 file tensors or None, cases, route gap) or None."""
+    model = build_model(spec, tok, seed)
+    extra = mtp_tensors(spec, tok, seed, tmp) if spec.get("mtp") else {}
+    if not spec.get("fp8"):
+        cases, gap = golden_cases(model, prompts)
+        return None if cases is None else (model, extra, None, cases, gap)
+    # FP8: quantize what save_pretrained writes, then run transformers on the dequantized weights.
+    model.save_pretrained(tmp / "f32")
+    tensors = load_file(str(tmp / "f32" / "model.safetensors"))
+    tensors.update(extra)
+    stored, dequant = {}, {}
+    for name, t in sorted(tensors.items()):
+        if fp8_eligible(name, t):
+            q, s = quantize_fp8(t, FP8_BLOCK)
+            stored[name], stored[name + "_scale_inv"] = q, s
+            dequant[name] = dequantize_fp8(q, s, FP8_BLOCK)
+        else:
+            stored[name] = dequant[name] = t
+    deq_dir = tmp / "dequant"
+    deq_dir.mkdir(exist_ok=True)
+    shutil.copy(tmp / "f32" / "config.json", deq_dir / "config.json")
+    mtp_prefix = f"model.layers.{COMMON['num_hidden_layers']}."
+    save_file({k: v for k, v in dequant.items() if not k.startswith(mtp_prefix)},
+              str(deq_dir / "model.safetensors"), metadata={"format": "pt"})
+    deq_model = prepare(AutoModelForCausalLM.from_pretrained(str(deq_dir), dtype=torch.float32,
+                                                             attn_implementation="eager"))
+    cases, gap = golden_cases(deq_model, prompts)
+    return None if cases is None else (deq_model, {}, stored, cases, gap)
+
+
+def write_dir(out, spec, model, extra, fp8_tensors, tok_json, tok_cfg, seed, cases, gap):
+    tiny.write_model_dir(out, dict(spec), model, tok_json, tok_cfg, seed, cases)
+    golden = json.loads((out / "golden.json").read_text())
+    golden["generator"]["script"] = "tools/make_tiny_deepseek_models.py"
+    golden["min_route_gap"] = gap if math.isfinite(gap) else None  # None: no MoE layer
+    if fp8_tensors is not None:
+        golden["generator"]["note"] = ("transformers on the dequantized weights: fp8 x weight_scale_inv of block "
+                                       f"(row // {FP8_BLOCK[0]}, col // {FP8_BLOCK[1]})")
+    (out / "golden.json").write_text(json.dumps(golden, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    path = out / "model.safetensors"
+    if extra or fp8_tensors is not None:
+        tensors = fp8_tensors if fp8_tensors is not None else {**load_file(str(path)), **extra}
+        save_file(dict(sorted(tensors.items())), str(path), metadata={"format": "pt"})
+    path.chmod(0o644)
+    if fp8_tensors is not None:
+        cfg = json.loads((out / "config.json").read_text())
+        cfg["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                      "weight_block_size": FP8_BLOCK}
+        (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(REPO / "tests" / "data"), help="parent directory of the tiny-* dirs")
+    ap.add_argument("--only", nargs="*", help="model names to regenerate (default: all)")
+    args = ap.parse_args()
+
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    out_root = Path(args.out)
+    tok = tiny_tokenizer.build_tokenizer()
+    tok_json = tiny_tokenizer.tokenizer_json(tok)
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        tok_cfg = tiny_tokenizer.tokenizer_config(tok, model_max_length=256)
+        (tmp / "tokenizer.json").write_text(json.dumps(tok_json, ensure_ascii=False), encoding="utf-8")
+        (tmp / "tokenizer_config.json").write_text(json.dumps(tok_cfg, ensure_ascii=False), encoding="utf-8")
+        prompts = tiny.make_prompts(AutoTokenizer.from_pretrained(str(tmp)), tok)
+
+        for spec in MODELS:
+            if args.only and spec["name"] not in args.only:
+                continue
+            for seed in range(spec["seed"], spec["seed"] + tiny.SEED_TRIES):
+                print(f"  {spec['name']} seed {seed}")
+                found = try_seed(spec, tok, prompts, seed, tmp)
+                if found:
+                    break
+            else:
+                raise RuntimeError(f"{spec['name']}: no seed in {tiny.SEED_TRIES} tries gives separated logits")
+            model, extra, fp8_tensors, cases, gap = found
+            out = out_root / spec["name"]
+            cfg = tiny_tokenizer.tokenizer_config(tok, model_max_length=spec["max_pos"])
+            write_dir(out, spec, model, extra, fp8_tensors, tok_json, cfg, seed, cases, gap)
+            if fp8_tensors is None:
+                tiny.check_reload(out, cases)
+                v4 = tiny.v4_config(json.loads((out / "config.json").read_text()))
+                (out / "config_v4.json").write_text(json.dumps(v4, indent=2) + "\n")
+                tiny.check_reload(out, cases, "config_v4.json")
+            size = sum(f.stat().st_size for f in out.iterdir())
+            gaps = ", ".join(f"{c['min_rel_top2_gap']:.3f}" for c in cases)
+            print(f"{spec['name']}: seed {seed}, {size / 1024:.0f} KiB, min rel gaps [{gaps}], "
+                  f"min route gap {gap:.2e}")
+
+
+if __name__ == "__main__":
+    main()
