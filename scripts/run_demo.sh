@@ -7,4 +7,4 @@ scripts/build.sh release
 MODEL=${MODEL:-tests/data/tiny-qwen3}
 set -x
 ./build/deepinfer info --model "$MODEL"
-./build/deepinfer generate --model "$MODEL" --prompt-ids 1,2,3,4,5 --max-new-tokens 16 --json
+./build/deepinfer generate --model "$MODEL" --prompt "The fox said: hello" --max-new-tokens 24 --json

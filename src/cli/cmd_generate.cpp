@@ -1,16 +1,21 @@
 // deepinfer generate: load a checkpoint and greedily continue one prompt.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/engine_flags.h"
+#include "cli/generate_batch.h"
 #include "cli/model_flags.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/greedy.h"
 #include "io/hf_config.h"
 #include "io/npy.h"
+#include "tokenizer/tokenizer.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -19,13 +24,20 @@ constexpr const char* kUsage =
     "usage: deepinfer generate --model DIR (--prompt-ids 1,2,3 | --prompt TEXT)\n"
     "         [--max-new-tokens N] [--temperature 0] [--threads T] [--dtype auto|f32|bf16|f16]\n"
     "         [--ignore-eos] [--json] [--dump-logits FILE.npy] [--prefill-chunk N]\n"
-    "         [--block-size 16] [--log-level info]\n";
+    "         [--block-size 16] [--log-level info]\n"
+    "   or: deepinfer generate --model DIR --prompts-file FILE.jsonl [--max-new-tokens N]\n"
+    "         [--temperature 0] [--ignore-eos] [engine flags]   (one JSON line per prompt)\n";
 
-std::vector<int32_t> prompt_ids_from(const Args& args, const model::CausalLM& model) {
+// --prompt TEXT is encoded as transformers' tokenizer(text) does (add_special_tokens).
+std::vector<int32_t> prompt_ids_from(const Args& args, const model::CausalLM& model,
+                                     const tokenizer::Tokenizer* tok) {
   DI_CHECK(args.has("prompt-ids") != args.has("prompt"),
            "give exactly one of --prompt-ids and --prompt");
-  DI_CHECK(!args.has("prompt"),
-           "--prompt needs the tokenizer, which this build does not have yet; use --prompt-ids");
+  if (const auto text = args.get("prompt")) {
+    DI_CHECK(tok != nullptr,
+             "--prompt needs tokenizer.json in the model directory; use --prompt-ids");
+    return tok->encode(*text, true);
+  }
   std::vector<int32_t> ids;
   for (int64_t id : args.get_int_list("prompt-ids")) {
     DI_CHECK(id >= 0 && id < model.vocab_size(), "--prompt-ids: token id ", id,
@@ -37,17 +49,25 @@ std::vector<int32_t> prompt_ids_from(const Args& args, const model::CausalLM& mo
 
 int run_generate(const std::vector<std::string>& argv) {
   if (!argv.empty() && argv[0] == "--help") {
-    std::printf("%s", kUsage);
+    std::printf("%s%s", kUsage, kEngineFlagsUsage);
     return 0;
   }
   const Args args(argv,
-                  with_model_flags({"prompt-ids", "prompt", "max-new-tokens", "temperature",
-                                    "dump-logits", "prefill-chunk", "block-size"}),
-                  {"json", "ignore-eos"});
+                  with_engine_value_flags(with_model_flags(
+                      {"prompt-ids", "prompt", "max-new-tokens", "temperature", "dump-logits",
+                       "prefill-chunk", "block-size", "prompts-file"})),
+                  with_engine_bool_flags({"json", "ignore-eos"}));
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
+  if (args.has("prompts-file")) return run_prompts_file(args);
+  for (const char* flag :
+       {"max-num-blocks", "kv-cache-memory", "kv-cache-dtype", "max-num-seqs",
+        "max-num-batched-tokens", "max-model-len", "scheduling-policy", "enable-prefix-caching"}) {
+    DI_CHECK(!args.has(flag), "--", flag, " applies to the engine, i.e. with --prompts-file");
+  }
   const double temperature = args.get_double("temperature", 0.0);
   DI_CHECK(temperature == 0.0,
-           "--temperature: only 0 (greedy) is supported until sampling lands; got ", temperature);
+           "--temperature: a single prompt runs greedily (0); sample with --prompts-file; got ",
+           temperature);
   const int64_t max_new = args.get_int("max-new-tokens", 16);
   DI_CHECK(max_new >= 0, "--max-new-tokens must be >= 0");
   const int64_t block_size = args.get_int("block-size", 16);
@@ -61,7 +81,12 @@ int run_generate(const std::vector<std::string>& argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   log::info("loaded ", model->config().architecture, " from ", dir, " in ", load_seconds, " s");
   const auto generation = io::GenerationConfig::load(dir, model->config());
-  const std::vector<int32_t> prompt = prompt_ids_from(args, *model);
+  std::optional<tokenizer::Tokenizer> tok;
+  if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) {
+    tok = tokenizer::Tokenizer::load_dir(dir);
+  }
+  const std::vector<int32_t> prompt = prompt_ids_from(args, *model, tok ? &*tok : nullptr);
+  DI_CHECK(!prompt.empty(), "the prompt encodes to no tokens");
 
   const auto total = static_cast<int64_t>(prompt.size()) + max_new;
   cache::KvCache cache(
@@ -82,11 +107,14 @@ int run_generate(const std::vector<std::string>& argv) {
     nlohmann::ordered_json out;
     out["prompt_ids"] = prompt;
     out["output_ids"] = result.output_ids;
+    if (tok) out["text"] = tok->decode(result.output_ids, true);
     out["finish_reason"] = result.stopped_at_eos ? "stop" : "length";
     out["prefill_seconds"] = result.prefill_seconds;
     out["decode_seconds"] = result.decode_seconds;
     out["decode_steps"] = result.decode_steps;
     std::printf("%s\n", out.dump().c_str());
+  } else if (tok) {
+    std::printf("%s\n", tok->decode(result.output_ids, true).c_str());
   } else {
     for (size_t i = 0; i < result.output_ids.size(); ++i) {
       std::printf("%s%d", i ? "," : "", result.output_ids[i]);

@@ -48,3 +48,17 @@ def test_version_and_help(run_cli):
     assert run_cli("--version", check=True).stdout.startswith("deepinfer ")
     assert "generate" in run_cli("--help", check=True).stdout
     assert run_cli("generate", "--help", check=True).stdout.startswith("usage:")
+
+
+@pytest.mark.parametrize("model", ["tiny-qwen2", "tiny-qwen3"])
+def test_generate_from_text_prompt_tokenizes_like_transformers(run_cli, model):
+    case = next(c for c in load_golden(model)["cases"] if c["name"] == "text")
+    proc = run_cli("generate", "--model", DATA / model, "--prompt", case["prompt_text"],
+                   "--max-new-tokens", 32, "--ignore-eos", "--json", check=True)
+    out = json.loads(proc.stdout)
+    assert out["prompt_ids"] == case["prompt_ids"]
+    assert out["output_ids"] == case["greedy_ids"]
+    assert isinstance(out["text"], str) and out["text"]
+    plain = run_cli("generate", "--model", DATA / model, "--prompt", case["prompt_text"],
+                    "--max-new-tokens", 32, "--ignore-eos", check=True)
+    assert plain.stdout == out["text"] + "\n"
