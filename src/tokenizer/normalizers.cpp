@@ -15,8 +15,8 @@ class SequenceNormalizer final : public Normalizer {
  public:
   explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> parts)
       : parts_(std::move(parts)) {}
-  void normalize(std::string& text) const override {
-    for (const auto& part : parts_) part->normalize(text);
+  void normalize(std::string& text, bool& start_kept) const override {
+    for (const auto& part : parts_) part->normalize(text, start_kept);
   }
 
  private:
@@ -26,7 +26,9 @@ class SequenceNormalizer final : public Normalizer {
 class UnicodeNormalizer final : public Normalizer {
  public:
   explicit UnicodeNormalizer(unicode::NormalForm form) : form_(form) {}
-  void normalize(std::string& text) const override { text = unicode::normalize(text, form_); }
+  void normalize(std::string& text, bool& start_kept) const override {
+    text = unicode::normalize(text, form_);
+  }
 
  private:
   unicode::NormalForm form_;
@@ -34,17 +36,22 @@ class UnicodeNormalizer final : public Normalizer {
 
 class LowercaseNormalizer final : public Normalizer {
  public:
-  void normalize(std::string& text) const override { text = unicode::to_lowercase(text); }
+  void normalize(std::string& text, bool& start_kept) const override {
+    text = unicode::to_lowercase(text);
+  }
 };
 
 class ReplaceNormalizer final : public Normalizer {
  public:
   ReplaceNormalizer(std::shared_ptr<const Regex> pattern, std::string content)
       : pattern_(std::move(pattern)), content_(std::move(content)) {}
-  void normalize(std::string& text) const override {
+  void normalize(std::string& text, bool& start_kept) const override {
     std::vector<Match> matches;
     pattern_->find_all(text, matches);
     if (matches.empty()) return;
+    if (matches.front().first == 0 && matches.front().second > 0 && content_.empty()) {
+      start_kept = false;
+    }
     std::string out;
     out.reserve(text.size());
     size_t prev = 0;
@@ -66,7 +73,7 @@ class ReplaceNormalizer final : public Normalizer {
 class AffixNormalizer final : public Normalizer {
  public:
   AffixNormalizer(std::string affix, bool prepend) : affix_(std::move(affix)), prepend_(prepend) {}
-  void normalize(std::string& text) const override {
+  void normalize(std::string& text, bool& start_kept) const override {
     if (text.empty()) return;
     text = prepend_ ? affix_ + text : text + affix_;
   }
@@ -79,7 +86,7 @@ class AffixNormalizer final : public Normalizer {
 class StripNormalizer final : public Normalizer {
  public:
   StripNormalizer(bool left, bool right) : left_(left), right_(right) {}
-  void normalize(std::string& text) const override {
+  void normalize(std::string& text, bool& start_kept) const override {
     size_t begin = 0, end = text.size();
     if (left_) {
       while (begin < end) {
@@ -97,6 +104,7 @@ class StripNormalizer final : public Normalizer {
         end = start;
       }
     }
+    if (begin > 0) start_kept = false;
     text = text.substr(begin, end - begin);
   }
 
@@ -106,13 +114,17 @@ class StripNormalizer final : public Normalizer {
 
 class StripAccentsNormalizer final : public Normalizer {
  public:
-  void normalize(std::string& text) const override {
+  void normalize(std::string& text, bool& start_kept) const override {
     std::string out;
     out.reserve(text.size());
     for (size_t pos = 0; pos < text.size();) {
       const size_t start = pos;
       const char32_t cp = unicode::next_code_point(text, pos);
-      if (!unicode::is_mark(cp)) out.append(text, start, pos - start);
+      if (!unicode::is_mark(cp)) {
+        out.append(text, start, pos - start);
+      } else if (out.empty()) {
+        start_kept = false;
+      }
     }
     text = std::move(out);
   }
@@ -120,7 +132,7 @@ class StripAccentsNormalizer final : public Normalizer {
 
 class ByteLevelNormalizer final : public Normalizer {
  public:
-  void normalize(std::string& text) const override {
+  void normalize(std::string& text, bool& start_kept) const override {
     std::string out;
     byte_level::encode(text, out);
     text = std::move(out);

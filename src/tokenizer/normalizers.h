@@ -11,8 +11,14 @@ namespace deepinfer::tokenizer {
 class Normalizer {
  public:
   virtual ~Normalizer() = default;
-  // `text` is valid UTF-8 and stays valid UTF-8.
-  virtual void normalize(std::string& text) const = 0;
+  // `text` is valid UTF-8 and stays valid UTF-8. `start_kept` is cleared when characters at
+  // the start of the text are deleted, so that the result no longer begins at the original
+  // offset 0 (Metaspace's "first" prepend scheme depends on it).
+  virtual void normalize(std::string& text, bool& start_kept) const = 0;
+  void normalize(std::string& text) const {
+    bool unused = true;
+    normalize(text, unused);
+  }
 };
 
 // Supported: Sequence, NFC, NFD, NFKC, NFKD, Lowercase, Replace, Prepend, Append, Strip,

@@ -36,7 +36,6 @@ MatchState& match_state() {
 }
 
 constexpr std::string_view kWordClass = "\\p{L}\\p{M}\\p{Nd}\\p{Pc}";
-constexpr std::string_view kSpaceClass = "\\s\\x{85}";
 constexpr std::string_view kHexClass = "0-9a-fA-F";
 
 bool is_hex4(std::string_view s) {
@@ -56,15 +55,16 @@ std::string translate_pattern(std::string_view p) {
     const char c = p[i];
     if (c == '\\' && i + 1 < p.size()) {
       const char e = p[i + 1];
+      // \s is the White_Space property in Oniguruma; PCRE2's own \s adds U+180E and
+      // misses U+0085, so the property is spelled out (it works inside classes too).
+      if (e == 's' || e == 'S') {
+        out += e == 's' ? "\\p{White_Space}" : "\\P{White_Space}";
+        ++i;
+        continue;
+      }
       std::string_view cls;
       bool negated = false;
       switch (e) {
-        case 's':
-          cls = kSpaceClass;
-          break;
-        case 'S':
-          cls = kSpaceClass, negated = true;
-          break;
         case 'w':
           cls = kWordClass;
           break;

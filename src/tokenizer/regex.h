@@ -36,7 +36,7 @@ class Regex {
   void* code_ = nullptr;  // pcre2_code*
 };
 
-// Rewrites Oniguruma escapes whose Unicode meaning differs in PCRE2 (\s includes U+0085,
+// Rewrites Oniguruma escapes whose Unicode meaning differs in PCRE2 (\s is White_Space,
 // \w is letters, marks, decimal digits and connectors, \h is a hex digit, \uHHHH).
 std::string translate_pattern(std::string_view onig_pattern);
 

@@ -27,10 +27,15 @@ struct Tokenizer::Impl {
   std::unique_ptr<BpeModel> model;
   AddedVocabulary added;
   std::unordered_map<int32_t, size_t> added_by_id;  // id -> index in added.tokens()
+  // What decoding shows for each added token: its normalized form when it is matched
+  // normalized and the normalizer changes it (as tokenizers' normalized_cache), else its
+  // content.
+  std::vector<std::string> added_decode_content;
   StringIdMap added_by_content;
   std::vector<bool> special_by_id;
   std::unique_ptr<Decoder> decoder;
   bool byte_level_decoder = false;
+  bool byte_fallback_decoder = false;  // the chain has ByteFallback
   std::unique_ptr<PostProcessor> post_processor;
   bool raw_bytes = false;  // the final ByteLevel step is folded into the model
   int64_t vocab_size = 0;
@@ -38,7 +43,7 @@ struct Tokenizer::Impl {
 
   std::optional<std::string_view> token_of(int32_t id) const {
     if (const auto it = added_by_id.find(id); it != added_by_id.end()) {
-      return std::string_view(added.tokens()[it->second].content);
+      return std::string_view(added_decode_content[it->second]);
     }
     return model->id_to_token(id);
   }
@@ -131,7 +136,11 @@ void Tokenizer::Impl::encode_words(std::string text, bool at_start,
 void Tokenizer::Impl::encode_normalized(std::string_view text, bool at_start,
                                         std::vector<int32_t>& ids) const {
   std::string normalized(text);
-  if (normalizer) normalizer->normalize(normalized);
+  if (normalizer) {
+    bool start_kept = true;
+    normalizer->normalize(normalized, start_kept);
+    at_start = at_start && start_kept;
+  }
   if (!added.has_normalized_tokens()) {
     encode_words(std::move(normalized), at_start, ids);
     return;
@@ -175,6 +184,8 @@ Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& 
   impl->pre_tokenizer = make_pre_tokenizer(field("pre_tokenizer"), source, options);
   impl->decoder = make_decoder(field("decoder"), source);
   impl->byte_level_decoder = is_plain_byte_level(field("decoder"));
+  impl->byte_fallback_decoder =
+      field("decoder").dump().find("\"ByteFallback\"") != std::string::npos;
   impl->post_processor = make_post_processor(field("post_processor"), source);
 
   std::vector<AddedToken> added = parse_added_tokens(doc, source);
@@ -193,6 +204,11 @@ Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& 
     if (const int32_t id = impl->model->token_to_id(token.content); id >= 0) {
       impl->special_by_id[static_cast<size_t>(id)] = true;
     }
+  }
+  for (const auto& token : added) {
+    std::string shown = token.content;
+    if (token.normalized && impl->normalizer) impl->normalizer->normalize(shown);
+    impl->added_decode_content.push_back(std::move(shown));
   }
   impl->added = AddedVocabulary(std::move(added), impl->normalizer.get());
 
@@ -342,6 +358,16 @@ bool Tokenizer::ends_mid_character(std::span<const int32_t> window, std::span<co
       tail.insert(0, bytes);
     }
     return unicode::ends_with_incomplete_sequence(tail);
+  }
+  // ByteFallback turns a whole run of <0xXX> tokens into U+FFFDs when any byte of it is
+  // invalid, so a run may change until a token that is not a byte closes it.
+  if (m.byte_fallback_decoder) {
+    for (size_t i = window.size(); i-- > 0;) {
+      if (!contributes(window[i])) continue;
+      const std::string_view token = *m.token_of(window[i]);
+      if (token.size() == 6 && token.starts_with("<0x") && token.ends_with(">")) return true;
+      break;
+    }
   }
   // Other decoders: a trailing U+FFFD is treated as open while at most 4 contributing ids
   // are pending (a UTF-8 character has at most 4 bytes, each token gives at least one).

@@ -57,6 +57,8 @@ bool is_inert(char32_t cp, bool compat, bool compose) {
   // Below U+0300 there are no combining marks, so precomposed Latin letters stay as they are
   // under NFC (but not under the decomposing forms or the compatibility mappings).
   if (cp < 0x300 && compose && !compat) return true;
+  // Hangul syllables decompose algorithmically (utf8proc lists no mapping for them).
+  if (!compose && cp >= 0xAC00 && cp <= 0xD7A3) return false;
   const auto& p = props(cp);
   if (p.combining_class != 0) return false;
   if (p.decomp_seqindex != UINT16_MAX && (compat || p.decomp_type == 0)) return false;
