@@ -19,7 +19,8 @@ bf16-vs-f32 relative L2 stays under BF16_MAX_REL_L2 (3/4 of the C++ test's 2e-2 
 make_tiny_models' margins.
 
 Besides the goldens, it checks that transformers reads the checkpoints the same way when
-config.json omits partial_rotary_factor (GLM's 0.5 default), which the C++ tests rely on.
+config.json omits keys whose GLM defaults differ from the generic ones (partial_rotary_factor 0.5,
+rms_norm_eps, attention_bias, num_key_value_heads), which the C++ tests rely on.
 """
 
 import copy
@@ -89,11 +90,19 @@ def accept_bf16(model, cases):
     return worst <= BF16_MAX_REL_L2
 
 
-def check_default_partial_rotary(out, cases):
-    """config.json without partial_rotary_factor must mean the same model (default 0.5)."""
+# Keys whose GlmConfig / Glm4Config defaults equal the tiny configs' values (partial_rotary_factor
+# 0.5, rms_norm_eps 1.5625e-7, attention_bias true, num_key_value_heads 2) but differ from the
+# generic defaults, so dropping them from config.json must not change the model.
+DEFAULTED_KEYS = ["rms_norm_eps", "attention_bias", "num_key_value_heads"]
+
+
+def check_glm_defaults(out, cases):
+    """config.json without the DEFAULTED_KEYS and partial_rotary_factor means the same model."""
     data = json.loads((out / "config.json").read_text())
     assert data["rope_parameters"].pop("partial_rotary_factor") == 0.5, out
-    tmp = out / "config_no_prf.json"
+    for key in DEFAULTED_KEYS:
+        data.pop(key)
+    tmp = out / "config_glm_defaults.json"
     tmp.write_text(json.dumps(data))
     try:
         base.check_reload(out, cases, tmp.name)
@@ -110,8 +119,8 @@ def main():
     for spec in MODELS:
         out = base.REPO / "tests" / "data" / spec["name"]
         cases = json.loads((out / "golden.json").read_text())["cases"]
-        check_default_partial_rotary(out, cases)
-        print(f"{spec['name']}: default partial_rotary_factor reload ok")
+        check_glm_defaults(out, cases)
+        print(f"{spec['name']}: reload without partial_rotary_factor, {', '.join(DEFAULTED_KEYS)} ok")
 
 
 if __name__ == "__main__":

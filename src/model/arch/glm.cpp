@@ -36,8 +36,8 @@ io::ModelConfig with_glm_defaults(io::ModelConfig config) {
       !rope_dict_has(raw, "rope_scaling", "partial_rotary_factor")) {
     config.partial_rotary_factor = 0.5;
   }
-  if (!raw.contains("head_dim") || raw["head_dim"].is_null()) config.head_dim = 128;
-  if (!raw.contains("num_key_value_heads") || raw["num_key_value_heads"].is_null()) {
+  if (!raw.contains("head_dim")) config.head_dim = 128;
+  if (!raw.contains("num_key_value_heads")) {
     config.num_key_value_heads = 2;
     DI_CHECK(config.num_attention_heads % 2 == 0, source,
              ": num_key_value_heads is absent, so GLM's default 2 applies, but it does not divide "

@@ -150,22 +150,27 @@ TEST_P(GlmGolden, TransformersV4ConfigComputesTheSameLogits) {
             run(*load_model(source, {}), prompt, 1).logits);
 }
 
-// transformers' GlmConfig/Glm4Config default partial_rotary_factor to 0.5 (not 1.0); the tools
-// script checks transformers reproduces the goldens from a config without the key.
-TEST_P(GlmGolden, AbsentPartialRotaryFactorDefaultsToHalf) {
+// transformers' GlmConfig / Glm4Config defaults differ from the generic ones for
+// partial_rotary_factor (0.5, not 1.0), rms_norm_eps (1.5625e-7), attention_bias (true) and
+// num_key_value_heads (2); the tiny configs use exactly those values, so dropping the keys must
+// give bitwise the same model (tools/make_tiny_glm_models.py checks transformers agrees).
+TEST_P(GlmGolden, AbsentKeysTakeGlmDefaults) {
   const std::string source = model_dir(GetParam());
   auto config = read_json_file(source + "/config.json");
   ASSERT_EQ(config["rope_parameters"]["partial_rotary_factor"].get<double>(), 0.5);
   config["rope_parameters"].erase("partial_rotary_factor");
-  const ScratchModel abridged(source, config, "no_prf");
+  for (const char* key : {"rms_norm_eps", "attention_bias", "num_key_value_heads"}) {
+    ASSERT_TRUE(config.contains(key)) << key;
+    config.erase(key);
+  }
+  const ScratchModel abridged(source, config, "defaults");
   const auto prompt = longest_prompt(read_json_file(source + "/golden.json"));
-  EXPECT_EQ(run(*load_model(abridged.dir(), {}), prompt, 1).logits,
-            run(*load_model(source, {}), prompt, 1).logits);
-  // And an explicit full rotary is honoured, i.e. it is a different model.
+  const auto reference = run(*load_model(source, {}), prompt, 1).logits;
+  EXPECT_EQ(run(*load_model(abridged.dir(), {}), prompt, 1).logits, reference);
+  // An explicit full rotary is honoured, i.e. it is a different model.
   config["rope_parameters"]["partial_rotary_factor"] = 1.0;
   const ScratchModel full(source, config, "full_rotary");
-  EXPECT_NE(run(*load_model(full.dir(), {}), prompt, 1).logits,
-            run(*load_model(source, {}), prompt, 1).logits);
+  EXPECT_NE(run(*load_model(full.dir(), {}), prompt, 1).logits, reference);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GlmGolden, ::testing::ValuesIn(kModels), [](const auto& info) {
