@@ -77,7 +77,7 @@ Value Interpreter::getattr(const Value& obj, const std::string& name) {
 Value Interpreter::getitem(const Value& obj, const Value& key) {
   if (obj.is_undefined()) undefined_fail(obj);
   if (obj.is_dict()) {
-    if (!key.is_list() && !key.is_dict() && !key.is_undefined()) {
+    if (hashable(key)) {
       if (const Value* v = obj.dict().find(key)) return *v;
     }
   } else if ((indexable_sequence(obj) || obj.is_string()) && key.is_integral()) {
@@ -110,21 +110,27 @@ Value Interpreter::getitem(const Value& obj, const Value& key) {
   return Value::undefined("'" + type_name(obj) + " object' has no item");
 }
 
+// jinja2 compiles a[b:c] as a plain Python subscript (not through the sandbox's getitem),
+// so bad indices and unsliceable values raise instead of giving Undefined.
 Value Interpreter::eval_slice(const Value& obj, const Expr& slice, const ScopePtr& scope) {
   std::optional<int64_t> bounds[3];
-  bool valid = true;
   for (int k = 0; k < 3; ++k) {
     if (!slice.args[static_cast<size_t>(k)]) continue;
     const Value v = eval(*slice.args[static_cast<size_t>(k)], scope);
     if (v.is_integral()) {
       bounds[k] = v.as_int();
     } else if (!v.is_none()) {
-      valid = false;  // TypeError, which jinja2 turns into Undefined
+      if (obj.is_undefined()) undefined_fail(obj);
+      runtime_fail("slice indices must be integers or None or have an __index__ method");
     }
   }
   if (obj.is_undefined()) undefined_fail(obj);
   const int64_t step = bounds[2].value_or(1);
-  if (!valid) return Value::undefined("slice indices must be integers or None");
+  if (obj.is_list() && obj.list_data().kind == SeqKind::Range) unsupported("slicing a range()");
+  if (!obj.is_string() && !indexable_sequence(obj)) {
+    if (obj.is_dict()) runtime_fail("unhashable type: 'slice'");
+    runtime_fail("'", type_name(obj), "' object is not subscriptable");
+  }
   if (step == 0) runtime_fail("slice step cannot be zero");
   if (obj.is_string()) {
     const std::u32string cps = unicode::decode(obj.str());
@@ -135,19 +141,13 @@ Value Interpreter::eval_slice(const Value& obj, const Expr& slice, const ScopePt
     }
     return Value::string(unicode::encode(out), obj.is_markup());
   }
-  if (obj.is_list() && obj.list_data().kind == SeqKind::Range) {
-    unsupported("slicing a range()");
+  const ValueList& items = obj.items();
+  ValueList out;
+  for (int64_t i :
+       slice_positions(static_cast<int64_t>(items.size()), bounds[0], bounds[1], step)) {
+    out.push_back(items[static_cast<size_t>(i)]);
   }
-  if (indexable_sequence(obj)) {
-    const ValueList& items = obj.items();
-    ValueList out;
-    for (int64_t i :
-         slice_positions(static_cast<int64_t>(items.size()), bounds[0], bounds[1], step)) {
-      out.push_back(items[static_cast<size_t>(i)]);
-    }
-    return Value::list(std::move(out), obj.list_data().kind);
-  }
-  return Value::undefined("'" + type_name(obj) + "' object is not subscriptable");
+  return Value::list(std::move(out), obj.list_data().kind);
 }
 
 ValueList Interpreter::iterate(const Value& v) {
@@ -165,6 +165,9 @@ ValueList Interpreter::iterate(const Value& v) {
     case Type::String: {
       ValueList chars;
       const std::u32string cps = unicode::decode(v.str());
+      if (cps.size() > limits_.max_list_items) {
+        limit_fail("iterating a string longer than ", limits_.max_list_items, " characters");
+      }
       chars.reserve(cps.size());
       for (char32_t c : cps) {
         std::string s;
@@ -179,7 +182,9 @@ ValueList Interpreter::iterate(const Value& v) {
         Value item;
         while (v.object()->next(item)) {
           charge(1);
-          if (items.size() >= limits_.max_value_size) limit_fail("sequence longer than the limit");
+          if (items.size() >= limits_.max_list_items) {
+            limit_fail("sequence longer than ", limits_.max_list_items, " items");
+          }
           items.push_back(std::move(item));
         }
         return items;

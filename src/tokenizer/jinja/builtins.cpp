@@ -59,8 +59,7 @@ Dict build_dict(Interpreter& in, CallArgs& args, const char* what) {
         if (kv.size() != 2)
           runtime_fail(what, ": dictionary update sequence element has length ", kv.size(),
                        "; 2 is required");
-        if (kv[0].is_list() || kv[0].is_dict())
-          runtime_fail("unhashable type: '", type_name(kv[0]), "'");
+        if (!hashable(kv[0])) runtime_fail("unhashable type: '", type_name(kv[0]), "'");
         d.set(kv[0], kv[1]);
       }
     }

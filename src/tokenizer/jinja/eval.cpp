@@ -48,10 +48,7 @@ Value Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
       Dict d;
       for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
         Value key = eval(*e.args[i], scope);
-        if (key.is_list() || key.is_dict() || key.is_undefined()) {
-          if (key.is_undefined()) undefined_fail(key);
-          runtime_fail("unhashable type: '", type_name(key), "'");
-        }
+        if (!hashable(key)) runtime_fail("unhashable type: '", type_name(key), "'");
         d.set(std::move(key), eval(*e.args[i + 1], scope));
       }
       return Value::dict(std::move(d));
@@ -91,7 +88,7 @@ Value Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
     case ExprKind::Binary: {
       const Value a = eval(*e.args[0], scope);
       const Value b = eval(*e.args[1], scope);
-      Value result = binary_op(e.op, a, b, limits_.max_value_size);
+      Value result = binary_op(e.op, a, b, limits_.max_string_bytes, limits_.max_list_items);
       charge_value(result);
       return result;
     }
@@ -109,9 +106,9 @@ Value Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
       std::string out;
       for (const auto& a : e.args) {
         const Value v = eval(*a, scope);
-        out += v.is_string() ? v.str() : to_str(v, limits_.max_value_size);
-        if (out.size() > limits_.max_value_size) {
-          limit_fail("string larger than ", limits_.max_value_size, " bytes");
+        out += v.is_string() ? v.str() : to_str(v, limits_.max_string_bytes);
+        if (out.size() > limits_.max_string_bytes) {
+          limit_fail("string larger than ", limits_.max_string_bytes, " bytes");
         }
       }
       Value result = Value::string(std::move(out));

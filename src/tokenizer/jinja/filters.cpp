@@ -275,7 +275,7 @@ Value f_format(Interpreter& in, const Value& input, CallArgs& a) {
   } else {
     args = Value::list(a.positional, SeqKind::Tuple);
   }
-  return binary_op(BinOp::Mod, s, args, in.max_size());
+  return binary_op(BinOp::Mod, s, args, in.max_size(), in.max_items());
 }
 
 Value f_attr(Interpreter& in, const Value& input, CallArgs& a) {

@@ -235,7 +235,7 @@ Value f_unique(Interpreter& in, const Value& input, CallArgs& a) {
   for (const Value& item : in.iterate(input)) {
     Value key = get_attribute_path(in, item, attribute);
     if (!case_sensitive) key = lowered(key);
-    if (key.is_list() || key.is_dict()) runtime_fail("unhashable type: '", type_name(key), "'");
+    if (!hashable(key)) runtime_fail("unhashable type: '", type_name(key), "'");
     if (std::none_of(seen.begin(), seen.end(),
                      [&](const Value& s) { return python_equal(s, key); })) {
       in.charge(static_cast<int64_t>(seen.size() / 16));
@@ -350,7 +350,7 @@ Value f_sum(Interpreter& in, const Value& input, CallArgs& a) {
   if (total.is_string()) runtime_fail("sum() can't sum strings [use ''.join(seq) instead]");
   for (const Value& item : in.iterate(input)) {
     const Value v = (b[0] && !b[0]->is_none()) ? get_attribute_path(in, item, *b[0]) : item;
-    total = binary_op(BinOp::Add, total, v, in.max_size());
+    total = binary_op(BinOp::Add, total, v, in.max_size(), in.max_items());
   }
   return total;
 }

@@ -59,9 +59,9 @@ void Interpreter::charge(int64_t steps) {
 
 void Interpreter::charge_value(const Value& v) {
   if (v.is_string()) {
-    charge(static_cast<int64_t>(v.str().size() / 64));
+    charge(static_cast<int64_t>(v.str().size() / 16));
   } else if (v.is_list()) {
-    charge(static_cast<int64_t>(v.items().size() / 8));
+    charge(static_cast<int64_t>(v.items().size()));
   }
 }
 
@@ -75,7 +75,7 @@ void Interpreter::write(std::string_view text) {
   if (out_->size() + text.size() > limits_.max_output_bytes) {
     limit_fail("rendered output larger than ", limits_.max_output_bytes, " bytes");
   }
-  charge(static_cast<int64_t>(text.size() / 64));
+  charge(static_cast<int64_t>(text.size() / 16));
   out_->append(text);
 }
 
@@ -201,18 +201,21 @@ void Interpreter::exec_for(const Stmt& s, const ScopePtr& scope) {
     }
     items = std::move(kept);
   }
-  if (items.empty()) {
-    exec(s.bodies[1], scope);
-    return;
-  }
   auto shared_items = std::make_shared<const ValueList>(std::move(items));
+  auto changed = std::make_shared<std::optional<ValueList>>();
+  // jinja2 runs the else block unless some iteration reached the end of the body (so a loop
+  // whose iterations all end in break / continue runs it too).
+  bool completed = false;
   for (size_t i = 0; i < shared_items->size(); ++i) {
     charge(1);
     auto iteration = std::make_shared<Scope>(scope);
     assign(s.target, (*shared_items)[i], iteration);
-    iteration->set("loop", Value::object(std::make_shared<LoopObject>(shared_items, i)));
-    if (exec(s.bodies[0], iteration) == Flow::Break) break;
+    iteration->set("loop", Value::object(std::make_shared<LoopObject>(shared_items, i, changed)));
+    const Flow flow = exec(s.bodies[0], iteration);
+    if (flow == Flow::Normal) completed = true;
+    if (flow == Flow::Break) break;
   }
+  if (!completed && !s.bodies[1].empty()) exec(s.bodies[1], std::make_shared<Scope>(scope));
 }
 
 void Interpreter::assign(const Target& target, const Value& value, const ScopePtr& scope) {

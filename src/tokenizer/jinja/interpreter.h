@@ -14,12 +14,15 @@ namespace deepinfer::tokenizer::jinja {
 
 // Bounds on what a template may cost. Hitting one fails with ErrorKind::Limit.
 struct Limits {
-  int max_depth = 200;                  // statement nesting / expression depth (parse)
-  int max_call_depth = 64;              // macro recursion
-  int max_eval_depth = 1000;            // total interpreter recursion (C++ stack)
-  int64_t max_steps = 20'000'000;       // statements + expressions evaluated, + bytes/64
-  size_t max_output_bytes = 64u << 20;  // rendered text (also each captured block)
-  size_t max_value_size = 64u << 20;    // bytes of one string, items of one list
+  int max_depth = 200;        // statement nesting / expression depth (parse)
+  int max_call_depth = 64;    // macro recursion
+  int max_eval_depth = 1000;  // total interpreter recursion (C++ stack)
+  // Statements and expressions evaluated, plus one per 16 bytes / per item of every string
+  // or list built, which also bounds the memory a render can churn through.
+  int64_t max_steps = 20'000'000;
+  size_t max_output_bytes = 32u << 20;  // rendered text (also each captured block)
+  size_t max_string_bytes = 32u << 20;  // one string value
+  size_t max_list_items = 1u << 20;     // one list value
 };
 
 class Scope {
@@ -56,7 +59,8 @@ class Interpreter {
   ValueList iterate(const Value& v);
   void charge(int64_t steps);
   void charge_value(const Value& v);  // cost proportional to a produced value's size
-  size_t max_size() const { return limits_.max_value_size; }
+  size_t max_size() const { return limits_.max_string_bytes; }
+  size_t max_items() const { return limits_.max_list_items; }
   const Limits& limits() const { return limits_; }
   // Namespaces are mutable and may reference each other; the interpreter clears them when
   // it finishes so reference cycles cannot leak.

@@ -257,7 +257,7 @@ Value m_removesuffix(Interpreter&, const Value& s, CallArgs& a) {
 
 const MethodEntry kStrMethods[] = {
     {"capitalize", m_case<unicode::capitalize>},
-    {"casefold", m_case<unicode::lower>},
+    {"casefold", m_case<unicode::casefold>},
     {"center", m_center},
     {"count", m_count},
     {"encode", nullptr},

@@ -67,8 +67,7 @@ std::optional<Value> dict_method(const Value& self, const std::string& name) {
     return method("get", [self](Interpreter&, CallArgs& args) -> Value {
       auto b = args.bind("get", {"key", "default"});
       if (!b[0]) runtime_fail("get expected at least 1 argument, got 0");
-      if (b[0]->is_list() || b[0]->is_dict())
-        runtime_fail("unhashable type: '", type_name(*b[0]), "'");
+      if (!hashable(*b[0])) runtime_fail("unhashable type: '", type_name(*b[0]), "'");
       if (const Value* v = self.dict().find(*b[0])) return *v;
       return b[1] ? *b[1] : Value::none();
     });

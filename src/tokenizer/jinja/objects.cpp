@@ -17,7 +17,20 @@ Value Namespace::get_attr(const std::string& name) {
 }
 
 std::string Namespace::repr() const {
-  return "<Namespace " + to_repr(Value::dict(attrs_), SIZE_MAX) + ">";
+  // Python's dict repr prints a dict it is already printing as {...}.
+  thread_local std::vector<const Namespace*> in_progress;
+  for (const Namespace* ns : in_progress) {
+    if (ns == this) return "<Namespace {...}>";
+  }
+  in_progress.push_back(this);
+  try {
+    std::string text = "<Namespace " + to_repr(Value::dict(attrs_), SIZE_MAX) + ">";
+    in_progress.pop_back();
+    return text;
+  } catch (...) {
+    in_progress.pop_back();
+    throw;
+  }
 }
 
 void Namespace::set(const std::string& name, Value value) {
@@ -63,12 +76,11 @@ Value LoopObject::get_attr(const std::string& name) {
     return Value::object(std::make_shared<NativeCallable>(
         "changed", "method", [self](Interpreter&, CallArgs& args) -> Value {
           const ValueList& now = args.positional;
-          bool same = self->last_changed_.has_value() && self->last_changed_->size() == now.size();
-          for (size_t k = 0; same && k < now.size(); ++k) {
-            same = python_equal((*self->last_changed_)[k], now[k]);
-          }
+          auto& last = *self->last_changed_;
+          bool same = last.has_value() && last->size() == now.size();
+          for (size_t k = 0; same && k < now.size(); ++k) same = python_equal((*last)[k], now[k]);
           if (same) return Value::boolean(false);
-          self->last_changed_ = now;
+          last = now;
           return Value::boolean(true);
         }));
   }

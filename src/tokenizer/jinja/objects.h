@@ -31,8 +31,11 @@ class Namespace : public Object {
 // jinja2's LoopContext for a non-recursive loop.
 class LoopObject : public Object, public std::enable_shared_from_this<LoopObject> {
  public:
-  LoopObject(std::shared_ptr<const ValueList> items, size_t index0)
-      : items_(std::move(items)), index0_(index0) {}
+  // `changed` is state of the whole loop (loop.changed() compares with the previous
+  // iteration's call), so iterations share it.
+  LoopObject(std::shared_ptr<const ValueList> items, size_t index0,
+             std::shared_ptr<std::optional<ValueList>> changed)
+      : items_(std::move(items)), index0_(index0), last_changed_(std::move(changed)) {}
   std::string type_name() const override { return "LoopContext"; }
   Value get_attr(const std::string& name) override;
   std::string repr() const override;
@@ -40,7 +43,7 @@ class LoopObject : public Object, public std::enable_shared_from_this<LoopObject
  private:
   std::shared_ptr<const ValueList> items_;
   size_t index0_;
-  std::optional<ValueList> last_changed_;
+  std::shared_ptr<std::optional<ValueList>> last_changed_;
 };
 
 class MacroObject : public Object {

@@ -28,7 +28,7 @@ bool is_plain_sequence(const Value& v) {
          (v.list_data().kind == SeqKind::List || v.list_data().kind == SeqKind::Tuple);
 }
 
-Value repeat(const Value& seq, int64_t times, size_t max_size) {
+Value repeat(const Value& seq, int64_t times, size_t max_size, size_t max_items) {
   if (times <= 0) {
     return seq.is_string() ? Value::string("", seq.is_markup())
                            : Value::list({}, seq.list_data().kind);
@@ -43,7 +43,8 @@ Value repeat(const Value& seq, int64_t times, size_t max_size) {
     return Value::string(std::move(out), seq.is_markup());
   }
   const ValueList& items = seq.items();
-  if (!items.empty() && n > max_size / items.size()) limit_fail("list larger than ", max_size);
+  if (!items.empty() && n > max_items / items.size())
+    limit_fail("list longer than ", max_items, " items");
   ValueList out;
   out.reserve(items.size() * n);
   for (uint64_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
@@ -75,7 +76,7 @@ double float_mod(double a, double b) {
   return mod;
 }
 
-Value add(const Value& a, const Value& b, size_t max_size) {
+Value add(const Value& a, const Value& b, size_t max_size, size_t max_items) {
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return Value::number(a.as_float() + b.as_float());
     int64_t r;
@@ -90,7 +91,7 @@ Value add(const Value& a, const Value& b, size_t max_size) {
     return Value::string(a.str() + b.str(), a.is_markup());
   }
   if (is_plain_sequence(a) && is_plain_sequence(b) && a.list_data().kind == b.list_data().kind) {
-    check_size(a.items().size() + b.items().size(), max_size);
+    check_size(a.items().size() + b.items().size(), max_items);
     ValueList out = a.items();
     out.insert(out.end(), b.items().begin(), b.items().end());
     return Value::list(std::move(out), a.list_data().kind);
@@ -196,18 +197,18 @@ void undefined_fail(const Value& undefined) {
   runtime_fail(hint.empty() ? std::string("undefined value used") : hint);
 }
 
-Value binary_op(BinOp op, const Value& a, const Value& b, size_t max_size) {
+Value binary_op(BinOp op, const Value& a, const Value& b, size_t max_size, size_t max_items) {
   if (a.is_undefined()) undefined_fail(a);
   if (b.is_undefined()) undefined_fail(b);
   switch (op) {
     case BinOp::Add:
-      return add(a, b, max_size);
+      return add(a, b, max_size, max_items);
     case BinOp::Mul:
       if ((a.is_string() || is_plain_sequence(a)) && b.is_integral()) {
-        return repeat(a, b.as_int(), max_size);
+        return repeat(a, b.as_int(), max_size, max_items);
       }
       if (a.is_integral() && (b.is_string() || is_plain_sequence(b))) {
-        return repeat(b, a.as_int(), max_size);
+        return repeat(b, a.as_int(), max_size, max_items);
       }
       return arithmetic(op, a, b);
     case BinOp::Mod:
@@ -273,8 +274,7 @@ bool contains(const Value& container, const Value& item) {
       }
       return false;
     case Type::Dict:
-      if (item.is_list() || item.is_dict())
-        runtime_fail("unhashable type: '", type_name(item), "'");
+      if (!hashable(item)) runtime_fail("unhashable type: '", type_name(item), "'");
       return container.dict().find(item) != nullptr;
     case Type::Object: {
       Object* o = container.object();

@@ -2,6 +2,7 @@
 // Python's operators on template values: arithmetic (with checked 64-bit integers where
 // Python would grow a big integer), comparisons, `in`, and printf-style `%` formatting.
 #include <cstddef>
+#include <cstdint>
 
 #include "tokenizer/jinja/value.h"
 
@@ -10,8 +11,9 @@ namespace deepinfer::tokenizer::jinja {
 enum class BinOp { Add, Sub, Mul, Div, FloorDiv, Mod, Pow };
 enum class CmpOp { Eq, Ne, Lt, Le, Gt, Ge, In, NotIn };
 
-// max_size bounds the bytes of a string result and the items of a list result.
-Value binary_op(BinOp op, const Value& a, const Value& b, size_t max_size);
+// max_bytes bounds a string result, max_items a list result.
+Value binary_op(BinOp op, const Value& a, const Value& b, size_t max_bytes,
+                size_t max_items = SIZE_MAX);
 Value negate(const Value& v);
 Value positive(const Value& v);
 bool compare(CmpOp op, const Value& a, const Value& b);

@@ -37,6 +37,19 @@ void enter(int depth) {
   if (depth > kMaxPrintDepth) runtime_fail("value nested too deeply (or recursive) to print");
 }
 
+// Nesting across repr() calls (an object's repr prints its contents through to_repr again).
+thread_local int t_repr_nesting = 0;
+
+struct ReprNesting {
+  ReprNesting() {
+    if (++t_repr_nesting > kMaxPrintDepth) {
+      --t_repr_nesting;
+      runtime_fail("value nested too deeply (or recursive) to print");
+    }
+  }
+  ~ReprNesting() { --t_repr_nesting; }
+};
+
 void append_hex(std::string& out, const char* prefix, unsigned value, int digits) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%0*x", digits, value);
@@ -55,6 +68,7 @@ void write_items(Writer& w, const ValueList& items, int depth) {
 
 void write_repr(Writer& w, const Value& v, int depth) {
   enter(depth);
+  ReprNesting nesting;
   switch (v.type()) {
     case Type::Undefined:
       w.add("Undefined");

@@ -2,6 +2,8 @@
 
 #include <utf8proc.h>
 
+#include <cstdlib>
+
 namespace deepinfer::tokenizer::jinja::unicode {
 
 namespace {
@@ -301,6 +303,18 @@ std::string swapcase(std::string_view s) {
     }
   }
   return encode(out);
+}
+
+std::string casefold(std::string_view s) {
+  if (is_ascii(s)) return lower(s);
+  utf8proc_uint8_t* folded = nullptr;
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
+                   static_cast<utf8proc_ssize_t>(s.size()), &folded, UTF8PROC_CASEFOLD);
+  if (n < 0) return lower(s);
+  std::string out(reinterpret_cast<char*>(folded), static_cast<size_t>(n));
+  std::free(folded);
+  return out;
 }
 
 }  // namespace deepinfer::tokenizer::jinja::unicode

@@ -32,5 +32,6 @@ std::string upper(std::string_view s);
 std::string title(std::string_view s);
 std::string capitalize(std::string_view s);
 std::string swapcase(std::string_view s);
+std::string casefold(std::string_view s);
 
 }  // namespace deepinfer::tokenizer::jinja::unicode

@@ -276,6 +276,18 @@ bool python_equal(const Value& a, const Value& b) {
   }
 }
 
+bool hashable(const Value& v) {
+  if (v.is_dict()) return false;
+  if (!v.is_list()) return true;
+  const SeqKind kind = v.list_data().kind;
+  if (kind == SeqKind::Range) return true;
+  if (kind != SeqKind::Tuple) return false;
+  for (const Value& item : v.items()) {
+    if (!hashable(item)) return false;
+  }
+  return true;
+}
+
 std::string type_name(const Value& v) {
   switch (v.type()) {
     case Type::Undefined:

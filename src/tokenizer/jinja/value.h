@@ -116,6 +116,10 @@ class Value {
 // Python ==, never raises (values of unrelated types compare unequal).
 bool python_equal(const Value& a, const Value& b);
 
+// Whether Python can hash the value (use it as a dict key): not lists, dicts or dict views,
+// nor tuples containing them.
+bool hashable(const Value& v);
+
 // Python type name for messages: 'str', 'int', 'dict', 'NoneType', ...
 std::string type_name(const Value& v);
 
