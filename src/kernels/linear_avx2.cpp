@@ -28,6 +28,12 @@ inline __m256i load_u16_tail(const uint16_t* p, int64_t n) {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(buf));
 }
 
+// Decode prefetch of the next tile's rows: see linear_avx512.cpp.
+template <int MR, int NR, typename T>
+inline void prefetch_next_tile(const T* row, int64_t k, int64_t p) {
+  if constexpr (MR == 1) _mm_prefetch(reinterpret_cast<const char*>(row + NR * k + p), _MM_HINT_T0);
+}
+
 template <int MR, int NR>
 inline void reduce_tile(__m256 (*acc)[NR], float (*out)[NR]) {
   if constexpr (MR * NR == 8) {
@@ -51,6 +57,7 @@ inline void tile_f32(const float* const* xr, const float* const* wr, int64_t k, 
     for (int r = 0; r < MR; ++r) xv[r] = load(xr[r] + p, mask);
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
+      prefetch_next_tile<MR, NR>(wr[c], k, p);
       const __m256 wv = load(wr[c] + p, mask);
       DEEPINFER_UNROLL
       for (int r = 0; r < MR; ++r) acc[r][c] = _mm256_fmadd_ps(xv[r], wv, acc[r][c]);
@@ -73,6 +80,7 @@ inline void tile_f16(const float* const* xr, const uint16_t* const* wr, int64_t 
     for (int r = 0; r < MR; ++r) xv[r] = load(xr[r] + p, mask);
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
+      prefetch_next_tile<MR, NR>(wr[c], k, p);
       __m128i raw;
       if constexpr (std::is_same_v<decltype(mask), Full>) {
         raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wr[c] + p));
@@ -105,6 +113,7 @@ inline void tile_bf16(const float* const* xr, const uint16_t* const* wr, int64_t
     }
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
+      prefetch_next_tile<MR, NR>(wr[c], k, p);
       const __m256i raw = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[c] + p))
                                : load_u16_tail(wr[c] + p, k - p);
       const __m256 we = bf16_even(raw), wo = bf16_odd(raw);

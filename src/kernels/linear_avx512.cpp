@@ -28,6 +28,15 @@ inline __m512 bf16_odd(__m512i raw) {
   return _mm512_castsi512_ps(_mm512_and_si512(raw, _mm512_set1_epi32(-65536)));
 }
 
+// Decode (one x row) is bound by DRAM latency as much as bandwidth: each tile's rows are
+// short streams the hardware prefetcher barely ramps up on. So while a tile reads offset p of
+// its NR rows, it prefetches offset p of the next NR rows (contiguous in [n, k] storage).
+// Prefetches never fault, so running past the last row is harmless.
+template <int MR, int NR, typename T>
+inline void prefetch_next_tile(const T* row, int64_t k, int64_t p) {
+  if constexpr (MR == 1) _mm_prefetch(reinterpret_cast<const char*>(row + NR * k + p), _MM_HINT_T0);
+}
+
 template <int MR, int NR>
 inline void reduce_tile(__m512 (*acc)[NR], float (*out)[NR]) {
   if constexpr (MR * NR == 16) {
@@ -51,6 +60,7 @@ inline void tile_f32(const float* const* xr, const float* const* wr, int64_t k, 
     for (int r = 0; r < MR; ++r) xv[r] = _mm512_maskz_loadu_ps(mask, xr[r] + p);
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
+      prefetch_next_tile<MR, NR>(wr[c], k, p);
       const __m512 wv = _mm512_maskz_loadu_ps(mask, wr[c] + p);
       DEEPINFER_UNROLL
       for (int r = 0; r < MR; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
@@ -75,6 +85,7 @@ inline void tile_f16(const float* const* xr, const uint16_t* const* wr, int64_t 
     for (int r = 0; r < MR; ++r) xv[r] = _mm512_maskz_loadu_ps(mask, xr[r] + p);
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
+      prefetch_next_tile<MR, NR>(wr[c], k, p);
       const __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, wr[c] + p));
       DEEPINFER_UNROLL
       for (int r = 0; r < MR; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
@@ -103,6 +114,7 @@ inline void tile_bf16(const float* const* xr, const uint16_t* const* wr, int64_t
     }
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
+      prefetch_next_tile<MR, NR>(wr[c], k, p);
       const __m512i raw = _mm512_maskz_loadu_epi16(mask, wr[c] + p);
       const __m512 we = bf16_even(raw), wo = bf16_odd(raw);
       DEEPINFER_UNROLL
