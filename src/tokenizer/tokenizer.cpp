@@ -66,7 +66,8 @@ std::unique_ptr<BpeModel> make_model(TokenizerJson& file, const std::string& sou
   if (type.empty() && file.has_merges) type = "BPE";  // very old files omit the type
   DI_CHECK(type == "BPE", source, ": unsupported model type '", type,
            "' (supported: BPE; WordPiece, Unigram and WordLevel tokenizers are not)");
-  DI_CHECK(file.has_vocab, source, ": model.vocab is missing");
+  DI_CHECK(file.has_vocab, source, ": model.vocab is missing or not an object");
+  DI_CHECK(!model.contains("merges"), source, ": model.merges must be an array");
   const std::string where = source + ": model";
   BpeOptions options;
   if (const auto unk = model.find("unk_token"); unk != model.end() && unk->is_string()) {

@@ -92,6 +92,18 @@ TEST(JinjaLimits, RecursionIsBounded) {
   EXPECT_EQ(kind_of("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}"
                     "{% set ns.l = [ns.l] %}{% endfor %}"),
             ErrorKind::Limit);
+  // Chains through objects that keep values alive (bound methods, generators, loops) are
+  // bounded like nested lists, so freeing them cannot overflow the stack either.
+  for (const char* link : {"[ns.v].count", "[ns.v]|select", "{'k': ns.v}.get"}) {
+    EXPECT_EQ(kind_of(std::string("{% set ns = namespace(v=none) %}{% for i in range(100000) %}"
+                                  "{% set ns.v = ") +
+                      link + " %}{% endfor %}"),
+              ErrorKind::Limit)
+        << link;
+  }
+  EXPECT_EQ(kind_of("{% set ns = namespace(v=none) %}{% for i in range(1000) %}"
+                    "{% for x in [ns.v] %}{% set ns.v = loop %}{% endfor %}{% endfor %}"),
+            ErrorKind::Limit);
   // Fibonacci-shaped double recursion that stays shallow but is exponential in time.
   Limits small;
   small.max_steps = 200000;
