@@ -7,6 +7,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "kernels/isa.h"
 
 namespace deepinfer::cli {
 
@@ -46,6 +47,8 @@ int main(int argc, char** argv) {
   for (const auto& command : command_registry()) {
     if (command.name != args[0]) continue;
     try {
+      // A bad DEEPINFER_ISA is reported now rather than at the first kernel call.
+      deepinfer::kernels::active_isa();
       return command.run(std::vector<std::string>(args.begin() + 1, args.end()));
     } catch (const deepinfer::Error& e) {
       std::fprintf(stderr, "deepinfer %s: error: %s\n", command.name.c_str(), e.what());

@@ -93,3 +93,12 @@ def test_prompt_id_outside_vocabulary(run_cli):
     proc = run_cli("generate", "--model", DATA / "tiny-qwen2", "--prompt-ids", "1,999999",
                    "--log-level", "error")
     assert_clean_failure(proc, "999999")
+
+
+def test_bad_isa_override_is_reported_at_start(deepinfer_bin, tmp_path):
+    import os
+    import subprocess
+    env = dict(os.environ, DEEPINFER_ISA="sse9")
+    proc = subprocess.run([deepinfer_bin, "info", "--model", str(DATA / "tiny-qwen2")],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert_clean_failure(proc, "sse9")
