@@ -1,0 +1,129 @@
+#pragma once
+// Shared helpers of the model-family golden tests: run a tiny checkpoint greedily through
+// the paged cache and compare with the transformers goldens in tests/data/<model>/golden.json.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/text_file.h"
+#include "engine/greedy.h"
+#include "model/causal_lm.h"
+
+namespace deepinfer::model::testing {
+
+inline std::string model_dir(const std::string& name) {
+  return std::string(DEEPINFER_TEST_DATA_DIR) + "/" + name;
+}
+
+inline nlohmann::json load_golden(const std::string& name) {
+  return read_json_file(model_dir(name) + "/golden.json");
+}
+
+struct GenerationRun {
+  std::vector<float> logits;    // next-token logits at the last prompt position
+  std::vector<int32_t> greedy;  // max_new greedy tokens, EOS ignored
+};
+
+// Greedy generation of `max_new` tokens; `chunk` > 0 prefills in chunks of that size.
+inline GenerationRun run_greedy(CausalLM& model, const std::vector<int32_t>& prompt, int threads,
+                                int64_t chunk = 0, int64_t max_new = 32) {
+  ThreadPool pool(threads);
+  const int64_t total = static_cast<int64_t>(prompt.size()) + max_new;
+  cache::KvCache cache(kv_cache_spec(model, 16, (total + 15) / 16));
+  engine::GreedyOptions options;
+  options.max_new_tokens = max_new;
+  options.ignore_eos = true;
+  options.prefill_chunk = chunk;
+  auto result = engine::greedy_generate(model, cache, prompt, options, pool);
+  EXPECT_EQ(cache.free_blocks(), cache.spec().num_blocks) << "blocks leaked";
+  return {result.prompt_logits, result.output_ids};
+}
+
+// max |got - ref| / max |ref|
+inline double relative_max_diff(const std::vector<float>& got, const std::vector<float>& ref) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(got[i] - ref[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(ref[i])));
+  }
+  return diff / scale;
+}
+
+// ||got - ref||_2 / ||ref||_2
+inline double relative_l2(const std::vector<float>& got, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    num += (got[i] - ref[i]) * static_cast<double>(got[i] - ref[i]);
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / den);
+}
+
+inline std::vector<int32_t> longest_prompt(const nlohmann::json& golden) {
+  const auto& longest = *std::max_element(
+      golden["cases"].begin(), golden["cases"].end(),
+      [](const auto& a, const auto& b) { return a["prompt_ids"].size() < b["prompt_ids"].size(); });
+  return longest["prompt_ids"].get<std::vector<int32_t>>();
+}
+
+// Every golden case: f32 logits within 1e-4 (relative to max |logit|) and the identical
+// greedy continuation, with 1 and 2 threads.
+inline void expect_matches_goldens(CausalLM& model, const nlohmann::json& golden,
+                                   const std::string& label) {
+  for (const auto& c : golden["cases"]) {
+    const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+    const auto ref_logits = c["last_logits"].get<std::vector<float>>();
+    const auto ref_greedy = c["greedy_ids"].get<std::vector<int32_t>>();
+    for (int threads : {1, 2}) {
+      const GenerationRun got = run_greedy(model, prompt, threads);
+      ASSERT_EQ(got.logits.size(), ref_logits.size());
+      EXPECT_LE(relative_max_diff(got.logits, ref_logits), 1e-4)
+          << label << " prompt of " << prompt.size() << " tokens, " << threads << " threads";
+      EXPECT_EQ(got.greedy, ref_greedy)
+          << label << " prompt of " << prompt.size() << " tokens, " << threads << " threads";
+    }
+  }
+}
+
+// Chunked prefill (chunks of 1, 3, 7) gives bitwise the logits and continuation of a
+// whole-prompt prefill: the kernels' batch invariance, end to end.
+inline void expect_chunked_prefill_bitwise(CausalLM& model, const nlohmann::json& golden) {
+  const auto prompt = longest_prompt(golden);
+  const GenerationRun whole = run_greedy(model, prompt, 2);
+  for (int64_t chunk : {1, 3, 7}) {
+    const GenerationRun chunked = run_greedy(model, prompt, 1, chunk);
+    EXPECT_EQ(chunked.logits, whole.logits) << "chunk " << chunk;
+    EXPECT_EQ(chunked.greedy, whole.greedy) << "chunk " << chunk;
+  }
+}
+
+// A scratch model directory holding `config` and the weights of `source`; the name is unique
+// per test process so parallel ctest runs do not collide.
+class ScratchModel {
+ public:
+  ScratchModel(const std::string& source, const nlohmann::json& config, const std::string& tag)
+      : dir_(std::filesystem::temp_directory_path() /
+             ("deepinfer_" + tag + "_" +
+              std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+              std::to_string(::getpid()))) {
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "config.json") << config.dump(2);
+    std::filesystem::copy_file(source + "/model.safetensors", dir_ / "model.safetensors",
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  ~ScratchModel() { std::filesystem::remove_all(dir_); }
+  std::string dir() const { return dir_.string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+}  // namespace deepinfer::model::testing
