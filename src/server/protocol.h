@@ -1,0 +1,71 @@
+#pragma once
+// OpenAI request bodies -> structs (strict types, named parameters in every error), and the
+// rules that turn them into engine SamplingParams. docs/API.md lists every field.
+//
+// Unknown fields are ignored (as OpenAI and vLLM do) and reported in `ignored_fields` so the
+// server can log them; known fields whose feature deepinfer lacks (logit_bias, suffix, tool
+// parsing, ...) are 400 errors when they would change the result, never silently dropped.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampling_params.h"
+#include "server/errors.h"
+#include "server/server.h"
+
+namespace deepinfer::server {
+
+enum class Api { completions, chat };
+
+struct Prompt {
+  bool is_text = false;
+  std::string text;          // the prompt as given (is_text)
+  std::vector<int32_t> ids;  // the prompt as given (!is_text), later the encoded prompt
+};
+
+struct GenerationRequest {
+  Api api = Api::completions;
+  std::string model;  // "" when omitted (= the served model)
+
+  std::vector<Prompt> prompts;  // completions: one per prompt of a batch; chat: empty
+  bool echo = false;            // completions: prepend the prompt to the text
+
+  nlohmann::ordered_json messages;  // chat: array of message objects (content made text)
+  nlohmann::ordered_json tools;     // chat: null or array
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  bool add_generation_prompt = true;
+
+  engine::SamplingParams params;      // max_new_tokens is settled by resolve_max_tokens
+  std::optional<int64_t> max_tokens;  // as requested
+  int64_t priority = 0;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool include_stop_str_in_output = false;
+
+  // Completions: logprobs = N; chat: logprobs = true with top_logprobs = N.
+  bool logprobs = false;
+  int64_t top_logprobs = 0;
+
+  std::vector<std::string> ignored_fields;
+};
+
+// Parse a request body (already JSON). Throws ApiError (400) naming the field at fault.
+// `defaults` fill the sampling fields the request leaves out.
+GenerationRequest parse_completion_request(const nlohmann::ordered_json& body,
+                                           const SamplingDefaults& defaults);
+GenerationRequest parse_chat_request(const nlohmann::ordered_json& body,
+                                     const SamplingDefaults& defaults);
+
+// Parses the raw body; 400 invalid_json with the parser's message when it is not JSON.
+nlohmann::ordered_json parse_json_body(const std::string& body);
+
+// max_new_tokens for a prompt of `prompt_len` tokens: the requested max_tokens when it fits
+// in max_model_len (else 400 context_length_exceeded, as OpenAI words it), or when omitted the
+// room left (completions: at most 16, OpenAI's default; chat: at most defaults.max_tokens).
+int64_t resolve_max_tokens(const GenerationRequest& request, int64_t prompt_len,
+                           int64_t max_model_len, const SamplingDefaults& defaults);
+
+}  // namespace deepinfer::server
