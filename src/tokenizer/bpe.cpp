@@ -12,7 +12,7 @@ namespace {
 
 // Words up to this many symbols merge with a plain scan; longer ones use a heap so that a
 // single huge word (100k characters without a split point) stays O(n log n).
-constexpr size_t kSmallWord = 48;
+constexpr size_t kSmallWord = 64;
 // Words longer than this (bytes) are not cached: they are rare and would bloat the cache.
 constexpr size_t kMaxCachedWord = 256;
 
@@ -20,57 +20,18 @@ struct HeapEntry {
   int32_t rank;
   int32_t pos;
   int32_t new_id;
+  int32_t left, right;  // the pair it merges: a changed pair makes the entry stale
   bool operator>(const HeapEntry& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
 };
 
 }  // namespace
-
-// Word -> ids, sharded so concurrent encodes rarely contend on one lock.
-struct BpeModel::Cache {
-  static constexpr size_t kShards = 32;
-  static constexpr size_t kMaxPerShard = 4096;
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return hash_bytes(s); }
-  };
-  struct Eq {
-    using is_transparent = void;
-    bool operator()(std::string_view a, std::string_view b) const { return a == b; }
-  };
-  struct Shard {
-    std::mutex mu;
-    std::unordered_map<std::string, std::vector<int32_t>, Hash, Eq> map;
-  };
-  std::array<Shard, kShards> shards;
-
-  static size_t shard_of(std::string_view word) {
-    return (word.size() * 31 + static_cast<unsigned char>(word.front()) * 7 +
-            static_cast<unsigned char>(word.back())) %
-           kShards;
-  }
-  bool get(std::string_view word, std::vector<int32_t>& out) {
-    Shard& shard = shards[shard_of(word)];
-    std::lock_guard<std::mutex> lock(shard.mu);
-    const auto it = shard.map.find(word);
-    if (it == shard.map.end()) return false;
-    out.insert(out.end(), it->second.begin(), it->second.end());
-    return true;
-  }
-  void put(std::string_view word, const int32_t* ids, size_t n) {
-    Shard& shard = shards[shard_of(word)];
-    std::lock_guard<std::mutex> lock(shard.mu);
-    // A full shard starts over: cheap, and keeps the cache adapted to the current text.
-    if (shard.map.size() >= kMaxPerShard) shard.map.clear();
-    shard.map.emplace(std::string(word), std::vector<int32_t>(ids, ids + n));
-  }
-};
 
 BpeModel::~BpeModel() = default;
 
 BpeModel::BpeModel(std::vector<std::pair<std::string, int64_t>> vocab,
                    std::vector<std::pair<std::string, std::string>> merges, BpeOptions options,
                    const std::string& source)
-    : options_(std::move(options)), cache_(std::make_unique<Cache>()) {
+    : options_(std::move(options)), cache_(std::make_unique<WordCache>()) {
   int64_t max_id = -1;
   for (const auto& [token, id] : vocab) {
     DI_CHECK(id >= 0 && id < (int64_t{1} << 31) - 1, source, ": model.vocab: token '", token,
@@ -221,16 +182,20 @@ void BpeModel::merge_small(std::vector<int32_t>& syms) const {
 
 void BpeModel::merge_heap(std::vector<int32_t>& syms) const {
   const auto n = static_cast<int32_t>(syms.size());
-  std::vector<int32_t> prev(n), next(n);
-  std::vector<char> removed(n, 0);
-  std::vector<HeapEntry> heap;
-  heap.reserve(n);
+  // Per-thread scratch: long words are common in CJK text, allocations would show.
+  thread_local std::vector<int32_t> prev, next;
+  thread_local std::vector<char> removed;
+  thread_local std::vector<HeapEntry> heap;
+  prev.resize(n);
+  next.resize(n);
+  removed.assign(n, 0);
+  heap.clear();
   for (int32_t i = 0; i < n; ++i) {
     prev[i] = i - 1;
     next[i] = i + 1 < n ? i + 1 : -1;
     if (i + 1 < n) {
       const MergeInfo m = merges_.find(syms[i], syms[i + 1]);
-      if (m.rank >= 0) heap.push_back({m.rank, i, m.new_id});
+      if (m.rank >= 0) heap.push_back({m.rank, i, m.new_id, syms[i], syms[i + 1]});
     }
   }
   const auto cmp = std::greater<HeapEntry>();
@@ -242,9 +207,10 @@ void BpeModel::merge_heap(std::vector<int32_t>& syms) const {
     const int32_t pos = top.pos;
     if (removed[pos] || next[pos] < 0) continue;
     const int32_t right = next[pos];
-    // Skip entries made stale by an earlier merge of either symbol.
-    const MergeInfo current = merges_.find(syms[pos], syms[right]);
-    if (current.rank < 0 || current.new_id != top.new_id) continue;
+    // Skip entries made stale by an earlier merge of either symbol. (tokenizers compares
+    // the merge result instead; a pair is only ever replaced by a different pair with a
+    // different result, so the two tests agree.)
+    if (syms[pos] != top.left || syms[right] != top.right) continue;
     syms[pos] = top.new_id;
     removed[right] = 1;
     next[pos] = next[right];
@@ -252,14 +218,14 @@ void BpeModel::merge_heap(std::vector<int32_t>& syms) const {
     if (prev[pos] >= 0) {
       const MergeInfo m = merges_.find(syms[prev[pos]], syms[pos]);
       if (m.rank >= 0) {
-        heap.push_back({m.rank, prev[pos], m.new_id});
+        heap.push_back({m.rank, prev[pos], m.new_id, syms[prev[pos]], syms[pos]});
         std::push_heap(heap.begin(), heap.end(), cmp);
       }
     }
     if (next[pos] >= 0) {
       const MergeInfo m = merges_.find(syms[pos], syms[next[pos]]);
       if (m.rank >= 0) {
-        heap.push_back({m.rank, pos, m.new_id});
+        heap.push_back({m.rank, pos, m.new_id, syms[pos], syms[next[pos]]});
         std::push_heap(heap.begin(), heap.end(), cmp);
       }
     }
@@ -304,12 +270,13 @@ void BpeModel::tokenize(std::string_view word, bool raw_bytes, std::vector<int32
     }
   }
   const bool cacheable = word.size() <= kMaxCachedWord;
-  if (cacheable && cache_->get(word, out)) return;
+  const uint64_t hash = cacheable ? hash_bytes(word) : 0;
+  if (cacheable && cache_->get(word, hash, out)) return;
   thread_local std::vector<int32_t> syms;
   syms.clear();
   initial_symbols(word, raw_bytes, syms);
   merge(syms);
-  if (cacheable) cache_->put(word, syms.data(), syms.size());
+  if (cacheable) cache_->put(word, hash, syms);
   out.insert(out.end(), syms.begin(), syms.end());
 }
 

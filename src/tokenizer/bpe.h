@@ -4,15 +4,14 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "tokenizer/flat_map.h"
+#include "tokenizer/word_cache.h"
 
 namespace deepinfer::tokenizer {
 
@@ -54,7 +53,6 @@ class BpeModel {
   }
 
  private:
-  struct Cache;
   void initial_symbols(std::string_view word, bool raw_bytes, std::vector<int32_t>& syms) const;
   void merge(std::vector<int32_t>& syms) const;
   void merge_small(std::vector<int32_t>& syms) const;
@@ -68,7 +66,7 @@ class BpeModel {
   int32_t unk_id_ = -1;
   std::array<int32_t, 256> byte_ids_{};           // id of each byte's ByteLevel character
   std::array<int32_t, 256> byte_fallback_ids_{};  // id of "<0xXX>" tokens
-  std::unique_ptr<Cache> cache_;
+  std::unique_ptr<WordCache> cache_;
 };
 
 }  // namespace deepinfer::tokenizer

@@ -1,7 +1,9 @@
 #include "tokenizer/unicode.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <vector>
 
 #include <utf8proc.h>
 
@@ -49,22 +51,77 @@ const utf8proc_property_t& props(char32_t cp) {
   return *utf8proc_get_property(static_cast<utf8proc_int32_t>(cp));
 }
 
-// True when no normalization form can change a string made of such characters: combining
-// class 0, no decomposition of the relevant kind, and never the second half of a canonical
-// composition (utf8proc flags those with bit 15 of comb_index; Hangul jamo compose
-// algorithmically and are listed by hand).
-bool is_inert(char32_t cp, bool compat, bool compose) {
-  // Below U+0300 there are no combining marks, so precomposed Latin letters stay as they are
-  // under NFC (but not under the decomposing forms or the compatibility mappings).
-  if (cp < 0x300 && compose && !compat) return true;
-  // Hangul syllables decompose algorithmically (utf8proc lists no mapping for them).
-  if (!compose && cp >= 0xAC00 && cp <= 0xD7A3) return false;
+// A character is "inert" under a normal form when a string made only of inert characters is
+// already in that form: combining class 0, never the second half of a canonical composition
+// (utf8proc flags those with bit 15 of comb_index; Hangul jamo compose algorithmically), and
+// unchanged by the form on its own. The last test needs utf8proc only for the ~2k characters
+// with a canonical decomposition (precomposed letters stay under NFC/NFKC), so the table is
+// cheap to build; it covers the planes where text lives (below U+30000).
+constexpr char32_t kInertTableEnd = 0x30000;
+
+bool basic_inert(char32_t cp, bool compat, bool compose) {
   const auto& p = props(cp);
   if (p.combining_class != 0) return false;
-  if (p.decomp_seqindex != UINT16_MAX && (compat || p.decomp_type == 0)) return false;
   if (p.comb_index != UINT16_MAX && (p.comb_index & 0x8000)) return false;
   if ((cp >= 0x1161 && cp <= 0x1175) || (cp >= 0x11A8 && cp <= 0x11C2)) return false;
-  return true;
+  // Hangul syllables decompose algorithmically (utf8proc lists no mapping for them).
+  if (!compose && cp >= 0xAC00 && cp <= 0xD7A3) return false;
+  if (p.decomp_seqindex == UINT16_MAX) return true;
+  if (compat && p.decomp_type != 0) return false;  // a compatibility mapping applies
+  if (p.decomp_type != 0) return true;             // canonical forms ignore it
+  if (!compose) return false;
+  // Canonical decomposition under NFC/NFKC: inert when it recomposes to itself.
+  std::string one;
+  append_utf8(one, cp);
+  utf8proc_uint8_t* out = nullptr;
+  const auto options = static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE |
+                                                      (compat ? UTF8PROC_COMPAT : 0));
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(one.data()),
+                                          static_cast<utf8proc_ssize_t>(one.size()), &out, options);
+  const bool same = n == static_cast<utf8proc_ssize_t>(one.size()) &&
+                    std::memcmp(out, one.data(), one.size()) == 0;
+  std::free(out);
+  return same;
+}
+
+std::vector<uint64_t> build_inert_table(NormalForm form) {
+  const bool compat = form == NormalForm::kNFKC || form == NormalForm::kNFKD;
+  const bool compose = form == NormalForm::kNFC || form == NormalForm::kNFKC;
+  std::vector<uint64_t> bits(kInertTableEnd / 64, 0);
+  for (char32_t cp = 0; cp < kInertTableEnd; ++cp) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;  // surrogates never reach here
+    if (basic_inert(cp, compat, compose)) bits[cp / 64] |= uint64_t{1} << (cp % 64);
+  }
+  return bits;
+}
+
+// Built on first use of each form, read-only afterwards.
+const std::vector<uint64_t>& inert_table(NormalForm form) {
+  switch (form) {
+    case NormalForm::kNFC: {
+      static const auto t = build_inert_table(form);
+      return t;
+    }
+    case NormalForm::kNFD: {
+      static const auto t = build_inert_table(form);
+      return t;
+    }
+    case NormalForm::kNFKC: {
+      static const auto t = build_inert_table(form);
+      return t;
+    }
+    case NormalForm::kNFKD:
+      break;
+  }
+  static const auto t = build_inert_table(NormalForm::kNFKD);
+  return t;
+}
+
+bool is_inert(char32_t cp, NormalForm form) {
+  if (cp < kInertTableEnd) return (inert_table(form)[cp / 64] >> (cp % 64)) & 1;
+  const bool compat = form == NormalForm::kNFKC || form == NormalForm::kNFKD;
+  const bool compose = form == NormalForm::kNFC || form == NormalForm::kNFKC;
+  return basic_inert(cp, compat, compose);
 }
 
 }  // namespace
@@ -186,19 +243,9 @@ bool is_mark(char32_t cp) {
   return c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME;
 }
 
-std::string normalize(std::string_view text, NormalForm form) {
-  const bool compat = form == NormalForm::kNFKC || form == NormalForm::kNFKD;
-  const bool compose = form == NormalForm::kNFC || form == NormalForm::kNFKC;
-  bool inert = true;
-  for (size_t pos = 0; pos < text.size() && inert;) {
-    if (static_cast<unsigned char>(text[pos]) < 0x80) {
-      ++pos;
-      continue;
-    }
-    inert = is_inert(next_code_point(text, pos), compat, compose);
-  }
-  if (inert) return std::string(text);
+namespace {
 
+std::string utf8proc_normalize(std::string_view text, NormalForm form) {
   int options = UTF8PROC_STABLE;
   switch (form) {
     case NormalForm::kNFC:
@@ -221,6 +268,43 @@ std::string normalize(std::string_view text, NormalForm form) {
   std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(out, &std::free);
   DI_CHECK(n >= 0, "Unicode normalization failed: ", utf8proc_errmsg(n));
   return std::string(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+}
+
+}  // namespace
+
+std::string normalize(std::string_view text, NormalForm form) {
+  // Normalization never crosses the position before an inert character (a starter that
+  // nothing composes with), so only the stretches around other characters go through
+  // utf8proc: from the last inert character before them to the next inert one.
+  std::string out;
+  size_t copied = 0;     // text[0, copied) is already in `out`
+  size_t seg_start = 0;  // start of the current segment (its leading inert character)
+  bool dirty = false;    // the current segment holds a character that is not inert
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t start = pos;
+    const bool inert = static_cast<unsigned char>(text[pos]) < 0x80
+                           ? (++pos, true)
+                           : is_inert(next_code_point(text, pos), form);
+    if (!inert) {
+      dirty = true;
+      continue;
+    }
+    if (dirty) {
+      out.append(text, copied, seg_start - copied);
+      out += utf8proc_normalize(text.substr(seg_start, start - seg_start), form);
+      copied = start;
+      dirty = false;
+    }
+    seg_start = start;
+  }
+  if (copied == 0 && !dirty) return std::string(text);
+  if (dirty) {
+    out.append(text, copied, seg_start - copied);
+    out += utf8proc_normalize(text.substr(seg_start), form);
+  } else {
+    out.append(text, copied, std::string_view::npos);
+  }
+  return out;
 }
 
 std::string to_lowercase(std::string_view text) {

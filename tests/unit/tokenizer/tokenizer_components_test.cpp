@@ -2,9 +2,11 @@
 // (the expected values are what the Python `tokenizers` 0.23 components return).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include <utf8proc.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -12,6 +14,7 @@
 #include "tokenizer/normalizers.h"
 #include "tokenizer/pre_tokenizers.h"
 #include "tokenizer/regex.h"
+#include "tokenizer/unicode.h"
 
 namespace deepinfer::tokenizer {
 namespace {
@@ -169,6 +172,45 @@ TEST(TokenizerNormalizers, UnicodeForms) {
   EXPECT_EQ(normalize({{"type", "NFKD"}}, "\uFB01\u00E9"), "fie\u0301");
   // Conjoining jamo compose under NFC.
   EXPECT_EQ(normalize({{"type", "NFC"}}, "\u1100\u1161\u11A8"), "\uAC01");
+}
+
+// The fast path skips utf8proc for characters it deems inert; check that claim against
+// utf8proc itself for every code point of the table, alone and after a base letter, and on
+// mixed strings where only some stretches need the slow path.
+TEST(TokenizerNormalizers, FastPathAgreesWithUtf8proc) {
+  const auto reference = [](const std::string& s, int options) {
+    utf8proc_uint8_t* out = nullptr;
+    const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
+                                static_cast<utf8proc_ssize_t>(s.size()), &out,
+                                static_cast<utf8proc_option_t>(UTF8PROC_STABLE | options));
+    std::string r(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+    std::free(out);
+    return r;
+  };
+  const std::pair<unicode::NormalForm, int> forms[] = {
+      {unicode::NormalForm::kNFC, UTF8PROC_COMPOSE},
+      {unicode::NormalForm::kNFD, UTF8PROC_DECOMPOSE},
+      {unicode::NormalForm::kNFKC, UTF8PROC_COMPOSE | UTF8PROC_COMPAT}};
+  int mismatches = 0;
+  for (char32_t cp = 1; cp < 0x30000; ++cp) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+    std::string one;
+    unicode::append_utf8(one, cp);
+    for (const auto& [form, options] : forms) {
+      for (const std::string& s : {one, "e" + one}) {
+        if (unicode::normalize(s, form) != reference(s, options) && ++mismatches < 10) {
+          ADD_FAILURE() << "U+" << std::hex << static_cast<uint32_t>(cp) << " form "
+                        << static_cast<int>(form);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+  const std::string mixed =
+      "abc e\u0301 \u4E2D\u6587 \uAC00\u11A8 x\u0323\u0307 \u212B end \u0915\u093C\u094D ok";
+  for (const auto& [form, options] : forms) {
+    EXPECT_EQ(unicode::normalize(mixed, form), reference(mixed, options));
+  }
 }
 
 TEST(TokenizerNormalizers, TextEdits) {
