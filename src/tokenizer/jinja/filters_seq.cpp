@@ -48,11 +48,23 @@ Value lowered(const Value& v) {
   return v.is_string() ? Value::string(unicode::lower(v.str())) : v;
 }
 
+// A generator stepping over `items`; `captured` are the other values its step keeps (test
+// or filter arguments), which count towards its nesting depth.
 Value generator(std::string kind, std::shared_ptr<ValueList> items,
-                std::function<bool(Value&, size_t&)> step) {
+                std::function<bool(Value&, size_t&)> step, const ValueList& captured = {}) {
+  uint32_t depth = 0;
+  for (const Value& v : *items) depth = std::max(depth, v.depth());
+  for (const Value& v : captured) depth = std::max(depth, v.depth());
+  if (depth + 1 > kMaxValueDepth) limit_fail("values nested deeper than ", kMaxValueDepth);
   auto index = std::make_shared<size_t>(0);
   return Value::object(std::make_shared<Generator>(
-      std::move(kind), [items, index, step](Value& out) { return step(out, *index); }));
+      std::move(kind), [items, index, step](Value& out) { return step(out, *index); }, depth + 1));
+}
+
+ValueList captured_args(const CallArgs& a) {
+  ValueList out = a.positional;
+  for (const auto& [k, v] : a.keyword) out.push_back(v);
+  return out;
 }
 
 // A generator over already computed items.
@@ -162,18 +174,21 @@ Value select_impl(Interpreter& in, const Value& input, CallArgs& a, bool want, b
   test_args.keyword = a.keyword;
   auto items = std::make_shared<ValueList>(input.truthy() ? in.iterate(input) : ValueList{});
   Interpreter* interp = &in;
-  return generator("generator", items, [=](Value& out, size_t& i) {
-    while (i < items->size()) {
-      const Value& item = (*items)[i++];
-      const Value probe = by_attr ? get_attribute_path(*interp, item, attribute) : item;
-      const bool hit = test ? interp->call_test(*test, probe, test_args) : probe.truthy();
-      if (hit == want) {
-        out = item;
-        return true;
-      }
-    }
-    return false;
-  });
+  return generator(
+      "generator", items,
+      [=](Value& out, size_t& i) {
+        while (i < items->size()) {
+          const Value& item = (*items)[i++];
+          const Value probe = by_attr ? get_attribute_path(*interp, item, attribute) : item;
+          const bool hit = test ? interp->call_test(*test, probe, test_args) : probe.truthy();
+          if (hit == want) {
+            out = item;
+            return true;
+          }
+        }
+        return false;
+      },
+      captured_args(a));
 }
 Value f_select(Interpreter& in, const Value& v, CallArgs& a) {
   return select_impl(in, v, a, true, false);
@@ -220,11 +235,14 @@ Value f_map(Interpreter& in, const Value& input, CallArgs& a) {
   }
   auto items = std::make_shared<ValueList>(input.truthy() ? in.iterate(input) : ValueList{});
   Interpreter* interp = &in;
-  return generator("generator", items, [=](Value& out, size_t& i) {
-    if (i >= items->size()) return false;
-    out = func(*interp, (*items)[i++]);
-    return true;
-  });
+  return generator(
+      "generator", items,
+      [=](Value& out, size_t& i) {
+        if (i >= items->size()) return false;
+        out = func(*interp, (*items)[i++]);
+        return true;
+      },
+      captured_args(a));
 }
 
 Value f_unique(Interpreter& in, const Value& input, CallArgs& a) {

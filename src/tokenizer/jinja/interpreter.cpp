@@ -203,6 +203,10 @@ void Interpreter::exec_for(const Stmt& s, const ScopePtr& scope) {
   }
   auto shared_items = std::make_shared<const ValueList>(std::move(items));
   auto changed = std::make_shared<std::optional<ValueList>>();
+  uint32_t items_depth = 0;
+  for (const Value& v : *shared_items) items_depth = std::max(items_depth, v.depth());
+  const uint32_t loop_depth = capture_depth(Value::list({}, SeqKind::List)) + items_depth;
+  if (loop_depth > kMaxValueDepth) limit_fail("values nested deeper than ", kMaxValueDepth);
   // jinja2 runs the else block unless some iteration reached the end of the body (so a loop
   // whose iterations all end in break / continue runs it too).
   bool completed = false;
@@ -210,7 +214,8 @@ void Interpreter::exec_for(const Stmt& s, const ScopePtr& scope) {
     charge(1);
     auto iteration = std::make_shared<Scope>(scope);
     assign(s.target, (*shared_items)[i], iteration);
-    iteration->set("loop", Value::object(std::make_shared<LoopObject>(shared_items, i, changed)));
+    iteration->set(
+        "loop", Value::object(std::make_shared<LoopObject>(shared_items, i, changed, loop_depth)));
     const Flow flow = exec(s.bodies[0], iteration);
     if (flow == Flow::Normal) completed = true;
     if (flow == Flow::Break) break;

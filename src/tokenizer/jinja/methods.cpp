@@ -314,6 +314,7 @@ Value bind_method(const Value& self, const char* name, MethodFn fn) {
           unsupported("the str method '", name, "' is not supported");
         }));
   }
+  const uint32_t depth = capture_depth(self);
   return Value::object(std::make_shared<NativeCallable>(
       name, "builtin_function_or_method",
       [self, fn, name](Interpreter& in, CallArgs& args) -> Value {
@@ -324,7 +325,8 @@ Value bind_method(const Value& self, const char* name, MethodFn fn) {
           }
         }
         return fn(in, self, args);
-      }));
+      },
+      depth));
 }
 
 std::optional<Value> builtin_method(const Value& self, const std::string& name) {

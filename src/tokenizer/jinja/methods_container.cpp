@@ -43,9 +43,10 @@ namespace {
 
 using Fn = std::function<Value(Interpreter&, CallArgs&)>;
 
-Value method(const char* name, Fn fn) {
-  return Value::object(
-      std::make_shared<NativeCallable>(name, "builtin_function_or_method", std::move(fn)));
+// A bound method of `self` (which the callable keeps).
+Value method(const char* name, const Value& self, Fn fn) {
+  return Value::object(std::make_shared<NativeCallable>(name, "builtin_function_or_method",
+                                                        std::move(fn), capture_depth(self)));
 }
 
 Value unsafe(const std::string& name, const Value& self) {
@@ -64,7 +65,7 @@ bool one_of(const std::string& name, std::initializer_list<const char*> names) {
 
 std::optional<Value> dict_method(const Value& self, const std::string& name) {
   if (name == "get") {
-    return method("get", [self](Interpreter&, CallArgs& args) -> Value {
+    return method("get", self, [self](Interpreter&, CallArgs& args) -> Value {
       auto b = args.bind("get", {"key", "default"});
       if (!b[0]) runtime_fail("get expected at least 1 argument, got 0");
       if (!hashable(*b[0])) runtime_fail("unhashable type: '", type_name(*b[0]), "'");
@@ -73,7 +74,7 @@ std::optional<Value> dict_method(const Value& self, const std::string& name) {
     });
   }
   if (name == "items" || name == "keys" || name == "values") {
-    return method(name.c_str(), [self, name](Interpreter&, CallArgs& args) -> Value {
+    return method(name.c_str(), self, [self, name](Interpreter&, CallArgs& args) -> Value {
       args.bind(name, {});
       ValueList out;
       out.reserve(self.dict().size());
@@ -91,14 +92,14 @@ std::optional<Value> dict_method(const Value& self, const std::string& name) {
     });
   }
   if (name == "copy") {
-    return method("copy", [self](Interpreter&, CallArgs& args) -> Value {
+    return method("copy", self, [self](Interpreter&, CallArgs& args) -> Value {
       args.bind("copy", {});
       return self;
     });
   }
   if (one_of(name, {"clear", "pop", "popitem", "setdefault", "update"})) return unsafe(name, self);
   if (name == "fromkeys") {
-    return method("fromkeys", [](Interpreter&, CallArgs&) -> Value {
+    return method("fromkeys", Value(), [](Interpreter&, CallArgs&) -> Value {
       unsupported("dict.fromkeys() is not supported");
     });
   }
@@ -114,7 +115,7 @@ std::optional<Value> list_method(const Value& self, const std::string& name) {
     if (name == "step") return Value::integer(self.list_data().range[2]);
   }
   if (sequence && name == "count") {
-    return method("count", [self](Interpreter&, CallArgs& args) -> Value {
+    return method("count", self, [self](Interpreter&, CallArgs& args) -> Value {
       auto b = args.bind("count", {"value"});
       if (!b[0]) runtime_fail("count() takes exactly one argument (0 given)");
       int64_t n = 0;
@@ -123,7 +124,7 @@ std::optional<Value> list_method(const Value& self, const std::string& name) {
     });
   }
   if (sequence && name == "index") {
-    return method("index", [self](Interpreter&, CallArgs& args) -> Value {
+    return method("index", self, [self](Interpreter&, CallArgs& args) -> Value {
       auto b = args.bind("index", {"value", "start", "stop"});
       if (!b[0]) runtime_fail("index expected at least 1 argument, got 0");
       const auto n = static_cast<int64_t>(self.items().size());
@@ -139,7 +140,7 @@ std::optional<Value> list_method(const Value& self, const std::string& name) {
   }
   if (kind == SeqKind::List) {
     if (name == "copy") {
-      return method("copy", [self](Interpreter&, CallArgs& args) -> Value {
+      return method("copy", self, [self](Interpreter&, CallArgs& args) -> Value {
         args.bind("copy", {});
         return self;
       });

@@ -44,6 +44,25 @@ void Namespace::set(const std::string& name, Value value) {
 
 // ---- LoopObject ------------------------------------------------------------------------
 
+namespace {
+
+bool holds_object(const Value& v) {
+  if (v.is_object()) return true;
+  if (v.is_list()) {
+    for (const Value& item : v.items()) {
+      if (holds_object(item)) return true;
+    }
+  }
+  if (v.is_dict()) {
+    for (const auto& [k, item] : v.dict().entries()) {
+      if (holds_object(k) || holds_object(item)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 Value LoopObject::get_attr(const std::string& name) {
   const auto n = static_cast<int64_t>(items_->size());
   const auto i = static_cast<int64_t>(index0_);
@@ -65,24 +84,32 @@ Value LoopObject::get_attr(const std::string& name) {
   if (name == "cycle") {
     auto self = shared_from_this();
     return Value::object(std::make_shared<NativeCallable>(
-        "cycle", "method", [self](Interpreter&, CallArgs& args) -> Value {
+        "cycle", "method",
+        [self](Interpreter&, CallArgs& args) -> Value {
           if (!args.keyword.empty()) runtime_fail("cycle() takes no keyword arguments");
           if (args.positional.empty()) runtime_fail("no items for cycling given");
           return args.positional[self->index0_ % args.positional.size()];
-        }));
+        },
+        capture_depth(Value::object(self))));
   }
   if (name == "changed") {
     auto self = shared_from_this();
     return Value::object(std::make_shared<NativeCallable>(
-        "changed", "method", [self](Interpreter&, CallArgs& args) -> Value {
+        "changed", "method",
+        [self](Interpreter&, CallArgs& args) -> Value {
           const ValueList& now = args.positional;
+          // The loop keeps these values; objects among them could chain loops together.
+          for (const Value& v : now) {
+            if (holds_object(v)) unsupported("loop.changed() with objects (namespace, loop, ...)");
+          }
           auto& last = *self->last_changed_;
           bool same = last.has_value() && last->size() == now.size();
           for (size_t k = 0; same && k < now.size(); ++k) same = python_equal((*last)[k], now[k]);
           if (same) return Value::boolean(false);
           last = now;
           return Value::boolean(true);
-        }));
+        },
+        capture_depth(Value::object(self))));
   }
   return Object::get_attr(name);
 }

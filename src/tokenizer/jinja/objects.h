@@ -34,8 +34,12 @@ class LoopObject : public Object, public std::enable_shared_from_this<LoopObject
   // `changed` is state of the whole loop (loop.changed() compares with the previous
   // iteration's call), so iterations share it.
   LoopObject(std::shared_ptr<const ValueList> items, size_t index0,
-             std::shared_ptr<std::optional<ValueList>> changed)
-      : items_(std::move(items)), index0_(index0), last_changed_(std::move(changed)) {}
+             std::shared_ptr<std::optional<ValueList>> changed, uint32_t depth)
+      : items_(std::move(items)),
+        index0_(index0),
+        last_changed_(std::move(changed)),
+        depth_(depth) {}
+  uint32_t depth() const override { return depth_; }
   std::string type_name() const override { return "LoopContext"; }
   Value get_attr(const std::string& name) override;
   std::string repr() const override;
@@ -44,6 +48,7 @@ class LoopObject : public Object, public std::enable_shared_from_this<LoopObject
   std::shared_ptr<const ValueList> items_;
   size_t index0_;
   std::shared_ptr<std::optional<ValueList>> last_changed_;
+  uint32_t depth_;
 };
 
 class MacroObject : public Object {
@@ -65,8 +70,10 @@ class MacroObject : public Object {
 class NativeCallable : public Object {
  public:
   using Fn = std::function<Value(Interpreter&, CallArgs&)>;
-  NativeCallable(std::string name, std::string kind, Fn fn)
-      : name_(std::move(name)), kind_(std::move(kind)), fn_(std::move(fn)) {}
+  // depth: capture_depth() of what fn captured (0 for plain functions).
+  NativeCallable(std::string name, std::string kind, Fn fn, uint32_t depth = 0)
+      : name_(std::move(name)), kind_(std::move(kind)), fn_(std::move(fn)), depth_(depth) {}
+  uint32_t depth() const override { return depth_; }
   std::string type_name() const override { return kind_; }
   bool callable() const override { return true; }
   Value call(Interpreter& in, ValueList args,
@@ -77,13 +84,16 @@ class NativeCallable : public Object {
   std::string name_;
   std::string kind_;
   Fn fn_;
+  uint32_t depth_;
 };
 
 // A single-use lazy sequence (Python generator / iterator), e.g. the result of |select.
 class Generator : public Object {
  public:
   using NextFn = std::function<bool(Value&)>;
-  Generator(std::string kind, NextFn next) : kind_(std::move(kind)), next_(std::move(next)) {}
+  Generator(std::string kind, NextFn next, uint32_t depth)
+      : kind_(std::move(kind)), next_(std::move(next)), depth_(depth) {}
+  uint32_t depth() const override { return depth_; }
   std::string type_name() const override { return kind_; }
   bool iterable() const override { return true; }
   bool next(Value& out) override;
@@ -92,6 +102,7 @@ class Generator : public Object {
   std::string kind_;
   NextFn next_;
   bool done_ = false;
+  uint32_t depth_;
 };
 
 }  // namespace deepinfer::tokenizer::jinja

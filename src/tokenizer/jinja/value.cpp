@@ -190,7 +190,14 @@ const std::string& Value::undefined_hint() const {
 uint32_t Value::depth() const {
   if (type_ == Type::List) return list_data().depth;
   if (type_ == Type::Dict) return dict().depth();
+  if (type_ == Type::Object) return object()->depth();
   return 0;
+}
+
+uint32_t capture_depth(const Value& v) {
+  const uint32_t d = v.depth() + 1;
+  if (d > kMaxValueDepth) limit_fail("values nested deeper than ", kMaxValueDepth);
+  return d;
 }
 
 bool Value::truthy() const {

@@ -35,22 +35,7 @@ struct ListData {
   int64_t range[3] = {0, 0, 1};  // start, stop, step when kind == Range (for its repr)
 };
 
-// An insertion-ordered mapping with Python key equality (1 == 1.0 == True).
-class Dict {
- public:
-  const Value* find(const Value& key) const;
-  const Value* find(std::string_view key) const;
-  void set(Value key, Value value);  // replaces in place or appends
-  const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
-  size_t size() const { return entries_.size(); }
-  bool empty() const { return entries_.empty(); }
-  uint32_t depth() const { return depth_; }
-
- private:
-  uint32_t depth_ = 1;
-  std::vector<std::pair<Value, Value>> entries_;
-  std::unordered_map<std::string, size_t> string_index_;  // string keys -> position
-};
+class Dict;
 
 class Value {
  public:
@@ -113,6 +98,23 @@ class Value {
   std::shared_ptr<const void> ptr_;  // string / ListData / Dict / Object / undefined hint
 };
 
+// An insertion-ordered mapping with Python key equality (1 == 1.0 == True).
+class Dict {
+ public:
+  const Value* find(const Value& key) const;
+  const Value* find(std::string_view key) const;
+  void set(Value key, Value value);  // replaces in place or appends
+  const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  uint32_t depth() const { return depth_; }
+
+ private:
+  uint32_t depth_ = 1;
+  std::vector<std::pair<Value, Value>> entries_;
+  std::unordered_map<std::string, size_t> string_index_;  // string keys -> position
+};
+
 // Python ==, never raises (values of unrelated types compare unequal).
 bool python_equal(const Value& a, const Value& b);
 
@@ -142,6 +144,12 @@ class Object {
     return false;
   }
   virtual bool truthy() const { return true; }
+  // Depth of the values the object holds on to (bound method -> its receiver, generator ->
+  // its items), so chains of objects and containers stay bounded like nested containers.
+  virtual uint32_t depth() const { return 0; }
 };
+
+// depth(v) + 1, failing (Limit) beyond kMaxValueDepth: for objects that capture v.
+uint32_t capture_depth(const Value& v);
 
 }  // namespace deepinfer::tokenizer::jinja
