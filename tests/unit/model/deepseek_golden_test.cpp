@@ -18,7 +18,8 @@
 namespace deepinfer::model {
 namespace {
 
-const char* const kModels[] = {"tiny-deepseek-v3-dense"};
+const char* const kModels[] = {"tiny-deepseek-v2", "tiny-deepseek-v2-lite", "tiny-deepseek-v3",
+                               "tiny-deepseek-v3-dense"};
 
 std::string model_dir(const std::string& name) {
   return std::string(DEEPINFER_TEST_DATA_DIR) + "/" + name;
@@ -92,6 +93,23 @@ TEST_P(DeepseekGolden, F32LogitsAndGreedyMatchTransformersInEveryFormWithOneAndT
             << GetParam() << " form " << static_cast<int>(form) << ", prompt of " << prompt.size()
             << " tokens, " << threads << " threads";
       }
+    }
+  }
+}
+
+// bf16 weights (what published checkpoints store) against transformers with the same
+// bf16-rounded weights (router in f32 on both sides): as tight as float32, in both forms,
+// which also covers the bf16 W_UK^T copy and the bf16 W_UV row slices of the absorbed form.
+TEST_P(DeepseekGolden, Bf16WeightsMatchTransformersWithBf16RoundedWeights) {
+  const std::string dir = model_dir(GetParam());
+  const auto golden = golden_of(GetParam());
+  for (MlaForm form : {MlaForm::expanded, MlaForm::absorbed}) {
+    auto model = load(dir, form, LoadOptions{DType::bf16});
+    for (const auto& c : golden["cases"]) {
+      const auto prompt = ids(c, "prompt_ids");
+      const std::vector<float> got = run(*model, prompt, 2).logits;
+      EXPECT_LE(relative_max_diff(got, c["bf16_last_logits"].get<std::vector<float>>()), 1e-4)
+          << "form " << static_cast<int>(form) << ", prompt of " << prompt.size() << " tokens";
     }
   }
 }

@@ -294,8 +294,10 @@ TEST(MlaFormChoice, AbsorbedForDecodeExpandedForLongPrefill) {
   EXPECT_EQ(choose_mla_form(v3, 1, 2), MlaForm::absorbed);
   EXPECT_EQ(choose_mla_form(v3, 1, 100000), MlaForm::absorbed);
   EXPECT_EQ(choose_mla_form(v3, 8, 4096), MlaForm::absorbed);  // a few speculative tokens
-  EXPECT_EQ(choose_mla_form(v3, 4096, 4096), MlaForm::expanded);
   EXPECT_EQ(choose_mla_form(v3, 512, 512), MlaForm::expanded);
+  // 128 heads x (192 + 128) floats per position: 8K positions would expand to 1.3 GB.
+  EXPECT_EQ(choose_mla_form(v3, 2048, 2048), MlaForm::expanded);
+  EXPECT_EQ(choose_mla_form(v3, 8192, 8192), MlaForm::absorbed);
   // A fresh prompt (no cached context): expanding costs what absorbing the queries does, and
   // its narrower keys make the attention cheaper.
   EXPECT_EQ(choose_mla_form(v3, 16, 16), MlaForm::expanded);

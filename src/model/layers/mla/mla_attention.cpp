@@ -80,6 +80,12 @@ MlaForm choose_mla_form(const MlaShape& shape, int64_t tokens, int64_t context) 
   const double expanded =
       ctx * rank * nope_v + t * ctx * static_cast<double>(s.qk_head_dim() + s.v_head_dim);
   const double absorbed = t * rank * nope_v + t * ctx * 2.0 * static_cast<double>(s.cache_width());
+  // The expanded K/V of the whole context are materialised at once; past a budget (long
+  // contexts of many-head models, e.g. ~3K positions of DeepSeek-V3) the absorbed form,
+  // which reads the cache in place, is taken whatever it costs in arithmetic.
+  const double expanded_bytes = ctx * static_cast<double>(s.heads) *
+                                static_cast<double>(s.qk_head_dim() + s.v_head_dim) * sizeof(float);
+  if (expanded_bytes > static_cast<double>(kMaxExpandedBytes)) return MlaForm::absorbed;
   return absorbed <= expanded ? MlaForm::absorbed : MlaForm::expanded;
 }
 

@@ -50,8 +50,12 @@ struct MlaShape {
   int64_t cache_width() const { return kv_lora_rank + qk_rope_head_dim; }
 };
 
+// Largest per-head K/V expansion (bytes, whole context) the automatic choice allows.
+inline constexpr int64_t kMaxExpandedBytes = int64_t{512} << 20;
+
 // The form `automatic` picks for `tokens` new tokens of a sequence attending to `context`
-// positions (the new ones included): the one with fewer multiply-adds.
+// positions (the new ones included): the one with fewer multiply-adds, unless expanding the
+// context would take more than kMaxExpandedBytes.
 MlaForm choose_mla_form(const MlaShape& shape, int64_t tokens, int64_t context);
 
 class MlaAttention : public AttentionLayer {
