@@ -49,8 +49,9 @@ struct MoeConfig {
   RouterConfig router;
   int64_t shared_intermediate = 0;  // all shared experts as one MLP; 0 = no shared experts
   // ep_config capacity_factor: at most ceil(cf x tokens x top_k / experts) assignments per
-  // expert per forward call (see plan_dispatch for which are dropped). Off by default:
-  // exact transformers semantics and batch invariance need every assignment kept.
+  // expert per forward call, counted over this rank's tokens before dispatch (see
+  // plan_dispatch for which are dropped). Off by default: exact transformers semantics and
+  // batch invariance need every assignment kept.
   std::optional<double> capacity_factor;
 };
 
