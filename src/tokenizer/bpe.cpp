@@ -34,8 +34,8 @@ BpeModel::BpeModel(std::vector<std::pair<std::string, int64_t>> vocab,
     : options_(std::move(options)), cache_(std::make_unique<WordCache>()) {
   int64_t max_id = -1;
   for (const auto& [token, id] : vocab) {
-    DI_CHECK(id >= 0 && id < (int64_t{1} << 31) - 1, source, ": model.vocab: token '", token,
-             "' has invalid id ", id);
+    DI_CHECK(id >= 0 && id < kMaxTokenId, source, ": model.vocab: token '", token, "' has id ", id,
+             " (ids must be below ", kMaxTokenId, ")");
     max_id = std::max(max_id, id);
   }
   vocab_.reserve(vocab.size());

@@ -15,6 +15,9 @@
 
 namespace deepinfer::tokenizer {
 
+// Ids index dense tables; real vocabularies stay far below this.
+inline constexpr int64_t kMaxTokenId = int64_t{1} << 24;
+
 struct BpeOptions {
   std::optional<std::string> unk_token;
   std::string continuing_subword_prefix;

@@ -82,6 +82,34 @@ std::unique_ptr<BpeModel> make_model(TokenizerJson& file, const std::string& sou
                                     std::move(options), source);
 }
 
+// Nesting depth of a JSON value, without recursion (a hostile file cannot overflow the
+// stack here; the component builders below recurse only after this check).
+size_t json_depth(const nlohmann::json& root) {
+  size_t max_depth = 0;
+  std::vector<std::pair<const nlohmann::json*, size_t>> stack = {{&root, 1}};
+  while (!stack.empty()) {
+    const auto [node, depth] = stack.back();
+    stack.pop_back();
+    max_depth = std::max(max_depth, depth);
+    if (node->is_structured()) {
+      for (const auto& child : *node) stack.emplace_back(&child, depth + 1);
+    }
+  }
+  return max_depth;
+}
+
+bool contains_type(const nlohmann::json& json, const char* type) {
+  if (json.is_object()) {
+    if (const auto it = json.find("type"); it != json.end() && *it == type) return true;
+  }
+  if (json.is_structured()) {
+    for (const auto& child : json) {
+      if (contains_type(child, type)) return true;
+    }
+  }
+  return false;
+}
+
 std::vector<AddedToken> parse_added_tokens(const nlohmann::json& doc, const std::string& source) {
   std::vector<AddedToken> tokens;
   const auto it = doc.find("added_tokens");
@@ -94,7 +122,8 @@ std::vector<AddedToken> parse_added_tokens(const nlohmann::json& doc, const std:
     AddedToken token;
     token.content = json_string(entry, "content", where);
     const int64_t id = json_int(entry, "id", -1, where);
-    DI_CHECK(id >= 0 && id < INT32_MAX, where, ": missing or invalid \"id\"");
+    DI_CHECK(id >= 0 && id < kMaxTokenId, where, ": missing or invalid \"id\" (ids must be below ",
+             kMaxTokenId, ")");
     token.id = static_cast<int32_t>(id);
     token.single_word = json_bool(entry, "single_word", false, where);
     token.lstrip = json_bool(entry, "lstrip", false, where);
@@ -166,6 +195,7 @@ Tokenizer::~Tokenizer() = default;
 Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& source,
                                     const TokenizerConfig& config) {
   TokenizerJson file = parse_tokenizer_json(text, source);
+  DI_CHECK(json_depth(file.doc) <= 64, source, ": JSON nested more than 64 levels deep");
   auto impl = std::make_unique<Impl>();
   impl->source = source;
   impl->config = config;
@@ -185,8 +215,7 @@ Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& 
   impl->pre_tokenizer = make_pre_tokenizer(field("pre_tokenizer"), source, options);
   impl->decoder = make_decoder(field("decoder"), source);
   impl->byte_level_decoder = is_plain_byte_level(field("decoder"));
-  impl->byte_fallback_decoder =
-      field("decoder").dump().find("\"ByteFallback\"") != std::string::npos;
+  impl->byte_fallback_decoder = contains_type(field("decoder"), "ByteFallback");
   impl->post_processor = make_post_processor(field("post_processor"), source);
 
   std::vector<AddedToken> added = parse_added_tokens(doc, source);

@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -272,6 +274,36 @@ TEST(TokenizerStreaming, RandomIdsAddUpToTheFullDecode) {
       ASSERT_EQ(all, tok.decode(ids, skip));
     }
   }
+}
+
+// One Tokenizer serves every request: concurrent encodes share the word cache.
+TEST(TokenizerApi, ConcurrentEncodesAgree) {
+  const Tokenizer tok = Tokenizer::load_dir(kTiny);
+  std::vector<std::string> texts;
+  std::mt19937 rng(3);
+  const std::string alphabet = "abc de\xE4\xBD\xA0 xyz!\n";
+  for (int i = 0; i < 200; ++i) {
+    std::string t;
+    for (size_t n = rng() % 80; n > 0; --n) t += alphabet[rng() % alphabet.size()];
+    texts.push_back(unicode::to_valid_utf8(t));
+  }
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& t : texts) expected.push_back(tok.encode(t, false));
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 5; ++round) {
+        for (size_t i = 0; i < texts.size(); ++i) {
+          const size_t k =
+              (i * 7 + static_cast<size_t>(t) * 13 + static_cast<size_t>(round)) % texts.size();
+          if (tok.encode(texts[k], false) != expected[k]) ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 double encode_ms(const Tokenizer& tok, const std::string& text, size_t* count) {
