@@ -10,6 +10,7 @@
 #include "cli/engine_flags.h"
 #include "cli/generate_batch.h"
 #include "cli/model_flags.h"
+#include "cli/model_setup.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/greedy.h"
@@ -72,19 +73,11 @@ int run_generate(const std::vector<std::string>& argv) {
   DI_CHECK(max_new >= 0, "--max-new-tokens must be >= 0");
   const int64_t block_size = args.get_int("block-size", 16);
   DI_CHECK(block_size > 0 && block_size <= 1024, "--block-size must be in [1, 1024]");
-  const std::string dir = args.require("model");
-  auto pool = thread_pool_from(args);
-
-  const auto load_start = std::chrono::steady_clock::now();
-  auto model = model::load_model(dir, load_options_from(args));
-  const double load_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
-  log::info("loaded ", model->config().architecture, " from ", dir, " in ", load_seconds, " s");
-  const auto generation = io::GenerationConfig::load(dir, model->config());
-  std::optional<tokenizer::Tokenizer> tok;
-  if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) {
-    tok = tokenizer::Tokenizer::load_dir(dir);
-  }
+  LoadedModel loaded = load_model_from_flags(args);
+  auto& model = loaded.model;
+  auto& pool = loaded.pool;
+  const auto& generation = loaded.generation;
+  const auto& tok = loaded.tokenizer;
   const std::vector<int32_t> prompt = prompt_ids_from(args, *model, tok ? &*tok : nullptr);
   DI_CHECK(!prompt.empty(), "the prompt encodes to no tokens");
 

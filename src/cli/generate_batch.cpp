@@ -8,6 +8,7 @@
 
 #include "cli/engine_flags.h"
 #include "cli/model_flags.h"
+#include "cli/model_setup.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "tokenizer/tokenizer.h"
@@ -160,14 +161,12 @@ int run_prompts_file(const Args& args) {
   }
   DI_CHECK(!lines.empty(), "--prompts-file ", path, " holds no prompts");
 
-  const std::string dir = args.require("model");
-  auto pool = thread_pool_from(args);
-  auto model = model::load_model(dir, load_options_from(args));
-  const auto generation = io::GenerationConfig::load(dir, model->config());
-  std::optional<tokenizer::Tokenizer> tok;
-  if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) {
-    tok = tokenizer::Tokenizer::load_dir(dir);
-  }
+  LoadedModel loaded = load_model_from_flags(args);
+  const std::string& dir = loaded.dir;
+  auto& model = loaded.model;
+  auto& pool = loaded.pool;
+  const auto& generation = loaded.generation;
+  const auto& tok = loaded.tokenizer;
   engine::Engine engine(*model, *pool, engine_config_from(args, generation), tok ? &*tok : nullptr);
 
   std::vector<std::vector<int32_t>> prompts;

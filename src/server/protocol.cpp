@@ -25,7 +25,7 @@ const std::set<std::string> kCommonKeys = {
     "response_format",
     // vLLM extensions.
     "top_k", "min_p", "repetition_penalty", "ignore_eos", "priority", "stop_token_ids",
-    "min_tokens", "skip_special_tokens", "include_stop_str_in_output"};
+    "min_tokens", "skip_special_tokens", "include_stop_str_in_output", "return_token_ids"};
 const std::set<std::string> kCompletionKeys = {"prompt", "suffix", "echo", "logprobs"};
 const std::set<std::string> kChatKeys = {"messages",
                                          "max_completion_tokens",
@@ -102,6 +102,7 @@ void parse_sampling(const Json& body, const SamplingDefaults& d, GenerationReque
   p.ignore_eos = boolean(body, "ignore_eos").value_or(false);
   r.priority = integer(body, "priority").value_or(0);
   r.include_stop_str_in_output = boolean(body, "include_stop_str_in_output").value_or(false);
+  r.return_token_ids = boolean(body, "return_token_ids").value_or(false);
   if (integer(body, "min_tokens").value_or(0) != 0) unsupported("min_tokens", "is not supported");
   if (!boolean(body, "skip_special_tokens").value_or(true)) {
     unsupported("skip_special_tokens", "= false is not supported");

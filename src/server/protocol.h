@@ -44,6 +44,7 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool include_stop_str_in_output = false;
+  bool return_token_ids = false;  // vLLM extension: token ids in choices (and prompt ids)
 
   // Completions: logprobs = N; chat: logprobs = true with top_logprobs = N.
   bool logprobs = false;

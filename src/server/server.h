@@ -38,7 +38,7 @@ struct ServerOptions {
   // have produced no token yet (queued or in prefill). 0: no limit.
   int64_t max_waiting_requests = 0;
   double shutdown_timeout_s = 30;  // grace period for in-flight requests on SIGTERM
-  int http_threads = 0;            // connections served at once; 0: 2 * max_num_seqs in [32, 512]
+  int http_threads = 256;          // connections served at once (each open stream holds one)
   bool handle_signals = true;      // SIGTERM / SIGINT start the graceful shutdown
   int keep_alive_timeout_s = 5;    // idle keep-alive connections close after this
 };

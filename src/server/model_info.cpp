@@ -1,0 +1,48 @@
+#include <filesystem>
+
+#include "core/error.h"
+#include "server/server.h"
+
+namespace deepinfer::server {
+
+ModelInfo model_info_from(const std::string& model_dir, const engine::Engine& engine,
+                          const io::GenerationConfig& generation,
+                          const tokenizer::Tokenizer& tokenizer, std::string name,
+                          bool use_generation_defaults) {
+  ModelInfo info;
+  if (name.empty()) {
+    auto path = std::filesystem::path(model_dir).lexically_normal();
+    if (path.filename().empty()) path = path.parent_path();  // "dir/" -> "dir"
+    name = path.filename().string();
+  }
+  DI_CHECK(!name.empty(), "cannot derive a model name from '", model_dir,
+           "': pass --served-model-name");
+  info.name = std::move(name);
+  info.root = model_dir;
+  info.max_model_len = engine.config().max_model_len;
+  info.vocab_size = engine.model().vocab_size();
+  info.max_num_seqs = engine.config().max_num_seqs;
+  info.priority_scheduling =
+      engine.config().scheduling_policy == engine::SchedulingPolicy::priority;
+  if (use_generation_defaults) info.defaults = sampling_defaults_from(generation);
+
+  const auto& config = tokenizer.config();
+  const auto parse = [&](const std::string& source, const char* which) {
+    try {
+      return std::make_shared<const tokenizer::ChatTemplate>(
+          tokenizer::ChatTemplate::parse(source));
+    } catch (const Error& e) {
+      fail("the ", which, " chat template of ", model_dir, " does not parse: ", e.what());
+    }
+  };
+  const auto& named = config.named_templates;
+  if (config.chat_template || named.contains("default")) {
+    info.chat_template = parse(tokenizer::select_chat_template(config, false), "default");
+  }
+  if (named.contains("tool_use")) info.tool_template = parse(named.at("tool_use"), "tool_use");
+  info.bos_token = config.bos_token.value_or("");
+  info.eos_token = config.eos_token.value_or("");
+  return info;
+}
+
+}  // namespace deepinfer::server

@@ -1,0 +1,80 @@
+#pragma once
+// Response bodies and stream chunks exactly as the OpenAI API shapes them: text_completion /
+// chat.completion objects, text_completion / chat.completion.chunk SSE chunks, usage, and
+// logprobs in the completions and the chat formats.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request_output.h"
+#include "server/protocol.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::server {
+
+using Json = nlohmann::ordered_json;
+
+// Identity shared by a response and all its chunks.
+struct ResponseMeta {
+  Api api = Api::completions;
+  std::string id;  // cmpl-... / chatcmpl-...
+  int64_t created = 0;
+  std::string model;
+  bool logprobs = false;
+  int64_t top_logprobs = 0;
+  bool include_usage = false;  // streams: "usage": null on chunks, a usage chunk at the end
+  bool return_token_ids = false;
+};
+
+// A whole choice, accumulated from its deltas.
+struct ChoiceResult {
+  std::string text;  // echo prefix included
+  std::vector<int32_t> token_ids;
+  std::vector<engine::TokenLogprobs> logprobs;
+  engine::FinishReason finish_reason = engine::FinishReason::none;
+  std::string stop;
+  size_t text_offset = 0;                 // completions logprobs: running text_offset
+  std::vector<int32_t> prompt_token_ids;  // return_token_ids
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+Json usage_json(const Usage& usage);
+
+// "stop" | "length" | "abort" ("abort" is vLLM's word for a request cut short).
+Json finish_reason_json(engine::FinishReason reason);
+
+// Logprobs of `ids` in the endpoint's format. Completions: {"tokens", "token_logprobs",
+// "top_logprobs", "text_offset"} with offsets counted from `text_offset` (advanced); chat:
+// {"content": [{"token", "logprob", "bytes", "top_logprobs"}]}.
+Json logprobs_json(const ResponseMeta& meta, const tokenizer::Tokenizer& tok,
+                   const std::vector<int32_t>& ids,
+                   const std::vector<engine::TokenLogprobs>& logprobs, size_t& text_offset);
+
+// Non-streamed response.
+Json response_json(const ResponseMeta& meta, const tokenizer::Tokenizer& tok,
+                   const std::vector<ChoiceResult>& choices, const Usage& usage);
+
+// One stream chunk for choice `index`. Completions: `text`; chat: `delta` is the delta
+// object ({"role": ...} / {"content": ...} / {}). `logprobs` null when not requested.
+// `token_ids`: the delta's ids, shown only with return_token_ids.
+Json completion_chunk(const ResponseMeta& meta, int64_t index, const std::string& text,
+                      Json logprobs, engine::FinishReason finish,
+                      const std::vector<int32_t>& token_ids = {});
+Json chat_chunk(const ResponseMeta& meta, int64_t index, Json delta, Json logprobs,
+                engine::FinishReason finish, const std::vector<int32_t>& token_ids = {});
+Json usage_chunk(const ResponseMeta& meta, const Usage& usage);
+
+// "data: <json>\n\n" (invalid UTF-8 in strings becomes U+FFFD).
+std::string sse_event(const Json& payload);
+// JSON text for a response body (invalid UTF-8 replaced).
+std::string dump_json(const Json& payload);
+
+// A fresh response id with the endpoint's prefix.
+std::string make_response_id(Api api);
+
+}  // namespace deepinfer::server
