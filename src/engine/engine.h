@@ -50,7 +50,7 @@ struct EngineConfig {
   SchedulingPolicy scheduling_policy = SchedulingPolicy::fifo;
   std::vector<int64_t> eos_token_ids;  // from generation_config.json; honoured unless ignore_eos
 
-  static constexpr double kDefaultKvMemoryGib = 4.0;
+  static constexpr double kDefaultKvMemoryGib = 2.0;
 };
 
 struct EngineStats {
