@@ -6,7 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 [ -x .venv-tools/bin/python ] || "$PYTHON" -m venv .venv-tools
-if ! .venv-tools/bin/python -c "import torch, transformers, tokenizers, jinja2, safetensors" 2>/dev/null; then
+stamp=.venv-tools/.requirements.sha256
+want=$(sha256sum tools/requirements.txt | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv-tools/bin/pip install -q --upgrade pip
   .venv-tools/bin/pip install -q -r tools/requirements.txt
+  echo "$want" > "$stamp"
 fi
