@@ -192,7 +192,12 @@ TEST(TokenizerNormalizers, FastPathAgreesWithUtf8proc) {
       {unicode::NormalForm::kNFD, UTF8PROC_DECOMPOSE},
       {unicode::NormalForm::kNFKC, UTF8PROC_COMPOSE | UTF8PROC_COMPAT}};
   int mismatches = 0;
-  for (char32_t cp = 1; cp < 0x30000; ++cp) {
+#ifdef NDEBUG
+  constexpr char32_t kStep = 1;
+#else
+  constexpr char32_t kStep = 3;  // Debug and sanitizer builds sample every third one
+#endif
+  for (char32_t cp = 1; cp < 0x30000; cp += kStep) {
     if (cp >= 0xD800 && cp <= 0xDFFF) continue;
     std::string one;
     unicode::append_utf8(one, cp);
