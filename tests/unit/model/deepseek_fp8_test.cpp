@@ -2,6 +2,7 @@
 // dequantization by hand-checked values, config parsing and loader errors, the
 // tiny-deepseek-v3-fp8 golden (transformers on the dequantized weights), MTP tensors skipped.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -15,18 +16,20 @@
 #include "io/safetensors.h"
 #include "model/arch/deepseek.h"
 #include "model/causal_lm.h"
+#include "model/golden_test_util.h"
 
 namespace deepinfer::model {
 namespace {
 
 std::string data_dir(const std::string& name) {
-  return std::string(DEEPINFER_TEST_DATA_DIR) + "/" + name;
+  return testing::model_dir(name);
 }
 
 std::filesystem::path temp_dir(const std::string& tag) {
   const auto dir = std::filesystem::temp_directory_path() /
                    ("deepinfer_fp8_" + tag + "_" +
-                    std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+                    std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+                    std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
@@ -127,28 +130,10 @@ TEST(Fp8Blocks, LoaderNamesTheTensorWhenScalesAreMissingOrMisshaped) {
   std::filesystem::remove_all(dir);
 }
 
-struct GenerationRun {
-  std::vector<float> logits;
-  std::vector<int32_t> greedy;
-};
+using testing::relative_max_diff;
 
-GenerationRun run(CausalLM& model, const std::vector<int32_t>& prompt, int threads) {
-  ThreadPool pool(threads);
-  cache::KvCache cache(kv_cache_spec(model, 16, 8));
-  engine::GreedyOptions options;
-  options.max_new_tokens = 32;
-  options.ignore_eos = true;
-  auto result = engine::greedy_generate(model, cache, prompt, options, pool);
-  return {result.prompt_logits, result.output_ids};
-}
-
-double relative_max_diff(const std::vector<float>& got, const std::vector<float>& ref) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::abs(got[i] - ref[i])));
-    scale = std::max(scale, static_cast<double>(std::abs(ref[i])));
-  }
-  return diff / scale;
+testing::GenerationRun run(CausalLM& model, const std::vector<int32_t>& prompt, int threads) {
+  return testing::run_greedy(model, prompt, threads);
 }
 
 // Loaded the ordinary way (registry: quantization_config from config.json), dequantized to f32
@@ -163,7 +148,7 @@ TEST(DeepseekFp8Golden, F32DequantizedMatchesTransformersWithOneAndTwoThreads) {
   for (const auto& c : golden["cases"]) {
     const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
     for (int threads : {1, 2}) {
-      const GenerationRun got = run(*model, prompt, threads);
+      const testing::GenerationRun got = run(*model, prompt, threads);
       EXPECT_LE(relative_max_diff(got.logits, c["last_logits"].get<std::vector<float>>()), 1e-4)
           << "prompt of " << prompt.size() << " tokens, " << threads << " threads";
       EXPECT_EQ(got.greedy, c["greedy_ids"].get<std::vector<int32_t>>())

@@ -8,22 +8,18 @@
 #include <filesystem>
 #include <string>
 
-#include "core/text_file.h"
 #include "engine/greedy.h"
 #include "io/fp8.h"
 #include "io/safetensors.h"
 #include "model/arch/deepseek.h"
 #include "model/causal_lm.h"
+#include "model/golden_test_util.h"
 
 namespace deepinfer::model {
 namespace {
 
 const char* const kModels[] = {"tiny-deepseek-v2", "tiny-deepseek-v2-lite", "tiny-deepseek-v3",
                                "tiny-deepseek-v3-dense"};
-
-std::string model_dir(const std::string& name) {
-  return std::string(DEEPINFER_TEST_DATA_DIR) + "/" + name;
-}
 
 // Builds through build_deepseek to force a form; also asserts every tensor was consumed.
 std::unique_ptr<CausalLM> load(const std::string& dir, MlaForm form, LoadOptions options = {}) {
@@ -36,36 +32,17 @@ std::unique_ptr<CausalLM> load(const std::string& dir, MlaForm form, LoadOptions
   return model;
 }
 
-struct GenerationRun {
-  std::vector<float> logits;
-  std::vector<int32_t> greedy;
-};
+using testing::GenerationRun;
+using testing::model_dir;
+using testing::relative_max_diff;
 
 GenerationRun run(CausalLM& model, const std::vector<int32_t>& prompt, int threads,
                   int64_t chunk = 0) {
-  ThreadPool pool(threads);
-  const int64_t total = static_cast<int64_t>(prompt.size()) + 32;
-  cache::KvCache cache(kv_cache_spec(model, 16, (total + 15) / 16));
-  engine::GreedyOptions options;
-  options.max_new_tokens = 32;
-  options.ignore_eos = true;
-  options.prefill_chunk = chunk;
-  auto result = engine::greedy_generate(model, cache, prompt, options, pool);
-  EXPECT_EQ(cache.free_blocks(), cache.spec().num_blocks) << "blocks leaked";
-  return {result.prompt_logits, result.output_ids};
-}
-
-double relative_max_diff(const std::vector<float>& got, const std::vector<float>& ref) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::abs(got[i] - ref[i])));
-    scale = std::max(scale, static_cast<double>(std::abs(ref[i])));
-  }
-  return diff / scale;
+  return testing::run_greedy(model, prompt, threads, chunk);
 }
 
 nlohmann::json golden_of(const char* name) {
-  return read_json_file(model_dir(name) + "/golden.json");
+  return testing::load_golden(name);
 }
 
 std::vector<int32_t> ids(const nlohmann::json& c, const char* key) {
@@ -132,11 +109,7 @@ TEST_P(DeepseekGolden, ExpandedAndAbsorbedFormsAgree) {
 // With a fixed form a prompt prefilled in chunks gives bitwise the same result as one step;
 // with the automatic choice the chunks may take the other form, so only rounding may differ.
 TEST_P(DeepseekGolden, ChunkedPrefillMatchesWholePrefill) {
-  const auto golden = golden_of(GetParam());
-  const auto& longest = *std::max_element(
-      golden["cases"].begin(), golden["cases"].end(),
-      [](const auto& a, const auto& b) { return a["prompt_ids"].size() < b["prompt_ids"].size(); });
-  const auto prompt = ids(longest, "prompt_ids");
+  const auto prompt = testing::longest_prompt(golden_of(GetParam()));
   for (MlaForm form : {MlaForm::expanded, MlaForm::absorbed, MlaForm::automatic}) {
     auto model = load(model_dir(GetParam()), form);
     const GenerationRun whole = run(*model, prompt, 2);

@@ -3,6 +3,7 @@
 // weights, for both forms, both rope layouts, with and without q LoRA, over a batch that mixes a
 // continuing sequence with a fresh one on a paged cache whose blocks interleave.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -131,7 +132,7 @@ TEST_P(MlaLayer, MatchesDirectEquationsOverAMixedBatch) {
   const auto dir =
       std::filesystem::temp_directory_path() /
       ("deepinfer_mla_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-       std::to_string(static_cast<int>(param.form)) +
+       std::to_string(::getpid()) + "_" + std::to_string(static_cast<int>(param.form)) +
        std::to_string(static_cast<int>(param.layout)) + std::to_string(param.q_lora));
   std::filesystem::create_directories(dir);
   io::write_safetensors((dir / "model.safetensors").string(), tensors);
