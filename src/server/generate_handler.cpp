@@ -62,7 +62,7 @@ Prepared prepare(const ApiServer::Impl& s, GenerationRequest& r) {
     if (ids.empty()) bad_param(param, str_cat("'", param, "' is empty: it encodes to no tokens"));
     for (const int32_t id : ids) {
       if (id >= info.vocab_size) {
-        bad_param(param, str_cat("token id ", id, " is outside the vocabulary [0, ",
+        bad_param(param, str_cat("'", param, "': token id ", id, " is outside the vocabulary [0, ",
                                  info.vocab_size, ")"));
       }
     }
@@ -73,7 +73,8 @@ Prepared prepare(const ApiServer::Impl& s, GenerationRequest& r) {
   }
   for (const int64_t id : r.params.stop_token_ids) {
     if (id >= info.vocab_size) {
-      bad_param("stop_token_ids", str_cat("token id ", id, " is outside the vocabulary"));
+      bad_param("stop_token_ids", str_cat("'stop_token_ids': token id ", id,
+                                          " is outside the vocabulary [0, ", info.vocab_size, ")"));
     }
   }
   if (r.priority != 0 && !info.priority_scheduling) {

@@ -209,6 +209,12 @@ ApiServer::ApiServer(ServerOptions options) : impl_(std::make_unique<Impl>(std::
   s.http.set_payload_max_length(static_cast<size_t>(o.max_body_bytes));
   s.http.set_keep_alive_timeout(o.keep_alive_timeout_s);
   s.http.set_keep_alive_max_count(1000);
+  // httplib's default also sets SO_REUSEPORT, which lets a second server share the port
+  // (requests would be split between them): take SO_REUSEADDR only.
+  s.http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   s.install_routes();
   if (o.port == 0) {
     s.port = s.http.bind_to_any_port(o.host);

@@ -2,6 +2,7 @@
 the bound port read from its log), ready when /health is 200, stopped with SIGTERM."""
 import json
 import re
+import socket
 import signal
 import subprocess
 import threading
@@ -112,3 +113,24 @@ def sse_events(response):
         payload = raw[len(b"data: "):].decode("utf-8")
         events.append(payload if payload == "[DONE]" else json.loads(payload))
     return events
+
+
+def raw_stream(server, path, body, timeout=60):
+    """Opens a streaming request on a plain socket and reads up to its first SSE data event;
+    returns (socket, first event). Closing the socket is a client vanishing mid-stream."""
+    payload = json.dumps({**body, "stream": True}).encode()
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=timeout)
+    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                 f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+    received = b""
+    while b"\ndata: " not in received and not received.startswith(b"data: "):
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed early: {received!r}"
+        received += chunk
+        assert received.startswith(b"HTTP/1.1 200"), received[:200]
+        # The event ends with a blank line (inside one HTTP chunk).
+        if b"data: " in received and b"\n\n" in received[received.index(b"data: "):]:
+            break
+    start = received.index(b"data: ") + len(b"data: ")
+    end = received.index(b"\n\n", start)
+    return sock, json.loads(received[start:end])
