@@ -27,7 +27,8 @@ Value f_tojson(Interpreter& in, const Value& input, CallArgs& a) {
   auto b = a.bind("tojson", {"ensure_ascii", "indent", "separators", "sort_keys"});
   JsonOptions o;
   o.ensure_ascii = b[0] && b[0]->truthy();
-  if (b[1] && !b[1]->is_none()) {
+  // json.dumps encodes a top-level string without ever looking at indent.
+  if (b[1] && !b[1]->is_none() && !input.is_string()) {
     if (b[1]->is_string()) {
       o.indent = b[1]->str();
     } else if (b[1]->is_integral()) {

@@ -48,33 +48,21 @@ Value lowered(const Value& v) {
   return v.is_string() ? Value::string(unicode::lower(v.str())) : v;
 }
 
-// A generator stepping over `items`; `captured` are the other values its step keeps (test
-// or filter arguments), which count towards its nesting depth.
-Value generator(std::string kind, std::shared_ptr<ValueList> items,
-                std::function<bool(Value&, size_t&)> step, const ValueList& captured = {}) {
-  uint32_t depth = 0;
-  for (const Value& v : *items) depth = std::max(depth, v.depth());
-  for (const Value& v : captured) depth = std::max(depth, v.depth());
-  if (depth + 1 > kMaxValueDepth) limit_fail("values nested deeper than ", kMaxValueDepth);
-  auto index = std::make_shared<size_t>(0);
-  return Value::object(std::make_shared<Generator>(
-      std::move(kind), [items, index, step](Value& out) { return step(out, *index); }, depth + 1));
-}
-
-ValueList captured_args(const CallArgs& a) {
-  ValueList out = a.positional;
-  for (const auto& [k, v] : a.keyword) out.push_back(v);
-  return out;
-}
-
 // A generator over already computed items.
 Value list_generator(std::string kind, ValueList items) {
   auto shared = std::make_shared<ValueList>(std::move(items));
-  return generator(std::move(kind), shared, [shared](Value& out, size_t& i) {
-    if (i >= shared->size()) return false;
-    out = (*shared)[i++];
-    return true;
-  });
+  uint32_t depth = 0;
+  for (const Value& v : *shared) depth = std::max(depth, v.depth());
+  if (depth + 1 > kMaxValueDepth) limit_fail("values nested deeper than ", kMaxValueDepth);
+  auto index = std::make_shared<size_t>(0);
+  return Value::object(std::make_shared<Generator>(
+      std::move(kind),
+      [shared, index](Value& out) {
+        if (*index >= shared->size()) return false;
+        out = (*shared)[(*index)++];
+        return true;
+      },
+      depth + 1));
 }
 
 Value first_item(Interpreter& in, const Value& v) {
@@ -130,16 +118,6 @@ Value f_join(Interpreter& in, const Value& input, CallArgs& a) {
   return Value::string(std::move(out));
 }
 
-Value f_items(Interpreter&, const Value& input, CallArgs& a) {
-  a.bind("items", {});
-  if (input.is_undefined()) return list_generator("generator", {});
-  if (!input.is_dict()) runtime_fail("Can only get item pairs from a mapping.");
-  ValueList pairs;
-  for (const auto& [k, v] : input.dict().entries())
-    pairs.push_back(Value::list({k, v}, SeqKind::Tuple));
-  return list_generator("generator", std::move(pairs));
-}
-
 Value f_reverse(Interpreter& in, const Value& input, CallArgs& a) {
   a.bind("reverse", {});
   if (input.is_string()) {
@@ -151,117 +129,6 @@ Value f_reverse(Interpreter& in, const Value& input, CallArgs& a) {
   std::reverse(items.begin(), items.end());
   if (input.is_object()) return Value::list(std::move(items));  // list(value); rv.reverse()
   return list_generator("list_reverseiterator", std::move(items));
-}
-
-// select / reject / selectattr / rejectattr
-Value select_impl(Interpreter& in, const Value& input, CallArgs& a, bool want, bool by_attr) {
-  const char* fn = by_attr ? (want ? "selectattr" : "rejectattr") : (want ? "select" : "reject");
-  size_t off = 0;
-  Value attribute;
-  if (by_attr) {
-    if (a.positional.empty()) runtime_fail("Missing parameter for attribute name");
-    attribute = a.positional[0];
-    off = 1;
-  }
-  std::optional<std::string> test;
-  if (a.positional.size() > off) {
-    if (!a.positional[off].is_string()) runtime_fail(fn, ": test name must be a string");
-    test = a.positional[off].str();
-  }
-  CallArgs test_args;
-  for (size_t i = off + 1; i < a.positional.size(); ++i)
-    test_args.positional.push_back(a.positional[i]);
-  test_args.keyword = a.keyword;
-  auto items = std::make_shared<ValueList>(input.truthy() ? in.iterate(input) : ValueList{});
-  Interpreter* interp = &in;
-  return generator(
-      "generator", items,
-      [=](Value& out, size_t& i) {
-        while (i < items->size()) {
-          const Value& item = (*items)[i++];
-          const Value probe = by_attr ? get_attribute_path(*interp, item, attribute) : item;
-          const bool hit = test ? interp->call_test(*test, probe, test_args) : probe.truthy();
-          if (hit == want) {
-            out = item;
-            return true;
-          }
-        }
-        return false;
-      },
-      captured_args(a));
-}
-Value f_select(Interpreter& in, const Value& v, CallArgs& a) {
-  return select_impl(in, v, a, true, false);
-}
-Value f_reject(Interpreter& in, const Value& v, CallArgs& a) {
-  return select_impl(in, v, a, false, false);
-}
-Value f_selectattr(Interpreter& in, const Value& v, CallArgs& a) {
-  return select_impl(in, v, a, true, true);
-}
-Value f_rejectattr(Interpreter& in, const Value& v, CallArgs& a) {
-  return select_impl(in, v, a, false, true);
-}
-
-Value f_map(Interpreter& in, const Value& input, CallArgs& a) {
-  std::function<Value(Interpreter&, const Value&)> func;
-  const bool by_attribute =
-      a.positional.empty() && std::any_of(a.keyword.begin(), a.keyword.end(),
-                                          [](const auto& kv) { return kv.first == "attribute"; });
-  if (by_attribute) {
-    Value attribute, fallback = Value::none();
-    for (const auto& [k, v] : a.keyword) {
-      if (k == "attribute") {
-        attribute = v;
-      } else if (k == "default") {
-        fallback = v;
-      } else {
-        runtime_fail("Unexpected keyword argument '", k, "'");
-      }
-    }
-    func = [attribute, fallback](Interpreter& interp, const Value& item) {
-      return get_attribute_path(interp, item, attribute, &fallback);
-    };
-  } else {
-    if (a.positional.empty()) runtime_fail("map requires a filter argument");
-    if (!a.positional[0].is_string()) runtime_fail("map: filter name must be a string");
-    const std::string name = a.positional[0].str();
-    CallArgs rest;
-    rest.positional.assign(a.positional.begin() + 1, a.positional.end());
-    rest.keyword = a.keyword;
-    func = [name, rest](Interpreter& interp, const Value& item) {
-      return interp.call_filter(name, item, rest);
-    };
-  }
-  auto items = std::make_shared<ValueList>(input.truthy() ? in.iterate(input) : ValueList{});
-  Interpreter* interp = &in;
-  return generator(
-      "generator", items,
-      [=](Value& out, size_t& i) {
-        if (i >= items->size()) return false;
-        out = func(*interp, (*items)[i++]);
-        return true;
-      },
-      captured_args(a));
-}
-
-Value f_unique(Interpreter& in, const Value& input, CallArgs& a) {
-  auto b = a.bind("unique", {"case_sensitive", "attribute"});
-  const bool case_sensitive = b[0] && b[0]->truthy();
-  const Value attribute = b[1] ? *b[1] : Value::none();
-  ValueList out, seen;
-  for (const Value& item : in.iterate(input)) {
-    Value key = get_attribute_path(in, item, attribute);
-    if (!case_sensitive) key = lowered(key);
-    if (!hashable(key)) runtime_fail("unhashable type: '", type_name(key), "'");
-    if (std::none_of(seen.begin(), seen.end(),
-                     [&](const Value& s) { return python_equal(s, key); })) {
-      in.charge(static_cast<int64_t>(seen.size() / 16));
-      seen.push_back(key);
-      out.push_back(item);
-    }
-  }
-  return list_generator("generator", std::move(out));
 }
 
 // Sort keys: one per comma-separated attribute (jinja2's make_multi_attrgetter).
@@ -373,55 +240,10 @@ Value f_sum(Interpreter& in, const Value& input, CallArgs& a) {
   return total;
 }
 
-Value f_batch(Interpreter& in, const Value& input, CallArgs& a) {
-  auto b = a.bind("batch", {"linecount", "fill_with"});
-  const int64_t count = req_int(b[0], "batch");
-  if (count <= 0) runtime_fail("batch: linecount must be positive");
-  ValueList rows, row;
-  for (const Value& item : in.iterate(input)) {
-    if (static_cast<int64_t>(row.size()) == count) {
-      rows.push_back(Value::list(std::move(row)));
-      row.clear();
-    }
-    row.push_back(item);
-  }
-  if (!row.empty()) {
-    if (b[1] && !b[1]->is_none()) {
-      while (static_cast<int64_t>(row.size()) < count) row.push_back(*b[1]);
-    }
-    rows.push_back(Value::list(std::move(row)));
-  }
-  return list_generator("generator", std::move(rows));
-}
-
-Value f_slice(Interpreter& in, const Value& input, CallArgs& a) {
-  auto b = a.bind("slice", {"slices", "fill_with"});
-  const int64_t slices = req_int(b[0], "slice");
-  if (slices <= 0 || slices > 100000) runtime_fail("slice: invalid number of slices");
-  const ValueList seq = in.iterate(input);
-  const auto length = static_cast<int64_t>(seq.size());
-  const int64_t per = length / slices, extra = length % slices;
-  int64_t offset = 0;
-  ValueList out;
-  for (int64_t n = 0; n < slices; ++n) {
-    const int64_t start = offset + n * per;
-    if (n < extra) ++offset;
-    const int64_t end = offset + (n + 1) * per;
-    ValueList part(seq.begin() + start, seq.begin() + end);
-    if (b[1] && !b[1]->is_none() && n >= extra) part.push_back(*b[1]);
-    out.push_back(Value::list(std::move(part)));
-  }
-  return list_generator("generator", std::move(out));
-}
-
 const FilterEntry kFilters[] = {
-    {"batch", f_batch},     {"dictsort", f_dictsort}, {"first", f_first},
-    {"items", f_items},     {"join", f_join},         {"last", f_last},
-    {"list", f_list},       {"map", f_map},           {"max", f_max},
-    {"min", f_min},         {"reject", f_reject},     {"rejectattr", f_rejectattr},
-    {"reverse", f_reverse}, {"select", f_select},     {"selectattr", f_selectattr},
-    {"slice", f_slice},     {"sort", f_sort},         {"sum", f_sum},
-    {"unique", f_unique},
+    {"dictsort", f_dictsort}, {"first", f_first}, {"join", f_join}, {"last", f_last},
+    {"list", f_list},         {"max", f_max},     {"min", f_min},   {"reverse", f_reverse},
+    {"sort", f_sort},         {"sum", f_sum},
 };
 
 }  // namespace

@@ -154,6 +154,7 @@ class Lexer {
 
   size_t lex_raw(size_t begin_end) {
     line_starting_ = s_[begin_end - 1] == '\n';
+    if (begin_end >= s_.size()) return begin_end;  // jinja2 drops a raw block opened at the end
     for (size_t r = s_.find("{%", begin_end); r != std::string::npos; r = s_.find("{%", r + 1)) {
       size_t p = r + 2;
       char sign = 0;
@@ -182,6 +183,8 @@ class Lexer {
 
   size_t lex_comment(size_t pos) {
     const size_t k = s_.find("#}", pos);
+    // jinja2 quirk: a comment opened at the very end of the template is dropped silently.
+    if (k == std::string::npos && pos >= s_.size()) return s_.size();
     if (k == std::string::npos) error(ErrorKind::Syntax, pos, "missing end of comment tag (#})");
     const char sign = (k > pos && (s_[k - 1] == '-' || s_[k - 1] == '+')) ? s_[k - 1] : 0;
     size_t end = k + 2;

@@ -125,6 +125,11 @@ std::string percent_format(const std::string& format, const Value& args, size_t 
       continue;
     }
     if (i >= format.size()) runtime_fail("incomplete format");
+    if (format[i] == '%') {  // "%%" only directly after the '%'
+      out += '%';
+      ++i;
+      continue;
+    }
     const Value* mapped = nullptr;
     if (format[i] == '(') {
       const size_t close = format.find(')', i);
@@ -164,8 +169,9 @@ std::string percent_format(const std::string& format, const Value& args, size_t 
     if (i >= format.size()) runtime_fail("incomplete format");
     spec.type = format[i++];
     if (spec.type == '%') {
-      out += '%';
-      continue;
+      // Python consumes an argument for it before rejecting the conversion.
+      if (!mapped) take();
+      runtime_fail("unsupported format character '%' (0x25) at index ", i - 1);
     }
     out += format_one(spec, mapped ? *mapped : take(), max_size);
     if (out.size() > max_size) limit_fail("formatted string larger than ", max_size);

@@ -28,6 +28,9 @@ FilterFn find_filter(std::string_view name) {
   for (const auto& e : sequence_filters()) {
     if (name == e.name) return e.fn;
   }
+  for (const auto& e : lazy_filters()) {
+    if (name == e.name) return e.fn;
+  }
   return nullptr;
 }
 

@@ -19,6 +19,7 @@ struct TestEntry {
 
 std::span<const FilterEntry> string_filters();    // filters.cpp
 std::span<const FilterEntry> sequence_filters();  // filters_seq.cpp
+std::span<const FilterEntry> lazy_filters();      // filters_lazy.cpp
 std::span<const TestEntry> all_tests();           // tests.cpp
 
 // jinja2's make_attrgetter: "a.b.0" looked up item-first, one part at a time.

@@ -12,6 +12,43 @@ utf8proc_category_t category(char32_t c) {
   return utf8proc_category(static_cast<utf8proc_int32_t>(c));
 }
 
+// Unicode Case_Ignorable: Mn, Me, Cf, Lm, Sk and the MidLetter / MidNumLet / Single_Quote
+// word-break characters.
+bool is_case_ignorable(char32_t c) {
+  switch (c) {
+    case '\'':
+    case '.':
+    case ':':
+    case 0xB7:
+    case 0x387:
+    case 0x55F:
+    case 0x5F4:
+    case 0x2018:
+    case 0x2019:
+    case 0x2024:
+    case 0x2027:
+    case 0xFE13:
+    case 0xFE52:
+    case 0xFE55:
+    case 0xFF07:
+    case 0xFF0E:
+    case 0xFF1A:
+      return true;
+    default:
+      break;
+  }
+  switch (category(c)) {
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_SK:
+      return true;
+    default:
+      return false;
+  }
+}
+
 char32_t simple_lower(char32_t c) {
   if (c < 0x80) return (c >= 'A' && c <= 'Z') ? c + 32 : c;
   return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c)));
@@ -36,10 +73,16 @@ void append_lower(std::u32string& out, const std::u32string& s, size_t i) {
     out += char32_t{0x307};
     return;
   }
-  if (c == 0x3A3) {  // GREEK CAPITAL SIGMA: final form at the end of a word
-    const bool after_cased = i > 0 && is_cased(s[i - 1]);
-    const bool before_cased = i + 1 < s.size() && is_cased(s[i + 1]);
-    out += (after_cased && !before_cased) ? char32_t{0x3C2} : char32_t{0x3C3};
+  if (c == 0x3A3) {  // GREEK CAPITAL SIGMA: final form at the end of a word (Final_Sigma)
+    size_t j = i;
+    while (j > 0 && is_case_ignorable(s[j - 1])) --j;
+    bool final_sigma = j > 0 && is_cased(s[j - 1]);
+    if (final_sigma) {
+      size_t k = i + 1;
+      while (k < s.size() && is_case_ignorable(s[k])) ++k;
+      final_sigma = k == s.size() || !is_cased(s[k]);
+    }
+    out += final_sigma ? char32_t{0x3C2} : char32_t{0x3C3};
     return;
   }
   out += simple_lower(c);
