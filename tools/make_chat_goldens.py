@@ -410,6 +410,9 @@ cont' }}""",
     "{{ 'x'|tojson(indent=u) }}|{{ 'é'|tojson(indent=[]) }}", "{{ 1|tojson(indent=u) }}",
     "{{ '% %' % () }}", "{{ '%%|%s' % 1 }}", "{{ '%5%' % (1,) }}",
     "{% set g = [1, 2, 3]|select %}{{ g|select|first }}|{{ g|list }}|{% set h = [1, 2, 3]|map('string') %}{{ h|first }}{{ h|map('int')|list }}",
+    # jinja2 evaluates constant {{ }} expressions at compile time, where slices cannot fail
+    "{{ (none)[1:] }}|{{ 'abc'[0:1.5] }}|{{ [(5)[1:]] }}|{{ (5)[1:]|list }}|{{ {}[1:] is defined }}|{{ ('abc' if true else x)[0:1.5] }}|{% print (1)[:1], 2 %}",
+    "{% set v = (none)[1:] %}", "{{ ('abc' if x else 'd')[0:1.5] }}", "{{ [1][::0] }}", "{% if (none)[1:] %}{% endif %}",
     # syntax errors and unsupported constructs
     "{% if %}x{% endif %}", "{% for x %}{% endfor %}", "{{ }}", "{{ 1 + }}", "{% endif %}", "{% if true %}", "{{ 'abc }}",
     "{{ (1 }}", "{% foo %}", "{# unclosed", "{% raw %}x", "{{ x | }}", "{{ 1 2 }}", "{% set 1 = 2 %}",

@@ -121,6 +121,7 @@ Value Interpreter::eval_slice(const Value& obj, const Expr& slice, const ScopePt
       bounds[k] = v.as_int();
     } else if (!v.is_none()) {
       if (obj.is_undefined()) undefined_fail(obj);
+      if (folding_) return Value::undefined("slice indices must be integers or None");
       runtime_fail("slice indices must be integers or None or have an __index__ method");
     }
   }
@@ -128,6 +129,7 @@ Value Interpreter::eval_slice(const Value& obj, const Expr& slice, const ScopePt
   const int64_t step = bounds[2].value_or(1);
   if (obj.is_list() && obj.list_data().kind == SeqKind::Range) unsupported("slicing a range()");
   if (!obj.is_string() && !indexable_sequence(obj)) {
+    if (folding_) return Value::undefined("'" + type_name(obj) + "' object is not subscriptable");
     if (obj.is_dict()) runtime_fail("unhashable type: 'slice'");
     runtime_fail("'", type_name(obj), "' object is not subscriptable");
   }

@@ -54,7 +54,13 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   FilterFn filter = nullptr;  // resolved filter (Filter); null: fails when evaluated
   TestFn test = nullptr;      // resolved test (Test)
+  // Output expressions only: jinja2 may evaluate it at compile time (no variables or calls
+  // outside inline-if branches), see Interpreter::eval_output.
+  bool fold_candidate = false;
 };
+
+// Whether jinja2's compile-time evaluation could succeed for the expression.
+bool may_fold(const Expr& e);
 
 // Assignment target of for / set / with.
 struct Target {

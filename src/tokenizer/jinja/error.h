@@ -38,6 +38,10 @@ struct Failure {
   std::string message;
 };
 
+// Thrown while constant-folding an output expression (see Interpreter::eval_output) when the
+// expression is not constant; the expression is then evaluated normally.
+struct Impossible {};
+
 template <typename... Parts>
 [[noreturn]] void runtime_fail(Parts&&... parts) {
   throw Failure{ErrorKind::Runtime, str_cat(std::forward<Parts>(parts)...)};

@@ -33,6 +33,7 @@ Value Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
     case ExprKind::Const:
       return e.value;
     case ExprKind::Name: {
+      if (folding_) throw Impossible{};
       const Value* v = scope->find(e.name);
       return v ? *v : Value::undefined("'" + e.name + "' is undefined");
     }
@@ -63,6 +64,7 @@ Value Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
     case ExprKind::Slice:
       unsupported("slice objects outside of a subscript");
     case ExprKind::Call: {
+      if (folding_) throw Impossible{};
       const Value callee = eval(*e.args[0], scope);
       Value result = call(callee, eval_args(e, scope, 1));
       charge_value(result);
@@ -125,6 +127,26 @@ Value Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
   return Value();
 }
 
+// jinja2's compiler evaluates each {{ }} expression at compile time when it is constant
+// (no variables, calls or context filters) and prints the result. That evaluation differs
+// from the run-time one in one way: a constant slice goes through the sandbox's getitem, so
+// a failing slice gives Undefined where the compiled code would raise. Mirror it by first
+// trying the expression in folding mode and falling back on any failure, as jinja2 does.
+Value Interpreter::eval_output(const Expr& e, const ScopePtr& scope) {
+  if (e.fold_candidate && e.kind != ExprKind::Const) {
+    folding_ = true;
+    try {
+      Value v = eval(e, scope);
+      folding_ = false;
+      return v;
+    } catch (const Impossible&) {
+    } catch (const TemplateError&) {
+    }
+    folding_ = false;
+  }
+  return eval(e, scope);
+}
+
 Value Interpreter::eval_compare(const Expr& e, const ScopePtr& scope) {
   // a < b < c  is  a < b and b < c, evaluating b once.
   Value left = eval(*e.args[0], scope);
@@ -147,8 +169,13 @@ Value Interpreter::eval_filter(const Expr& e, const ScopePtr& scope, const Value
     input = eval(*e.args[0], scope);
   }
   if (!e.filter) {
+    if (folding_) throw Impossible{};
     if (jinja_knows_filter(e.name)) unsupported("filter '", e.name, "' is not supported");
     runtime_fail("no filter named '", e.name, "'");
+  }
+  if (folding_ && (e.name == "map" || e.name == "select" || e.name == "reject" ||
+                   e.name == "selectattr" || e.name == "rejectattr")) {
+    throw Impossible{};  // filters that take the template context are never folded
   }
   CallArgs args = eval_args(e, scope, 1);
   Value result = e.filter(*this, input, args);

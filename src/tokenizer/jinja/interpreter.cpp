@@ -127,7 +127,7 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const ScopePtr& scope) {
         return Flow::Normal;
       case StmtKind::Output:
         for (const auto& e : s.exprs) {
-          const Value v = eval(*e, scope);
+          const Value v = eval_output(*e, scope);
           if (v.is_string()) {
             write(v.str());
           } else {

@@ -84,6 +84,7 @@ class Interpreter {
   void assign(const Target& target, const Value& value, const ScopePtr& scope);
   void write(std::string_view text);
   Value eval_inner(const Expr& e, const ScopePtr& scope);
+  Value eval_output(const Expr& e, const ScopePtr& scope);
   Value eval_filter(const Expr& e, const ScopePtr& scope, const Value* block_input);
   Value apply_filter_chain(const Expr& chain, const ScopePtr& scope, const Value& input);
   Value eval_compare(const Expr& e, const ScopePtr& scope);
@@ -97,6 +98,7 @@ class Interpreter {
   int64_t steps_ = 0;
   int depth_ = 0;
   int call_depth_ = 0;
+  bool folding_ = false;  // constant-folding an output expression (jinja2's as_const)
   std::vector<std::shared_ptr<Object>> namespaces_;
 };
 
