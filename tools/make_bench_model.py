@@ -3,6 +3,7 @@
 
     .venv-tools/bin/python tools/make_bench_model.py                      # Qwen2.5-0.5B shape
     .venv-tools/bin/python tools/make_bench_model.py --shape qwen3-0.6b   # Qwen3-0.6B shape
+    .venv-tools/bin/python tools/make_bench_model.py --shape deepseek-v2-lite-4l  # 4-layer V2-Lite
 
 Output (default bench/models/<shape>-random/, git-ignored): config.json and generation_config.json
 as the published checkpoints spell them (transformers 4.x style: top-level rope_theta,
@@ -112,12 +113,89 @@ SHAPES = {
         qkv_bias=False,
         qk_norm=True,
     ),
+    # DeepSeek-V2-Lite's shapes (MLA without q LoRA, 64 routed + 2 shared experts, top-6) with
+    # the depth cut to 4 layers: 1 dense + 3 MoE (the real model has 27).
+    "deepseek-v2-lite-4l": dict(
+        config={
+            "architectures": ["DeepseekV2ForCausalLM"],
+            "model_type": "deepseek_v2",
+            "attention_bias": False,
+            "bos_token_id": 100000,
+            "eos_token_id": 100001,
+            "first_k_dense_replace": 1,
+            "hidden_act": "silu",
+            "hidden_size": 2048,
+            "intermediate_size": 10944,
+            "kv_lora_rank": 512,
+            "max_position_embeddings": 163840,
+            "moe_intermediate_size": 1408,
+            "moe_layer_freq": 1,
+            "n_group": 1,
+            "n_routed_experts": 64,
+            "n_shared_experts": 2,
+            "norm_topk_prob": False,
+            "num_attention_heads": 16,
+            "num_experts_per_tok": 6,
+            "num_hidden_layers": 4,
+            "num_key_value_heads": 16,
+            "q_lora_rank": None,
+            "qk_nope_head_dim": 128,
+            "qk_rope_head_dim": 64,
+            "rms_norm_eps": 1e-06,
+            "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096,
+                             "beta_fast": 32, "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707},
+            "rope_theta": 10000,
+            "routed_scaling_factor": 1.0,
+            "scoring_func": "softmax",
+            "tie_word_embeddings": False,
+            "topk_group": 1,
+            "topk_method": "greedy",
+            "torch_dtype": "bfloat16",
+            "v_head_dim": 128,
+            "vocab_size": 102400,
+        },
+        generation={"bos_token_id": 100000, "eos_token_id": 100001, "do_sample": False},
+    ),
 }
+
+
+def deepseek_tensor_specs(c):
+    """(name, shape, kind) for a DeepSeek-V2 checkpoint without q LoRA; HF names."""
+    h, vocab, heads = c["hidden_size"], c["vocab_size"], c["num_attention_heads"]
+    nope, rope, v, rank = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"], c["kv_lora_rank"]
+    specs = [("model.embed_tokens.weight", (vocab, h), "normal"), ("lm_head.weight", (vocab, h), "normal")]
+
+    def mlp(prefix, inter):
+        return [(prefix + "gate_proj.weight", (inter, h), "normal"), (prefix + "up_proj.weight", (inter, h), "normal"),
+                (prefix + "down_proj.weight", (h, inter), "normal")]
+
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        specs += [
+            (p + "input_layernorm.weight", (h,), "ones"),
+            (p + "post_attention_layernorm.weight", (h,), "ones"),
+            (p + "self_attn.q_proj.weight", (heads * (nope + rope), h), "normal"),
+            (p + "self_attn.kv_a_proj_with_mqa.weight", (rank + rope, h), "normal"),
+            (p + "self_attn.kv_a_layernorm.weight", (rank,), "ones"),
+            (p + "self_attn.kv_b_proj.weight", (heads * (nope + v), rank), "normal"),
+            (p + "self_attn.o_proj.weight", (h, heads * v), "normal"),
+        ]
+        if i < c["first_k_dense_replace"]:
+            specs += mlp(p + "mlp.", c["intermediate_size"])
+            continue
+        specs.append((p + "mlp.gate.weight", (c["n_routed_experts"], h), "normal"))
+        for e in range(c["n_routed_experts"]):
+            specs += mlp(p + f"mlp.experts.{e}.", c["moe_intermediate_size"])
+        specs += mlp(p + "mlp.shared_experts.", c["moe_intermediate_size"] * c["n_shared_experts"])
+    specs.append(("model.norm.weight", (h,), "ones"))
+    return sorted(specs)
 
 
 def tensor_specs(shape):
     """(name, shape, kind) for every tensor, kind in {"normal", "ones"}; HF Qwen2/Qwen3 names."""
     c = SHAPES[shape]["config"]
+    if c["model_type"] == "deepseek_v2":
+        return deepseek_tensor_specs(c)
     h, inter, vocab = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
     heads, kv = c["num_attention_heads"], c["num_key_value_heads"]
     hd = c.get("head_dim", h // heads)
@@ -215,7 +293,8 @@ def main():
     nbytes = write_safetensors(out / "model.safetensors", tensor_specs(args.shape), args.seed)
     (out / "config.json").write_text(json.dumps(SHAPES[args.shape]["config"], indent=2) + "\n")
     (out / "generation_config.json").write_text(json.dumps(SHAPES[args.shape]["generation"], indent=2) + "\n")
-    if not args.no_tokenizer:
+    # The shared Qwen3 tokenizer only fits the Qwen vocabularies.
+    if not args.no_tokenizer and SHAPES[args.shape]["config"]["model_type"].startswith("qwen"):
         if SHARED_TOKENIZER.is_dir():
             for f in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copyfile(SHARED_TOKENIZER / f, out / f)
