@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libpcre2-dev libutf8proc-dev libcpp-httplib-dev
   clang libclang-rt-14-dev clang-format
   python3 python3-venv python3-dev
+  libyaml-cpp-dev pybind11-dev
 )
 
 missing=()
@@ -29,7 +30,11 @@ PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-if ! .venv/bin/python -c "import pytest, numpy" 2>/dev/null; then
+# Reinstall whenever the pinned requirements change (a stamp holds their hash).
+stamp=.venv/.requirements.sha256
+want=$(sha256sum tests/integration/requirements.txt | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -r tests/integration/requirements.txt
+  echo "$want" > "$stamp"
 fi

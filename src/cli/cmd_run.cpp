@@ -1,0 +1,129 @@
+// deepinfer run: the articles' run_infer.py. Loads what a recipe config describes, warms the
+// engine up, then chats in the terminal (--mode local) or serves the OpenAI-compatible API
+// (--mode api). Command-line flags override the config's values.
+#include <cstdio>
+#include <map>
+
+#include "cli/args.h"
+#include "cli/command.h"
+#include "cli/local_chat.h"
+#include "config/apply.h"
+#include "config/recipe_config.h"
+#include "config/runtime.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace deepinfer::cli {
+
+// api mode lives in cmd_run_api.cpp (it needs the HTTP server).
+int run_api_mode(const Args& args, const config::RecipeConfig& config);
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: deepinfer run --config FILE [--mode local|api] [--prompt TEXT] [overrides]\n"
+    "   or: deepinfer run --model DIR [--mode local|api] [--prompt TEXT] [overrides]\n"
+    "  --config FILE        infer_config.json (ep_config.json and model_config.json beside it\n"
+    "                       are read too), a directory holding one, or a .yaml recipe in the\n"
+    "                       public repository's layout (docs/CONFIG.md)\n"
+    "  --mode local         chat in the terminal (default); /reset, /exit, Ctrl-D\n"
+    "  --mode api           serve the OpenAI-compatible HTTP API (docs/API.md)\n"
+    "  --prompt TEXT        local mode: answer this one message and exit\n"
+    "  --npu_devices 0,1    (alias --devices) CPU build: the number of devices listed sets the\n"
+    "                       compute threads; more than one rank needs MPI (not built yet)\n"
+    "overrides (win over the config file):\n"
+    "  --model DIR  --threads T  --dtype auto|f32|bf16|f16\n"
+    "  --block-size N  --max-num-blocks N | --kv-cache-memory GIB | --mem-fraction-static F\n"
+    "  --kv-cache-dtype auto|f32  --max-num-seqs N  --max-num-batched-tokens N\n"
+    "  --max-model-len N  --enable-prefix-caching  --scheduling-policy fifo|priority\n"
+    "  --max-new-tokens N  --temperature T  --top-p P  --top-k K  --repetition-penalty R\n"
+    "  --seed S  --log-level debug|info|warn|error\n"
+    "api mode: --host 127.0.0.1  --port 8000  --api-key KEY  --served-model-name NAME\n"
+    "          --max-body-bytes N  --max-waiting-requests N  --shutdown-timeout S\n"
+    "          --http-threads N\n";
+
+// Flag -> override key of config::apply_override.
+const std::map<std::string, std::string>& override_flags() {
+  static const std::map<std::string, std::string> flags = {
+      {"model", "model_path"},
+      {"threads", "threads"},
+      {"dtype", "dtype"},
+      {"npu_devices", "npu_devices"},
+      {"devices", "devices"},
+      {"block-size", "block_size"},
+      {"max-num-blocks", "max_num_blocks"},
+      {"kv-cache-memory", "kv_cache_memory"},
+      {"mem-fraction-static", "mem_fraction_static"},
+      {"kv-cache-dtype", "kv_cache_dtype"},
+      {"max-num-seqs", "max_num_seqs"},
+      {"max-num-batched-tokens", "max_num_batched_tokens"},
+      {"max-model-len", "max_model_len"},
+      {"scheduling-policy", "scheduling_policy"},
+      {"max-new-tokens", "max_new_tokens"},
+      {"temperature", "temperature"},
+      {"top-p", "top_p"},
+      {"top-k", "top_k"},
+      {"repetition-penalty", "repetition_penalty"},
+      {"seed", "seed"},
+      {"served-model-name", "served_model_name"},
+  };
+  return flags;
+}
+
+int run_run(const std::vector<std::string>& argv) {
+  if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  std::set<std::string> value_flags = {"config",           "mode",           "prompt",
+                                       "log-level",        "host",           "port",
+                                       "api-key",          "max-body-bytes", "max-waiting-requests",
+                                       "shutdown-timeout", "http-threads"};
+  for (const auto& [flag, key] : override_flags()) value_flags.insert(flag);
+  const Args args(argv, value_flags, {"enable-prefix-caching"});
+  if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
+
+  const std::string mode = args.get_or("mode", "local");
+  DI_CHECK(mode == "local" || mode == "api", "--mode: expected local or api, got '", mode, "'");
+  DI_CHECK(args.has("config") || args.has("model"),
+           "give --config FILE (a recipe) or --model DIR (see deepinfer run --help)");
+  DI_CHECK(mode == "local" || !args.has("prompt"),
+           "--prompt answers once in local mode; the api mode takes prompts over HTTP");
+  if (mode == "local") {
+    for (const char* flag : {"host", "port", "api-key", "max-body-bytes", "max-waiting-requests",
+                             "shutdown-timeout", "http-threads"}) {
+      DI_CHECK(!args.has(flag), "--", flag, " applies to --mode api");
+    }
+  }
+
+  config::RecipeConfig config;
+  if (const auto path = args.get("config")) config = config::load_recipe(*path);
+  for (const auto& [flag, key] : override_flags()) {
+    if (const auto value = args.get(flag)) {
+      config::apply_override(config, key, *value, "--" + flag, true);
+    }
+  }
+  if (args.flag("enable-prefix-caching")) {
+    config::apply_override(config, "enable_prefix_caching", true, "--enable-prefix-caching");
+  }
+
+  if (mode == "api") return run_api_mode(args, config);
+
+  const auto runtime = config::Runtime::start(config);
+  if (const auto prompt = args.get("prompt")) {
+    nlohmann::ordered_json messages = {{{"role", "user"}, {"content", *prompt}}};
+    answer_chat(*runtime, messages, stdout);
+    std::fputs("\n", stdout);
+    return 0;
+  }
+  log::info("ready: local chat with ", runtime->served_name());
+  return run_local_chat(*runtime);
+}
+
+const Registration registration("run",
+                                "load a recipe config and chat locally or serve the API "
+                                "(run_infer.py)",
+                                &run_run);
+
+}  // namespace
+}  // namespace deepinfer::cli

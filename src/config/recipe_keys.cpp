@@ -1,0 +1,344 @@
+#include "config/recipe_keys.h"
+
+#include <algorithm>
+#include <set>
+
+namespace deepinfer::config {
+namespace {
+
+constexpr const char* kOneProcess =
+    "parallelism across processes is not built yet (this build runs one process on the CPU; "
+    "the MPI work comes later): set it to 1";
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+std::string show(const std::string& v) {
+  return nlohmann::json(v).dump();
+}
+template <typename T>
+std::string show(const T& v) {
+  return nlohmann::json(v).dump();
+}
+
+template <typename T>
+void assign(Setting<T>& setting, T value, const Value& from, Mode mode) {
+  if (mode == Mode::merge && setting.has() && *setting != value) {
+    throw ConfigError(str_cat("conflicting values: ", setting.origin, " = ", show(*setting),
+                              " but ", from.origin(), " = ", show(value),
+                              "; give one value (or remove one of the keys)"));
+  }
+  setting.value = std::move(value);
+  setting.origin = from.origin();
+}
+
+// A switch this build supports only in one position (e.g. fused attention on).
+bool require_bool(const Value& v, bool supported, const char* why) {
+  const bool value = v.boolean();
+  if (value != supported) v.reject(why);
+  return value;
+}
+
+}  // namespace
+
+void expect_integer(RecipeConfig& config, const std::string& key, const Value& value) {
+  config.expected.push_back({key, value.positive(), value.origin()});
+}
+void expect_number(RecipeConfig& config, const std::string& key, const Value& value) {
+  const double v = value.number();
+  if (v <= 0) value.reject("must be positive");
+  config.expected.push_back({key, v, value.origin()});
+}
+void expect_string(RecipeConfig& config, const std::string& key, const Value& value) {
+  config.expected.push_back({key, value.string(), value.origin()});
+}
+
+namespace set {
+
+void model_path(RecipeConfig& c, const Value& v, Mode m) {
+  std::string path = v.string();
+  if (path.empty()) v.reject("must name the checkpoint directory");
+  assign(c.model_path, std::move(path), v, m);
+}
+
+void model_name(RecipeConfig& c, const Value& v, Mode m) {
+  std::string name = v.string();
+  if (name.empty()) v.reject("must not be empty");
+  assign(c.model_name, std::move(name), v, m);
+}
+
+void precision_mode(RecipeConfig& c, const Value& v, Mode m) {
+  const std::string mode = lower(v.string());
+  std::string dtype;
+  if (mode == "fp16" || mode == "f16" || mode == "float16") dtype = "f16";
+  if (mode == "bf16" || mode == "bfloat16") dtype = "bf16";
+  if (mode == "fp32" || mode == "f32" || mode == "float32") dtype = "f32";
+  if (mode == "auto") dtype = "auto";
+  if (dtype.empty()) {
+    v.reject(
+        "expected fp16, bf16, fp32 or auto (weights as stored); quantized modes come with "
+        "the converter");
+  }
+  assign(c.dtype, dtype, v, m);
+}
+
+void atb_attention(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.attention_fusion,
+         require_bool(v, true,
+                      "fused attention cannot be turned off: deepinfer's attention kernels are "
+                      "fused by construction (QKV projection, scores and output over the paged "
+                      "cache in one pass); remove the key or set it to true"),
+         v, m);
+}
+
+void atb_moe(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.moe_fusion,
+         require_bool(v, true,
+                      "fused MoE cannot be turned off: the MoE layer is fused by construction "
+                      "(routing, grouped expert GEMMs and the weighted sum in one layer); remove "
+                      "the key or set it to true"),
+         v, m);
+}
+
+void tensor_parallel_size(RecipeConfig& c, const Value& v, Mode m) {
+  if (v.positive() != 1) v.reject("tensor parallelism: ", kOneProcess);
+  assign(c.tensor_parallel_size, int64_t{1}, v, m);
+}
+
+void pipeline_parallel_size(RecipeConfig& c, const Value& v, Mode m) {
+  if (v.positive() != 1) v.reject("pipeline parallelism: ", kOneProcess);
+  assign(c.pipeline_parallel_size, int64_t{1}, v, m);
+}
+
+void expert_parallel_size(RecipeConfig& c, const Value& v, Mode m) {
+  if (v.positive() != 1) {
+    v.reject("expert parallelism over several devices: ", kOneProcess,
+             " (all experts then live in this process)");
+  }
+  assign(c.expert_parallel_size, int64_t{1}, v, m);
+}
+
+void world_size(RecipeConfig& c, const Value& v, Mode m) {
+  if (v.positive() != 1) v.reject("several ranks: ", kOneProcess);
+  assign(c.world_size, int64_t{1}, v, m);
+}
+
+void yaml_tp_size(RecipeConfig&, const Value& v, Mode) {
+  // With world_size 1 every group size is 1; a larger one would split across ranks.
+  if (v.positive() != 1) v.reject("splitting across ranks: ", kOneProcess);
+}
+
+void devices(RecipeConfig& c, const Value& v, Mode m) {
+  auto ids = v.int_list();
+  if (ids.empty()) v.reject("give at least one device id");
+  std::set<int64_t> seen;
+  for (int64_t id : ids) {
+    if (id < 0) v.reject("device ids must be non-negative");
+    if (!seen.insert(id).second) v.reject("device ", id, " is listed twice");
+  }
+  if (ids.size() > 4096) v.reject("at most 4096 devices");
+  assign(c.devices, std::move(ids), v, m);
+}
+
+void threads(RecipeConfig& c, const Value& v, Mode m) {
+  const int64_t n = v.integer();
+  if (n < 0 || n > 4096) v.reject("expected 0 (all cores) to 4096 threads");
+  assign(c.threads, n, v, m);
+}
+
+void use_paged_attention(RecipeConfig&, const Value& v, Mode) {
+  require_bool(v, true,
+               "the KV cache is always paged in deepinfer (blocks, block tables, prefix "
+               "sharing); a contiguous cache is not built: remove the key or set it to true");
+}
+
+void block_size(RecipeConfig& c, const Value& v, Mode m) {
+  const int64_t n = v.positive();
+  if (n > 1024) v.reject("must be in [1, 1024] tokens");
+  assign(c.block_size, n, v, m);
+}
+
+void max_num_blocks(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.max_num_blocks, v.positive(), v, m);
+}
+
+void kv_cache_memory(RecipeConfig& c, const Value& v, Mode m) {
+  const double gib = v.number();
+  if (gib <= 0) v.reject("must be a positive number of GiB");
+  assign(c.kv_cache_memory_gib, gib, v, m);
+}
+
+void mem_fraction_static(RecipeConfig& c, const Value& v, Mode m) {
+  const double f = v.number();
+  if (f <= 0 || f > 1) v.reject("must be in (0, 1]: the share of RAM for weights + KV cache");
+  assign(c.mem_fraction_static, f, v, m);
+}
+
+void kv_cache_dtype(RecipeConfig& c, const Value& v, Mode m) {
+  const std::string name = lower(v.string());
+  if (name == "auto" || name == "fp32" || name == "f32" || name == "float32") {
+    assign(c.kv_cache_dtype, std::string(name == "auto" ? "auto" : "f32"), v, m);
+    return;
+  }
+  if (name == "fp16" || name == "f16" || name == "float16" || name == "bf16" ||
+      name == "bfloat16" || name == "int8" || name == "int4" || name == "fp8") {
+    v.reject("the KV cache stores f32 in this build; ", name,
+             " KV caches are not built yet: use \"auto\" or \"fp32\"");
+  }
+  v.reject("expected auto, fp32, fp16, bf16 or int8");
+}
+
+void enable_kv_cache_quant(RecipeConfig& c, const Value& v, Mode) {
+  if (!v.boolean()) return;  // false: the cache is not quantized, as it is.
+  if (c.kv_cache_dtype.has() && *c.kv_cache_dtype != "auto") {
+    throw ConfigError(str_cat("conflicting values: ", v.origin(),
+                              " = true asks for an int8 KV cache but ", c.kv_cache_dtype.origin,
+                              " = ", show(*c.kv_cache_dtype),
+                              "; remove one of them (or set kv_cache_dtype to \"int8\")"));
+  }
+  v.reject("an int8 KV cache is not built yet (the cache stores f32); set it to false");
+}
+
+void max_num_seqs(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.max_num_seqs, v.positive(), v, m);
+}
+void max_model_len(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.max_model_len, v.positive(), v, m);
+}
+void max_num_batched_tokens(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.max_num_batched_tokens, v.positive(), v, m);
+}
+void max_prompt_len(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.max_prompt_len, v.positive(), v, m);
+}
+void enable_prefix_caching(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.enable_prefix_caching, v.boolean(), v, m);
+}
+
+void scheduling_policy(RecipeConfig& c, const Value& v, Mode m) {
+  const std::string policy = lower(v.string());
+  if (policy != "fifo" && policy != "priority") v.reject("expected fifo or priority");
+  assign(c.scheduling_policy, policy, v, m);
+}
+
+void do_sample(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.do_sample, v.boolean(), v, m);
+}
+
+void temperature(RecipeConfig& c, const Value& v, Mode m) {
+  const double t = v.number();
+  if (t < 0) v.reject("must be >= 0 (0 is greedy)");
+  assign(c.temperature, t, v, m);
+}
+
+void top_p(RecipeConfig& c, const Value& v, Mode m) {
+  const double p = v.number();
+  if (p <= 0 || p > 1) v.reject("must be in (0, 1]");
+  assign(c.top_p, p, v, m);
+}
+
+void top_k(RecipeConfig& c, const Value& v, Mode m) {
+  const int64_t k = v.integer();
+  if (k < -1) v.reject("must be >= 1, or 0 / -1 for no top-k");
+  assign(c.top_k, k, v, m);
+}
+
+void repetition_penalty(RecipeConfig& c, const Value& v, Mode m) {
+  const double r = v.number();
+  if (r <= 0) v.reject("must be > 0 (1 is none)");
+  assign(c.repetition_penalty, r, v, m);
+}
+
+void max_new_tokens(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.max_new_tokens, v.positive(), v, m);
+}
+
+void seed(RecipeConfig& c, const Value& v, Mode m) {
+  const int64_t s = v.integer();
+  if (s < 0) v.reject("must be a non-negative integer");
+  assign(c.seed, static_cast<uint64_t>(s), v, m);
+}
+
+void num_experts(RecipeConfig& c, const Value& v, Mode) {
+  // Checked against n_routed_experts / num_experts of config.json (check_checkpoint).
+  c.expected.push_back({"num_experts", v.positive(), v.origin()});
+}
+
+void experts_top_k(RecipeConfig& c, const Value& v, Mode) {
+  c.expected.push_back({"num_experts_per_tok", v.positive(), v.origin()});
+}
+
+void capacity_factor(RecipeConfig&, const Value& v, Mode) {
+  const double f = v.number();
+  if (f <= 0) v.reject("must be positive");
+  v.reject(
+      "the MoE layer can drop assignments beyond ceil(capacity_factor x tokens x top_k / "
+      "num_experts), but the model loader does not pass a capacity factor to it yet; "
+      "remove the key (every assignment is kept: exact, batch-invariant results)");
+}
+
+void expert_parallel_mode(RecipeConfig&, const Value& v, Mode) {
+  if (lower(v.string()) != "all_to_all") {
+    v.reject(
+        "only \"all_to_all\" dispatch is built (tokens travel to their experts' rank and "
+        "back; in one process the exchange is a copy)");
+  }
+}
+
+void communication_dtype(RecipeConfig& c, const Value& v, Mode m) {
+  const std::string name = lower(v.string());
+  std::string dtype;
+  if (name == "fp16" || name == "float16") dtype = "fp16";
+  if (name == "bf16" || name == "bfloat16") dtype = "bf16";
+  if (name == "fp32" || name == "float32") dtype = "fp32";
+  if (dtype.empty()) v.reject("expected fp16, bf16 or fp32");
+  assign(c.communication_dtype, dtype, v, m);
+}
+
+void exe_mode(RecipeConfig&, const Value& v, Mode) {
+  if (lower(v.string()) != "eager") {
+    v.reject(
+        "graph modes (ge_graph, npugraph_ex, acl_graph) capture a static NPU graph; this "
+        "CPU build runs eager only: set exe_mode: \"eager\"");
+  }
+}
+
+void next_n(RecipeConfig&, const Value& v, Mode) {
+  const int64_t n = v.integer();
+  if (n < 0) v.reject("must be >= 0");
+  if (n > 0) {
+    v.reject(
+        "multi-token prediction (MTP speculative decoding) is not built yet; DeepSeek-V3's "
+        "MTP layers are skipped at load: set next_n: 0");
+  }
+}
+
+void force_eplb(RecipeConfig&, const Value& v, Mode) {
+  require_bool(v, false,
+               "expert-parallel load balancing re-places experts across ranks, and parallelism "
+               "across processes is not built yet: set it to false");
+}
+
+void enable_profiler(RecipeConfig&, const Value& v, Mode) {
+  require_bool(v, false, "the profiler is not built yet: set it to false");
+}
+
+void with_ckpt(RecipeConfig&, const Value& v, Mode) {
+  require_bool(v, true,
+               "running without a checkpoint (random weights) is not supported; deepinfer "
+               "always loads model_path: set it to true");
+}
+
+void dataset(RecipeConfig&, const Value& v, Mode) {
+  if (lower(v.string()) != "default") {
+    v.reject(
+        "datasets are not bundled: `deepinfer run` takes prompts from the terminal, "
+        "--prompt or the API (\"default\" is accepted and means exactly that)");
+  }
+}
+
+}  // namespace set
+}  // namespace deepinfer::config

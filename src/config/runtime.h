@@ -1,0 +1,86 @@
+#pragma once
+// Everything a recipe config describes, loaded and ready to answer: thread pool, model,
+// tokenizer, chat template and a warmed-up engine behind a thread-safe EngineClient. One
+// set-up shared by `deepinfer run` (local and api modes) and the Python binding, logging the
+// start-up lines the articles show (SEED_INTERFACES.md §1):
+//   loading model from PATH / model loaded in N s / parallel layout / experts distributed /
+//   loading fused operators / attention fusion: enabled, MoE fusion: enabled / warming up /
+//   warm-up completed in N s
+// ("ready" is the caller's line: it knows what it is ready for).
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/recipe_config.h"
+#include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "engine/engine_client.h"
+#include "engine/sampling_params.h"
+#include "io/hf_config.h"
+#include "model/causal_lm.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::config {
+
+struct RuntimeOptions {
+  bool warm_up = true;
+  bool progress_bar = true;  // drawn only when stderr is a terminal
+};
+
+class Runtime {
+ public:
+  // Resolves and checks the config against the checkpoint before loading any weight: a
+  // ConfigError means nothing was loaded. Other failures (bad weights) throw Error.
+  static std::unique_ptr<Runtime> start(const RecipeConfig& config,
+                                        const RuntimeOptions& options = {});
+  ~Runtime();  // stops the client (aborting what is in flight) before the engine goes
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const RecipeConfig& config() const { return config_; }
+  const std::string& model_dir() const { return model_dir_; }
+  std::string served_name() const;  // model_name, else the directory's base name
+  const io::GenerationConfig& generation() const { return generation_; }
+  const model::CausalLM& model() const { return *model_; }
+  // The engine belongs to the client's loop thread: read-only use (config(), stats()).
+  const engine::Engine& engine() const { return *engine_; }
+  engine::EngineClient& client() { return *client_; }
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const engine::SamplingParams& sampling_defaults() const { return sampling_; }
+  bool has_chat_template() const { return chat_ != nullptr; }
+
+  // Text prompt ids as transformers' tokenizer(text) gives them (special tokens added).
+  std::vector<int32_t> encode_prompt(std::string_view text) const;
+  // The chat template rendered with the generation prompt, exactly as transformers'
+  // apply_chat_template(add_generation_prompt=True), and its ids (the rendered text carries
+  // its own special tokens). Throws Error when the model has no chat template.
+  std::string render_chat(const nlohmann::ordered_json& messages,
+                          const nlohmann::ordered_json& template_kwargs = {}) const;
+  std::vector<int32_t> encode_chat(const nlohmann::ordered_json& messages,
+                                   const nlohmann::ordered_json& template_kwargs = {}) const;
+  // Throws Error when a prompt of `tokens` exceeds input_truncated_len or leaves no room to
+  // generate within max_model_len; otherwise the max_new_tokens a request may use
+  // (`requested`, lowered to fit max_model_len).
+  int64_t fit_request(int64_t prompt_tokens, int64_t requested) const;
+
+ private:
+  Runtime() = default;
+  RecipeConfig config_;
+  std::string model_dir_;
+  io::GenerationConfig generation_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<model::CausalLM> model_;
+  std::optional<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<tokenizer::ChatTemplate> chat_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<engine::EngineClient> client_;
+  engine::SamplingParams sampling_;
+};
+
+}  // namespace deepinfer::config

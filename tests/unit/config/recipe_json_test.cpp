@@ -1,0 +1,222 @@
+// The articles' JSON trio: every key mapped, every rejection naming key and file.
+#include <gtest/gtest.h>
+
+#include "config/recipe_config.h"
+#include "config_test_util.h"
+
+namespace deepinfer::config {
+namespace {
+
+using testing::expect_config_error;
+using testing::scratch_dir;
+using testing::write_file;
+
+RecipeConfig parse_infer(const std::string& text) {
+  RecipeConfig c;
+  parse_infer_config(c, nlohmann::json::parse(text), "x/infer_config.json");
+  return c;
+}
+
+TEST(RecipeJson, EveryInferConfigKeyIsMapped) {
+  const RecipeConfig c = parse_infer(R"({
+    "model": {"model_path": "/m", "model_type": "qwen3", "vocab_size": 512, "hidden_size": 64,
+              "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "max_position_embeddings": 256, "rope_theta": 1e6},
+    "parallel": {"tensor_parallel_size": 1, "pipeline_parallel_size": 1, "expert_parallel_size": 1},
+    "kv_cache": {"use_paged_attention": true, "block_size": 32, "max_num_blocks": 77},
+    "atb": {"enable_atb_attention": true, "enable_atb_moe": true, "precision_mode": "fp16"},
+    "inference": {"max_batch_size": 5, "max_seq_len": 200, "do_sample": true, "temperature": 0.7,
+                  "top_p": 0.9, "top_k": 40, "repetition_penalty": 1.1, "max_new_tokens": 9,
+                  "seed": 3}})");
+  EXPECT_EQ(*c.model_path, "/m");
+  EXPECT_EQ(c.model_path.origin, "x/infer_config.json: model.model_path");
+  ASSERT_EQ(c.expected.size(), 9u);  // every model.* key but model_path
+  EXPECT_EQ(c.expected[0].key, "model_type");
+  EXPECT_EQ(c.expected[0].value, "qwen3");
+  EXPECT_EQ(c.expected[8].key, "rope_theta");
+  EXPECT_EQ(c.expected[8].value.get<double>(), 1e6);
+  EXPECT_EQ(c.expected[2].key, "hidden_size");
+  EXPECT_EQ(c.expected[2].value, 64);
+  EXPECT_EQ(c.expected[2].origin, "x/infer_config.json: model.hidden_size");
+  EXPECT_EQ(*c.tensor_parallel_size, 1);
+  EXPECT_EQ(*c.expert_parallel_size, 1);
+  EXPECT_EQ(*c.block_size, 32);
+  EXPECT_EQ(*c.max_num_blocks, 77);
+  EXPECT_TRUE(*c.attention_fusion);
+  EXPECT_TRUE(*c.moe_fusion);
+  EXPECT_EQ(*c.dtype, "f16");
+  EXPECT_EQ(*c.max_num_seqs, 5);
+  EXPECT_EQ(c.max_num_seqs.origin, "x/infer_config.json: inference.max_batch_size");
+  EXPECT_EQ(*c.max_model_len, 200);
+  EXPECT_TRUE(*c.do_sample);
+  EXPECT_DOUBLE_EQ(*c.temperature, 0.7);
+  EXPECT_DOUBLE_EQ(*c.top_p, 0.9);
+  EXPECT_EQ(*c.top_k, 40);
+  EXPECT_DOUBLE_EQ(*c.repetition_penalty, 1.1);
+  EXPECT_EQ(*c.max_new_tokens, 9);
+  EXPECT_EQ(*c.seed, 3u);
+}
+
+TEST(RecipeJson, PrecisionModesMapToWeightDtypes) {
+  EXPECT_EQ(*parse_infer(R"({"atb": {"precision_mode": "bf16"}})").dtype, "bf16");
+  EXPECT_EQ(*parse_infer(R"({"atb": {"precision_mode": "FP32"}})").dtype, "f32");
+  EXPECT_EQ(*parse_infer(R"({"atb": {"precision_mode": "auto"}})").dtype, "auto");
+  expect_config_error([] { parse_infer(R"({"atb": {"precision_mode": "int8"}})"); },
+                      {"atb.precision_mode", "\"int8\"", "fp16, bf16, fp32"});
+}
+
+TEST(RecipeJson, UnknownKeysAndSectionsNameKeyAndFile) {
+  expect_config_error([] { parse_infer(R"({"kv_cache": {"blocksize": 16}})"); },
+                      {"x/infer_config.json", "unknown key 'kv_cache.blocksize'", "block_size"});
+  expect_config_error([] { parse_infer(R"({"scheduler": {}})"); },
+                      {"x/infer_config.json", "unknown section 'scheduler'"});
+  expect_config_error([] { parse_infer(R"({"ep_size": 8})"); },
+                      {"unknown section 'ep_size'", "ep_config.json"});
+  expect_config_error([] { parse_infer(R"({"model": 3})"); }, {"model must be an object"});
+  expect_config_error([] { parse_infer("[1]"); }, {"expected a JSON object"});
+}
+
+TEST(RecipeJson, WrongTypesNameTheKey) {
+  expect_config_error([] { parse_infer(R"({"kv_cache": {"block_size": "16"}})"); },
+                      {"kv_cache.block_size", "expected an integer", "string"});
+  expect_config_error([] { parse_infer(R"({"kv_cache": {"block_size": 16.5}})"); },
+                      {"kv_cache.block_size", "expected an integer"});
+  expect_config_error([] { parse_infer(R"({"inference": {"do_sample": 1}})"); },
+                      {"inference.do_sample", "expected true or false"});
+  expect_config_error([] { parse_infer(R"({"inference": {"temperature": "hot"}})"); },
+                      {"inference.temperature", "expected a number"});
+  expect_config_error([] { parse_infer(R"({"model": {"model_path": 7}})"); },
+                      {"model.model_path", "expected a string"});
+}
+
+TEST(RecipeJson, OutOfRangeValuesAreRejected) {
+  expect_config_error([] { parse_infer(R"({"kv_cache": {"block_size": 0}})"); },
+                      {"kv_cache.block_size = 0", "positive"});
+  expect_config_error([] { parse_infer(R"({"kv_cache": {"block_size": 4096}})"); },
+                      {"kv_cache.block_size = 4096", "[1, 1024]"});
+  expect_config_error([] { parse_infer(R"({"inference": {"top_p": 1.5}})"); },
+                      {"inference.top_p = 1.5", "(0, 1]"});
+  expect_config_error([] { parse_infer(R"({"inference": {"top_k": -2}})"); },
+                      {"inference.top_k = -2"});
+  expect_config_error([] { parse_infer(R"({"inference": {"temperature": -1}})"); },
+                      {"inference.temperature = -1"});
+  expect_config_error([] { parse_infer(R"({"inference": {"repetition_penalty": 0}})"); },
+                      {"inference.repetition_penalty = 0"});
+  expect_config_error([] { parse_infer(R"({"inference": {"max_batch_size": -4}})"); },
+                      {"inference.max_batch_size = -4"});
+  expect_config_error([] { parse_infer(R"({"model": {"hidden_size": 0}})"); },
+                      {"model.hidden_size = 0"});
+}
+
+TEST(RecipeJson, ParallelismBeyondOneProcessIsExplained) {
+  for (const char* key :
+       {"tensor_parallel_size", "pipeline_parallel_size", "expert_parallel_size"}) {
+    expect_config_error([&] { parse_infer(str_cat(R"({"parallel": {")", key, R"(": 8}})")); },
+                        {str_cat("x/infer_config.json: parallel.", key, " = 8"),
+                         "parallelism across processes is not built yet", "set it to 1"});
+  }
+}
+
+TEST(RecipeJson, FusionSwitchesCannotBeTurnedOff) {
+  expect_config_error([] { parse_infer(R"({"atb": {"enable_atb_attention": false}})"); },
+                      {"atb.enable_atb_attention = false", "fused by construction"});
+  expect_config_error([] { parse_infer(R"({"atb": {"enable_atb_moe": false}})"); },
+                      {"atb.enable_atb_moe = false", "fused by construction"});
+  expect_config_error([] { parse_infer(R"({"kv_cache": {"use_paged_attention": false}})"); },
+                      {"kv_cache.use_paged_attention = false", "always paged"});
+}
+
+TEST(RecipeJson, EpConfig) {
+  RecipeConfig c;
+  parse_ep_config(c, nlohmann::json::parse(R"({"ep_size": 1, "num_experts": 8, "top_k": 2,
+      "expert_parallel_mode": "all_to_all", "communication_dtype": "fp16"})"),
+                  "x/ep_config.json");
+  EXPECT_EQ(*c.expert_parallel_size, 1);
+  ASSERT_EQ(c.expected.size(), 2u);
+  EXPECT_EQ(c.expected[0].key, "num_experts");
+  EXPECT_EQ(c.expected[1].key, "num_experts_per_tok");
+  EXPECT_EQ(c.expected[1].value, 2);
+  EXPECT_EQ(*c.communication_dtype, "fp16");
+
+  const auto ep = [](const std::string& text) {
+    RecipeConfig r;
+    parse_ep_config(r, nlohmann::json::parse(text), "x/ep_config.json");
+  };
+  expect_config_error([&] { ep(R"({"ep_size": 8})"); },
+                      {"x/ep_config.json: ep_size = 8", "not built yet"});
+  expect_config_error([&] { ep(R"({"capacity_factor": 1.25})"); },
+                      {"x/ep_config.json: capacity_factor = 1.25", "remove the key"});
+  expect_config_error([&] { ep(R"({"expert_parallel_mode": "allgather"})"); },
+                      {"expert_parallel_mode = \"allgather\"", "all_to_all"});
+  expect_config_error([&] { ep(R"({"communication_dtype": "int8"})"); },
+                      {"communication_dtype = \"int8\""});
+  expect_config_error([&] { ep(R"({"experts": 8})"); }, {"unknown key 'experts'"});
+}
+
+TEST(RecipeJson, ModelConfigKvCache) {
+  const auto mc = [](const std::string& text) {
+    RecipeConfig r;
+    parse_model_config(r, nlohmann::json::parse(text), "x/model_config.json");
+    return r;
+  };
+  const RecipeConfig c = mc(R"({"use_paged_attention": true, "block_size": 16,
+      "max_num_blocks": 9, "kv_cache_dtype": "fp32", "enable_kv_cache_quant": false})");
+  EXPECT_EQ(*c.kv_cache_dtype, "f32");
+  EXPECT_EQ(*c.max_num_blocks, 9);
+  EXPECT_EQ(*mc(R"({"kv_cache_dtype": "auto"})").kv_cache_dtype, "auto");
+  expect_config_error([&] { mc(R"({"kv_cache_dtype": "fp16"})"); },
+                      {"kv_cache_dtype = \"fp16\"", "not built yet"});
+  expect_config_error([&] { mc(R"({"kv_cache_dtype": "int8"})"); }, {"not built yet"});
+  // int8 quantization against an explicit other dtype: the conflict itself is reported.
+  expect_config_error(
+      [&] { mc(R"({"kv_cache_dtype": "fp16", "enable_kv_cache_quant": true})"); },
+      {"x/model_config.json", "enable_kv_cache_quant = true", "int8", "kv_cache_dtype = \"fp16\""});
+  expect_config_error([&] { mc(R"({"kv_cache_dtype": "fp32", "enable_kv_cache_quant": true})"); },
+                      {"enable_kv_cache_quant = true", "kv_cache_dtype = \"fp32\""});
+  // Alone (or with auto) it asks for a cache this build does not have.
+  expect_config_error([&] { mc(R"({"enable_kv_cache_quant": true})"); },
+                      {"enable_kv_cache_quant = true", "int8 KV cache is not built yet"});
+  expect_config_error([&] { mc(R"({"kv_cache_dtype": "auto", "enable_kv_cache_quant": true})"); },
+                      {"int8 KV cache is not built yet"});
+}
+
+TEST(RecipeJson, SiblingFilesAreMergedAndConflictsNameBothFiles) {
+  const auto dir = scratch_dir("trio");
+  const auto infer = write_file(dir / "infer_config.json",
+                                R"({"kv_cache": {"block_size": 16, "max_num_blocks": 40}})");
+  write_file(dir / "model_config.json", R"({"block_size": 16, "kv_cache_dtype": "auto"})");
+  write_file(dir / "ep_config.json", R"({"num_experts": 8, "top_k": 2})");
+  const RecipeConfig c = load_recipe(infer);
+  EXPECT_EQ(c.source, infer);
+  EXPECT_EQ(*c.block_size, 16);
+  EXPECT_EQ(*c.max_num_blocks, 40);
+  EXPECT_EQ(*c.kv_cache_dtype, "auto");
+  EXPECT_EQ(c.expected.size(), 2u);
+  // A directory means its infer_config.json.
+  EXPECT_EQ(*load_recipe(dir.string()).max_num_blocks, 40);
+
+  write_file(dir / "model_config.json", R"({"block_size": 32})");
+  expect_config_error([&] { load_recipe(infer); },
+                      {"conflicting values", "infer_config.json: kv_cache.block_size = 16",
+                       "model_config.json: block_size = 32"});
+  write_file(dir / "model_config.json", "{not json");
+  expect_config_error([&] { load_recipe(infer); }, {"model_config.json", "malformed JSON"});
+}
+
+TEST(RecipeJson, FileErrors) {
+  const auto dir = scratch_dir("files");
+  expect_config_error([&] { load_recipe((dir / "missing.json").string()); },
+                      {"missing.json", "cannot be opened", "no such file"});
+  const auto ep = write_file(dir / "ep_config.json", "{}");
+  expect_config_error([&] { load_recipe(ep); }, {"pass the infer_config.json beside it"});
+  const auto bad = write_file(dir / "infer_config.json", R"({"model": {)");
+  expect_config_error([&] { load_recipe(bad); }, {"infer_config.json", "malformed JSON"});
+}
+
+TEST(RecipeJson, NullValuesCountAsUnset) {
+  const RecipeConfig c = parse_infer(R"({"kv_cache": {"block_size": null}, "atb": null})");
+  EXPECT_FALSE(c.block_size.has());
+}
+
+}  // namespace
+}  // namespace deepinfer::config
