@@ -413,6 +413,10 @@ cont' }}""",
     # jinja2 evaluates constant {{ }} expressions at compile time, where slices cannot fail
     "{{ (none)[1:] }}|{{ 'abc'[0:1.5] }}|{{ [(5)[1:]] }}|{{ (5)[1:]|list }}|{{ {}[1:] is defined }}|{{ ('abc' if true else x)[0:1.5] }}|{% print (1)[:1], 2 %}",
     "{% set v = (none)[1:] %}", "{{ ('abc' if x else 'd')[0:1.5] }}", "{{ [1][::0] }}", "{% if (none)[1:] %}{% endif %}",
+    "{% if (0)[1:]|upper %}a{% else %}b{% endif %}|{{ n if (0)[1:]|length else 'c' }}|{{ ((1.5)[:1] is defined, n) }}|{% set w = (none)[1:]|string %}[{{ w }}]",
+    "{{ (2.5|safe).startswith('2') }}|{{ ('<a>'|safe).replace('a', '&') }}|{{ ('x'|safe).center(5, '<') if false else ('x'|safe).center(5) }}|{{ ('-'|safe).join(['<', 1]) }}|{{ ('a,b'|safe).split(',') }}|{{ ('a=b'|safe).partition('=') }}|{{ ('ab'|safe)[0] ~ ('ab'|safe)|first }}|{{ ('ab'|safe)|list }}|{{ 2.5|safe|batch(2)|list }}",
+    "{{ ('x'|safe).center(5, '<') }}", "{{ [1, 2]|truncate(5) }}|{{ {'a': 1}|truncate(3, leeway=0) }}", "{{ [1, 2, 3, 4, 5, 6, 7]|truncate(3, leeway=0) }}",
+    "{{ 'abc' % [1] }}|{{ 'abc' % {'a': 1} }}|{{ 'abc' % u }}|{{ '%s' % [1, 2] }}|{{ 'x' % range(2) }}", "{{ 'abc' % (1,) }}", "{{ 'abc' % 5 }}",
     # syntax errors and unsupported constructs
     "{% if %}x{% endif %}", "{% for x %}{% endfor %}", "{{ }}", "{{ 1 + }}", "{% endif %}", "{% if true %}", "{{ 'abc }}",
     "{{ (1 }}", "{% foo %}", "{# unclosed", "{% raw %}x", "{{ x | }}", "{{ 1 2 }}", "{% set 1 = 2 %}",

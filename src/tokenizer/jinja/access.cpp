@@ -174,7 +174,7 @@ ValueList Interpreter::iterate(const Value& v) {
       for (char32_t c : cps) {
         std::string s;
         unicode::append_utf8(s, c);
-        chars.push_back(Value::string(std::move(s), v.is_markup()));
+        chars.push_back(Value::string(std::move(s)));  // iterating a Markup gives plain str
       }
       return chars;
     }

@@ -54,13 +54,12 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   FilterFn filter = nullptr;  // resolved filter (Filter); null: fails when evaluated
   TestFn test = nullptr;      // resolved test (Test)
-  // Output expressions only: jinja2 may evaluate it at compile time (no variables or calls
-  // outside inline-if branches), see Interpreter::eval_output.
-  bool fold_candidate = false;
+  // jinja2 may evaluate this subtree at compile time (no variables, calls or context
+  // filters) and it contains a slice, whose compile-time result can differ from the run-time
+  // one; see Interpreter::try_fold.
+  bool fold = false;
 };
 
-// Whether jinja2's compile-time evaluation could succeed for the expression.
-bool may_fold(const Expr& e);
 
 // Assignment target of for / set / with.
 struct Target {
@@ -105,5 +104,8 @@ struct Stmt {
   bool catch_varargs = false;  // the body reads `varargs`
   bool catch_kwargs = false;   // the body reads `kwargs`
 };
+
+// Sets Expr::fold over the whole template (after parsing).
+void mark_constant_folds(Body& body);
 
 }  // namespace deepinfer::tokenizer::jinja

@@ -10,6 +10,9 @@ Value Interpreter::eval(const Expr& e, const ScopePtr& scope) {
   DepthGuard guard(*this);
   try {
     charge(1);
+    if (e.fold && !folding_) {
+      if (auto v = try_fold(e, scope, true)) return *v;
+    }
     return eval_inner(e, scope);
   } catch (const Failure& f) {
     rethrow_at(e.offset, f);
@@ -127,22 +130,62 @@ Value Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
   return Value();
 }
 
-// jinja2's compiler evaluates each {{ }} expression at compile time when it is constant
-// (no variables, calls or context filters) and prints the result. That evaluation differs
-// from the run-time one in one way: a constant slice goes through the sandbox's getitem, so
-// a failing slice gives Undefined where the compiled code would raise. Mirror it by first
-// trying the expression in folding mode and falling back on any failure, as jinja2 does.
-Value Interpreter::eval_output(const Expr& e, const ScopePtr& scope) {
-  if (e.fold_candidate && e.kind != ExprKind::Const) {
-    folding_ = true;
-    try {
-      Value v = eval(e, scope);
-      folding_ = false;
-      return v;
-    } catch (const Impossible&) {
-    } catch (const TemplateError&) {
+namespace {
+
+// jinja2's has_safe_repr: values its optimizer may bake into the compiled template.
+bool safe_repr(const Value& v) {
+  switch (v.type()) {
+    case Type::None:
+    case Type::Bool:
+    case Type::Int:
+    case Type::Float:
+    case Type::String:
+      return true;
+    case Type::List: {
+      const SeqKind k = v.list_data().kind;
+      if (k != SeqKind::List && k != SeqKind::Tuple && k != SeqKind::Range) return false;
+      for (const Value& item : v.items()) {
+        if (!safe_repr(item)) return false;
+      }
+      return true;
     }
+    case Type::Dict:
+      for (const auto& [key, item] : v.dict().entries()) {
+        if (!safe_repr(key) || !safe_repr(item)) return false;
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+// jinja2 evaluates constant expressions at compile time: its optimizer replaces constant
+// subexpressions whose value it can write back as a literal, and each {{ }} whose value is
+// constant is printed at compile time. Those evaluations run a slice through the sandbox's
+// getitem, where a failing slice gives Undefined instead of raising as the compiled code
+// would. Expressions marked `fold` (constant, containing a slice) are therefore first tried
+// in folding mode; any failure falls back to the normal evaluation, as in jinja2.
+std::optional<Value> Interpreter::try_fold(const Expr& e, const ScopePtr& scope,
+                                           bool need_safe_repr) {
+  folding_ = true;
+  try {
+    Value v = eval_inner(e, scope);
     folding_ = false;
+    if (!need_safe_repr || safe_repr(v)) return v;
+    return std::nullopt;
+  } catch (const Impossible&) {
+  } catch (const TemplateError&) {
+  } catch (const Failure&) {
+  }
+  folding_ = false;
+  return std::nullopt;
+}
+
+Value Interpreter::eval_output(const Expr& e, const ScopePtr& scope) {
+  if (e.fold) {
+    if (auto v = try_fold(e, scope, false)) return *v;
   }
   return eval(e, scope);
 }

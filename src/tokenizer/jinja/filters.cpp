@@ -165,7 +165,6 @@ Value f_indent(Interpreter& in, const Value& input, CallArgs& a) {
 
 Value f_truncate(Interpreter&, const Value& input, CallArgs& a) {
   auto b = a.bind("truncate", {"length", "killwords", "end", "leeway"});
-  if (!input.is_string()) unsupported("truncate of a non-string value");
   const int64_t length = opt_int(b[0], "truncate", 255);
   const bool killwords = b[1] && b[1]->truthy();
   const std::string end = b[2] ? req_str(b[2], "truncate") : "...";
@@ -173,6 +172,11 @@ Value f_truncate(Interpreter&, const Value& input, CallArgs& a) {
   const auto end_len = static_cast<int64_t>(unicode::length(end));
   if (length < end_len) runtime_fail("expected length >= ", end_len, ", got ", length);
   if (leeway < 0) runtime_fail("expected leeway >= 0, got ", leeway);
+  if (!input.is_string()) {
+    // Any sized value short enough comes back unchanged; cutting one fails in Python too.
+    if (python_len(input) <= length + leeway) return input;
+    runtime_fail("truncate: '", type_name(input), "' object has no attribute 'rsplit'");
+  }
   const std::u32string s = unicode::decode(input.str());
   if (static_cast<int64_t>(s.size()) <= length + leeway) return input;
   std::string head =

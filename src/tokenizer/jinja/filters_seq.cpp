@@ -74,7 +74,7 @@ Value first_item(Interpreter& in, const Value& v) {
     const std::u32string cps = unicode::decode(v.str());
     std::string s;
     unicode::append_utf8(s, cps[0]);
-    return Value::string(s, v.is_markup());
+    return Value::string(s);  // next(iter(markup)) is a plain str
   }
   if (v.is_list() && !v.items().empty()) return v.items().front();
   if (v.is_dict() && !v.dict().empty()) return v.dict().entries().front().first;

@@ -2,6 +2,7 @@
 // Renders a parsed template: statements, expressions, scopes and the safety budget.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,6 +86,7 @@ class Interpreter {
   void write(std::string_view text);
   Value eval_inner(const Expr& e, const ScopePtr& scope);
   Value eval_output(const Expr& e, const ScopePtr& scope);
+  std::optional<Value> try_fold(const Expr& e, const ScopePtr& scope, bool need_safe_repr);
   Value eval_filter(const Expr& e, const ScopePtr& scope, const Value* block_input);
   Value apply_filter_chain(const Expr& chain, const ScopePtr& scope, const Value& input);
   Value eval_compare(const Expr& e, const ScopePtr& scope);

@@ -7,6 +7,7 @@
 #include "tokenizer/jinja/interpreter.h"
 #include "tokenizer/jinja/method_args.h"
 #include "tokenizer/jinja/objects.h"
+#include "tokenizer/jinja/pyformat.h"
 #include "tokenizer/jinja/pystr.h"
 #include "tokenizer/jinja/unicode.h"
 
@@ -307,6 +308,30 @@ const MethodEntry kStrMethods[] = {
 
 }  // namespace
 
+namespace {
+
+// markupsafe's Markup escapes some arguments of its str methods: replace's new text, the
+// fill character of center / ljust / rjust and every item of join.
+Value escaped(Interpreter& in, const Value& v) {
+  if (v.is_markup()) return v;
+  return Value::string(html_escape(v.is_string() ? v.str() : to_str(v, in.max_size())), true);
+}
+
+void markup_arguments(Interpreter& in, std::string_view name, CallArgs& args) {
+  if (name == "format" || name == "format_map") unsupported("Markup.", name, "()");
+  if ((name == "replace" || name == "center" || name == "ljust" || name == "rjust") &&
+      args.positional.size() >= 2 && args.positional[1].is_string()) {
+    args.positional[1] = escaped(in, args.positional[1]);
+  }
+  if (name == "join" && !args.positional.empty()) {
+    ValueList items;
+    for (const Value& v : in.iterate(args.positional[0])) items.push_back(escaped(in, v));
+    args.positional[0] = Value::list(std::move(items));
+  }
+}
+
+}  // namespace
+
 Value bind_method(const Value& self, const char* name, MethodFn fn) {
   if (!fn) {
     return Value::object(std::make_shared<NativeCallable>(
@@ -318,13 +343,15 @@ Value bind_method(const Value& self, const char* name, MethodFn fn) {
   return Value::object(std::make_shared<NativeCallable>(
       name, "builtin_function_or_method",
       [self, fn, name](Interpreter& in, CallArgs& args) -> Value {
-        if (self.is_markup()) {
-          for (const Value& v : args.positional) {
-            if (v.is_string())
-              unsupported("calling '", name, "' of a safe (Markup) string with string arguments");
-          }
+        if (self.is_markup()) markup_arguments(in, name, args);
+        Value result = fn(in, self, args);
+        // markupsafe wraps these results back into Markup
+        if (self.is_markup() && result.is_sequence_kind(SeqKind::Tuple)) {
+          ValueList parts;
+          for (const Value& v : result.items()) parts.push_back(Value::string(v.str(), true));
+          return Value::list(std::move(parts), SeqKind::Tuple);
         }
-        return fn(in, self, args);
+        return result;
       },
       depth));
 }

@@ -199,7 +199,9 @@ void undefined_fail(const Value& undefined) {
 
 Value binary_op(BinOp op, const Value& a, const Value& b, size_t max_size, size_t max_items) {
   if (a.is_undefined()) undefined_fail(a);
-  if (b.is_undefined()) undefined_fail(b);
+  // str % x formats any x (an Undefined argument prints as ""); other operators hand an
+  // Undefined right operand its reflected method, which raises.
+  if (b.is_undefined() && !(op == BinOp::Mod && a.is_string())) undefined_fail(b);
   switch (op) {
     case BinOp::Add:
       return add(a, b, max_size, max_items);

@@ -89,7 +89,6 @@ Body Parser::subparse(std::initializer_list<std::string_view> end_tags) {
       stmt->offset = tok.offset;
       advance();
       stmt->exprs.push_back(parse_tuple(true));
-      stmt->exprs.back()->fold_candidate = may_fold(*stmt->exprs.back());
       expect(TokenType::VariableEnd);
       body.push_back(std::move(stmt));
     } else if (tok.type == TokenType::BlockBegin) {
@@ -143,7 +142,6 @@ StmtPtr Parser::parse_statement() {
     while (cur().type != TokenType::BlockEnd) {
       if (!stmt->exprs.empty()) expect_op(",");
       stmt->exprs.push_back(parse_expression());
-      stmt->exprs.back()->fold_candidate = may_fold(*stmt->exprs.back());
     }
     return stmt;
   }
@@ -343,25 +341,6 @@ Target Parser::parse_assign_target(std::initializer_list<std::string_view> extra
   return tuple;
 }
 
-bool may_fold(const Expr& e) {
-  switch (e.kind) {
-    case ExprKind::Name:
-    case ExprKind::Call:
-      return false;
-    case ExprKind::CondExpr:
-      return true;  // only the branch taken matters: decided when evaluated
-    default:
-      break;
-  }
-  for (const auto& a : e.args) {
-    if (a && !may_fold(*a)) return false;
-  }
-  for (const auto& [name, a] : e.kwargs) {
-    if (!may_fold(*a)) return false;
-  }
-  return true;
-}
-
 ParsedTemplate parse_template(std::string_view source, int max_depth) {
   LexResult lexed = lex(source);
   ParsedTemplate result;
@@ -369,6 +348,7 @@ ParsedTemplate parse_template(std::string_view source, int max_depth) {
   Parser parser(std::move(lexed.tokens), result.source, max_depth);
   result.body = parser.parse_template_body();
   validate_names(result.body, result.source);
+  mark_constant_folds(result.body);
   return result;
 }
 

@@ -104,6 +104,11 @@ std::string format_one(const Spec& spec, const Value& v, size_t max_size) {
 std::string percent_format(const std::string& format, const Value& args, size_t max_size) {
   const bool is_tuple = args.is_sequence_kind(SeqKind::Tuple);
   const bool is_mapping = args.is_dict();
+  // CPython checks "all arguments converted" only when the argument is not a mapping, and
+  // anything with __getitem__ counts as one (lists, ranges, Undefined).
+  const bool mapping_like = is_mapping || args.is_undefined() ||
+                            (args.is_list() && (args.list_data().kind == SeqKind::List ||
+                                                args.list_data().kind == SeqKind::Range));
   ValueList positional;
   if (is_tuple) {
     positional = args.items();
@@ -176,7 +181,7 @@ std::string percent_format(const std::string& format, const Value& args, size_t 
     out += format_one(spec, mapped ? *mapped : take(), max_size);
     if (out.size() > max_size) limit_fail("formatted string larger than ", max_size);
   }
-  if (!used_mapping && next_arg < positional.size() && !is_mapping) {
+  if (!used_mapping && next_arg < positional.size() && !mapping_like) {
     runtime_fail("not all arguments converted during string formatting");
   }
   return out;

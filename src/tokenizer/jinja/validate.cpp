@@ -77,6 +77,68 @@ class Validator {
 
 }  // namespace
 
+namespace {
+
+// jinja2 folds an expression at compile time when every part has a constant value: no
+// names or calls, no filter that takes the template context, no unknown filter or test.
+// (Inline ifs are decided when evaluated: only their test and the branch taken matter.)
+bool may_fold(const Expr& e) {
+  switch (e.kind) {
+    case ExprKind::Name:
+    case ExprKind::Call:
+      return false;
+    case ExprKind::Filter:
+      if (!e.filter || !e.args[0] || e.name == "map" || e.name == "select" || e.name == "reject" ||
+          e.name == "selectattr" || e.name == "rejectattr") {
+        return false;
+      }
+      break;
+    case ExprKind::Test:
+      if (!e.test) return false;
+      break;
+    case ExprKind::CondExpr:
+      return true;
+    default:
+      break;
+  }
+  for (const auto& a : e.args) {
+    if (a && !may_fold(*a)) return false;
+  }
+  for (const auto& [name, a] : e.kwargs) {
+    if (!may_fold(*a)) return false;
+  }
+  return true;
+}
+
+// Marks subtrees; returns whether e contains a slice.
+bool mark(Expr& e) {
+  bool slice = e.kind == ExprKind::Slice;
+  for (auto& a : e.args) {
+    if (a && mark(*a)) slice = true;
+  }
+  for (auto& [name, a] : e.kwargs) {
+    if (mark(*a)) slice = true;
+  }
+  e.fold = slice && may_fold(e);
+  return slice;
+}
+
+void mark_body(Body& body) {
+  for (auto& s : body) {
+    for (auto& e : s->exprs) {
+      if (e) mark(*e);
+    }
+    if (s->filter) mark(*s->filter);
+    for (auto& b : s->bodies) mark_body(b);
+  }
+}
+
+}  // namespace
+
+void mark_constant_folds(Body& body) {
+  mark_body(body);
+}
+
 void validate_names(const Body& body, const std::string& source) {
   Validator(source).body(body, false);
 }
