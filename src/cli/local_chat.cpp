@@ -1,5 +1,6 @@
 #include "cli/local_chat.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -21,8 +22,8 @@ void on_sigint(int) {
   g_interrupted.store(true);
 }
 
-// Installs the SIGINT handler without SA_RESTART, so a blocking read returns EINTR and the
-// loop can react; restores the previous handler on destruction.
+// Installs the SIGINT handler (the loops poll its flag); restores the previous handler on
+// destruction.
 class SigintGuard {
  public:
   SigintGuard() {
@@ -38,7 +39,7 @@ class SigintGuard {
   struct sigaction previous_ {};
 };
 
-// Reads stdin line by line with read(2), so Ctrl-C (EINTR) is seen at once.
+// Reads stdin line by line with poll(2) + read(2), so Ctrl-C is seen while waiting.
 class LineReader {
  public:
   enum class Status { line, eof, interrupted };
@@ -58,6 +59,12 @@ class LineReader {
         line.swap(buffer_);
         return Status::line;
       }
+      // SIGINT may be delivered to any thread (the engine's workers too), so the read does
+      // not reliably see EINTR: wait in short polls and look at the flag in between.
+      pollfd input{0, POLLIN, 0};
+      const int ready = ::poll(&input, 1, 100);
+      if (g_interrupted.exchange(false)) return Status::interrupted;
+      if (ready == 0 || (ready < 0 && errno == EINTR)) continue;
       char chunk[4096];
       const ssize_t n = ::read(0, chunk, sizeof chunk);
       if (n < 0 && errno == EINTR) {

@@ -6,6 +6,7 @@ import json
 import os
 import pty
 import select
+import signal
 import subprocess
 import time
 
@@ -195,22 +196,46 @@ def read_until(fd, marker, timeout=60):
     return data
 
 
-def test_terminal_session_prompts_streams_and_quits_on_ctrl_d(deepinfer_bin, tmp_path):
-    config = write_config(tmp_path)
+def spawn_in_terminal(binary, config):
     master, slave = pty.openpty()
-    proc = subprocess.Popen([deepinfer_bin, "run", "--config", str(config), "--threads", "2"],
+    proc = subprocess.Popen([binary, "run", "--config", str(config), "--threads", "2"],
                             stdin=slave, stdout=slave, stderr=subprocess.PIPE, close_fds=True)
     os.close(slave)
+    return proc, master
+
+
+def test_terminal_session_two_turns_reset_interrupt_exit(deepinfer_bin, tmp_path):
+    config = write_config(tmp_path)
+    proc, master = spawn_in_terminal(deepinfer_bin, config)
     try:
         read_until(master, b">>> ")
         os.write(master, b"hello there\n")
         first = read_until(master, b">>> ")
+        os.write(master, b"what is two plus two?\n")
+        second = read_until(master, b">>> ")
         os.write(master, b"/reset\n")
         read_until(master, b">>> ")
         os.write(master, b"hello there\n")
         again = read_until(master, b">>> ")
-        assert first.endswith(b">>> ") and len(first) > len(b"hello there\r\n>>> ")
-        assert first == again  # greedy, and /reset forgot the first turn
+        # The echo of the line, the streamed answer, a new prompt.
+        assert first.startswith(b"hello there\r\n") and len(first) > len(b"hello there\r\n>>> ")
+        assert second.startswith(b"what is two plus two?\r\n") and second != first
+        assert first == again  # greedy, and /reset forgot the first two turns
+        proc.send_signal(signal.SIGINT)  # Ctrl-C at the prompt does not quit
+        time.sleep(0.2)
+        os.write(master, b"/exit\n")
+        assert proc.wait(timeout=30) == 0
+        assert b"use /exit or Ctrl-D to quit" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+
+
+def test_terminal_session_quits_on_ctrl_d(deepinfer_bin, tmp_path):
+    proc, master = spawn_in_terminal(deepinfer_bin, write_config(tmp_path))
+    try:
+        read_until(master, b">>> ")
         os.write(master, b"\x04")  # Ctrl-D at an empty prompt
         assert proc.wait(timeout=30) == 0
     finally:
