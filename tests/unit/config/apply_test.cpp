@@ -65,6 +65,32 @@ TEST(RecipeOverrides, BadOverridesNameTheSetting) {
                       {"--ep-size = 2", "not built yet"});
   expect_config_error([&] { apply_overrides(c, nlohmann::json::array(), "x"); },
                       {"must be an object"});
+  expect_config_error(
+      [&] { apply_override(c, "scheduling_policy", "lifo", "--scheduling-policy"); },
+      {"--scheduling-policy = \"lifo\"", "fifo or priority"});
+  expect_config_error([&] { apply_override(c, "threads", 5000, "--threads"); },
+                      {"--threads = 5000", "4096"});
+  expect_config_error([&] { apply_override(c, "devices", -1, "--devices"); },
+                      {"--devices = -1", "non-negative"});
+  expect_config_error([&] { apply_override(c, "devices", true, "--devices"); },
+                      {"--devices", "list of integers"});
+  expect_config_error([&] { apply_override(c, "max_new_tokens", 0, "--max-new-tokens"); },
+                      {"--max-new-tokens = 0", "positive"});
+  expect_config_error([&] { apply_override(c, "seed", -3, "--seed"); }, {"--seed = -3"});
+  expect_config_error([&] { apply_override(c, "kv_cache_memory", -1.0, "--kv-cache-memory"); },
+                      {"--kv-cache-memory = -1.0", "GiB"});
+  expect_config_error([&] { apply_override(c, "kv_cache_dtype", "fp16", "--kv-cache-dtype"); },
+                      {"--kv-cache-dtype = \"fp16\"", "not built yet"});
+  expect_config_error([&] { apply_override(c, "enable_prefix_caching", "maybe", "--x", true); },
+                      {"--x", "expected true or false"});
+  expect_config_error([&] { apply_override(c, "temperature", "warm", "--temperature", true); },
+                      {"--temperature", "expected a number, got 'warm'"});
+  expect_config_error([&] { apply_override(c, "exe_mode", "npugraph_ex", "exe_mode"); },
+                      {"exe_mode = \"npugraph_ex\"", "eager"});
+  // An explicit non-int8 dtype set earlier conflicts with int8 quantization.
+  apply_override(c, "kv_cache_dtype", "fp32", "--kv-cache-dtype");
+  expect_config_error([&] { apply_override(c, "enable_kv_cache_quant", true, "quant"); },
+                      {"conflicting values", "quant = true", "--kv-cache-dtype = \"f32\""});
 }
 
 TEST(RecipeApply, EngineConfigMapsTheKeys) {
