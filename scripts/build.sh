@@ -14,13 +14,13 @@ case "$kind" in
   sanitize)
     # Debug + ASan/UBSan, unit tests only.
     cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DDEEPINFER_SANITIZE=ON \
-      -DDEEPINFER_BUILD_CLI=OFF -DDEEPINFER_BUILD_BENCH=OFF >/dev/null
+      -DDEEPINFER_BUILD_CLI=OFF -DDEEPINFER_BUILD_BENCH=OFF -DDEEPINFER_BUILD_PYTHON=OFF >/dev/null
     cmake --build build-sanitize -j "$jobs" --target deepinfer_unit_tests
     ;;
   fuzz)
     CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DDEEPINFER_BUILD_FUZZERS=ON -DDEEPINFER_BUILD_TESTS=OFF -DDEEPINFER_BUILD_CLI=OFF \
-      -DDEEPINFER_BUILD_BENCH=OFF >/dev/null
+      -DDEEPINFER_BUILD_BENCH=OFF -DDEEPINFER_BUILD_PYTHON=OFF >/dev/null
     cmake --build build-fuzz -j "$jobs"
     ;;
   *)
