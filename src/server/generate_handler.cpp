@@ -215,6 +215,12 @@ void ApiServer::Impl::handle_generation(Api api, const httplib::Request& req,
   for (const auto& e : prepared.echo) echo.insert(echo.end(), static_cast<size_t>(n), e);
 
   if (!r.stream) {
+    // Deregisters however this path ends (the response is built after the job finished).
+    struct Registration {
+      ApiServer::Impl& server;
+      std::shared_ptr<Job> job;
+      ~Registration() { server.remove_job(job); }
+    } registration{*this, job};
     std::vector<ChoiceResult> choices(echo.size());
     for (size_t i = 0; i < choices.size(); ++i) {
       choices[i].text = echo[i];
@@ -236,7 +242,6 @@ void ApiServer::Impl::handle_generation(Api api, const httplib::Request& req,
     for (const auto& e : events) {
       accumulate(choices[static_cast<size_t>(e.choice)], e.delta, r.include_stop_str_in_output);
     }
-    remove_job(job);
     if (const auto error = job->error(); !error.empty()) {
       throw ApiError(500, str_cat("the engine failed: ", error));
     }

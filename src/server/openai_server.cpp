@@ -239,7 +239,10 @@ ApiServer::ApiServer(ServerOptions options) : impl_(std::make_unique<Impl>(std::
 ApiServer::~ApiServer() {
   Impl& s = *impl_;
   if (s.listener.joinable()) {
-    if (!s.listener_closed) s.http.stop();
+    // Not http.stop(): it does nothing until the accept loop has started, and a server
+    // destroyed right away (the model failed to load) would then wait forever. A shut-down
+    // listening socket also ends a loop that starts later.
+    s.http.close_listener();
     // Streams still open end when their jobs are aborted.
     std::vector<std::shared_ptr<Job>> jobs;
     {
@@ -308,7 +311,6 @@ void ApiServer::Impl::drain() {
   state.store(ServerState::draining);
   const int signals_at_start = g_signals.load();
   http.close_listener();
-  listener_closed = true;
   size_t in_flight = 0;
   {
     std::lock_guard lock(jobs_mutex);

@@ -40,7 +40,6 @@ struct ApiServer::Impl {
   HttpServer http;
   std::thread listener;
   int port = 0;
-  bool listener_closed = false;  // close_listener() used: never call http.stop() after it
   std::atomic<ServerState> state{ServerState::starting};
   std::atomic<bool> shutdown_requested{false};
 

@@ -132,8 +132,8 @@ def test_unknown_fields_are_ignored(server):
     assert r.status_code == 200, r.text
 
 
-def test_api_key(deepinfer_bin):
-    s = ServeProcess(deepinfer_bin, "--api-key", "s3cret")
+def test_api_key_and_priority(deepinfer_bin):
+    s = ServeProcess(deepinfer_bin, "--api-key", "s3cret", "--scheduling-policy", "priority")
     try:
         assert requests.get(s.url + "/health", timeout=10).status_code == 200
         assert requests.get(s.url + "/metrics", timeout=10).status_code == 200
@@ -149,6 +149,9 @@ def test_api_key(deepinfer_bin):
             bad.models.list()
         good = openai.OpenAI(base_url=s.url + "/v1", api_key="s3cret", max_retries=0)
         assert good.completions.create(model="tiny-qwen3", prompt="Hi", max_tokens=2).choices
+        # Under the priority policy the vLLM extension field is accepted.
+        assert good.completions.create(model="tiny-qwen3", prompt="Hi", max_tokens=2,
+                                       extra_body={"priority": -3}).choices
     finally:
         assert s.stop() == 0
 

@@ -63,14 +63,15 @@ def test_health_is_503_or_200_only(deepinfer_bin):
 
 
 def test_sigterm_finishes_in_flight_requests(deepinfer_bin):
-    s = ServeProcess(deepinfer_bin, "--max-model-len", 8192, "--shutdown-timeout", 120)
+    s = ServeProcess(deepinfer_bin, "--max-model-len", 8192, "--shutdown-timeout", 600)
     results = {}
+    body = {**LONG, "max_tokens": 3000}
 
     def non_streamed():
-        results["plain"] = s.post("/v1/completions", LONG, timeout=300)
+        results["plain"] = s.post("/v1/completions", body, timeout=600)
 
     sock, first = raw_stream(s, "/v1/completions",
-                             {**LONG, "stream_options": {"include_usage": True}})
+                             {**body, "stream_options": {"include_usage": True}})
     plain = threading.Thread(target=non_streamed)
     plain.start()
     deadline = time.monotonic() + 30
@@ -86,18 +87,18 @@ def test_sigterm_finishes_in_flight_requests(deepinfer_bin):
         time.sleep(0.02)
     events, done = read_events(sock)
     sock.close()
-    plain.join(timeout=300)
+    plain.join(timeout=600)
     assert s.proc.wait(timeout=120) == 0
     log = "".join(s.log)
     assert "2 requests in flight" in log, log
 
     assert done
-    assert events[-1]["choices"] == [] and events[-1]["usage"]["completion_tokens"] == 7000
+    assert events[-1]["choices"] == [] and events[-1]["usage"]["completion_tokens"] == 3000
     finishes = [c["finish_reason"] for e in [first, *events] for c in e["choices"]]
     assert finishes[-1] == "length"
     r = results["plain"]
     assert r.status_code == 200, r.text
-    assert r.json()["usage"]["completion_tokens"] == 7000
+    assert r.json()["usage"]["completion_tokens"] == 3000
     assert r.json()["choices"][0]["finish_reason"] == "length"
 
 
@@ -131,12 +132,15 @@ def test_port_in_use_fails_at_once(deepinfer_bin):
         assert s.stop() == 0
 
 
-def test_bad_flags_fail_with_a_message(run_cli):
-    for flags, needle in [(["--port", "70000"], "--port"),
-                          (["--max-waiting-requests", "-1"], "--max-waiting-requests"),
-                          (["--generation-config", "x"], "--generation-config"),
-                          (["--config", "x.json"], "deepinfer run --config"),
-                          (["--frobnicate"], "frobnicate")]:
-        proc = run_cli("serve", "--model", DATA / "tiny-qwen3", *flags)
+def test_bad_flags_fail_with_a_message(run_cli, tmp_path):
+    tiny = ["--model", DATA / "tiny-qwen3", "--port", 0]
+    for flags, needle in [(tiny + ["--port", "70000"], "--port"),
+                          (tiny + ["--max-waiting-requests", "-1"], "--max-waiting-requests"),
+                          (tiny + ["--generation-config", "x"], "--generation-config"),
+                          (tiny + ["--config", "x.json"], "deepinfer run --config"),
+                          (tiny + ["--frobnicate"], "frobnicate"),
+                          # The port is bound before loading: a bad model must still exit.
+                          (["--model", tmp_path / "missing", "--port", 0], "missing")]:
+        proc = run_cli("serve", *flags, timeout=60)
         assert proc.returncode != 0
         assert needle in proc.stderr, proc.stderr
