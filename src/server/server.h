@@ -14,7 +14,9 @@
 // attach() runs one tiny warm-up generation before /health turns 200. wait() on SIGTERM:
 // closes the listening socket, refuses new requests on open connections (503), lets in-flight
 // requests finish for up to shutdown_timeout_s, aborts the rest, returns 0. The caller then
-// shuts the EngineClient down.
+// shuts the EngineClient down. Process-wide effects: SIGPIPE is ignored (a vanished client is
+// a failed write), and with handle_signals the SIGTERM / SIGINT handlers are replaced while the
+// server lives.
 #include <cstdint>
 #include <memory>
 #include <optional>
