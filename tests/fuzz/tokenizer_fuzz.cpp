@@ -26,7 +26,8 @@ using deepinfer::tokenizer::Tokenizer;
 
 std::filesystem::path data_dir() {
   if (const char* env = std::getenv("DEEPINFER_TEST_DATA_DIR")) return env;
-  return std::filesystem::path(__FILE__).parent_path().parent_path() / "data";
+  // Not __FILE__: ccache's base dir makes it relative to the build directory.
+  return DEEPINFER_TEST_DATA_DIR;
 }
 
 const std::vector<std::unique_ptr<Tokenizer>>& tokenizers() {
