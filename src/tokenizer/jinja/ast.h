@@ -60,7 +60,6 @@ struct Expr {
   bool fold = false;
 };
 
-
 // Assignment target of for / set / with.
 struct Target {
   enum class Kind { Name, NamespaceAttr, Tuple };
