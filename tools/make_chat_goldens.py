@@ -417,6 +417,8 @@ cont' }}""",
     "{{ (2.5|safe).startswith('2') }}|{{ ('<a>'|safe).replace('a', '&') }}|{{ ('x'|safe).center(5, '<') if false else ('x'|safe).center(5) }}|{{ ('-'|safe).join(['<', 1]) }}|{{ ('a,b'|safe).split(',') }}|{{ ('a=b'|safe).partition('=') }}|{{ ('ab'|safe)[0] ~ ('ab'|safe)|first }}|{{ ('ab'|safe)|list }}|{{ 2.5|safe|batch(2)|list }}",
     "{{ ('x'|safe).center(5, '<') }}", "{{ [1, 2]|truncate(5) }}|{{ {'a': 1}|truncate(3, leeway=0) }}", "{{ [1, 2, 3, 4, 5, 6, 7]|truncate(3, leeway=0) }}",
     "{{ 'abc' % [1] }}|{{ 'abc' % {'a': 1} }}|{{ 'abc' % u }}|{{ '%s' % [1, 2] }}|{{ 'x' % range(2) }}", "{{ 'abc' % (1,) }}", "{{ 'abc' % 5 }}",
+    "{{ 123.4 ** 560.0 }}", "{{ 10.0 ** -400 }}|{{ 2 ** 0.5 }}|{{ 1e308 * 10 }}", "{{ 'a\\nb'.splitlines('x') }}",
+    "{{ 'a\\nb'.splitlines(true) }}|{{ 'a\\nb'.splitlines(1) }}|{{ '%5.60f' % 254 }}|{{ '%.300e' % 1.5 }}",
     # syntax errors and unsupported constructs
     "{% if %}x{% endif %}", "{% for x %}{% endfor %}", "{{ }}", "{{ 1 + }}", "{% endif %}", "{% if true %}", "{{ 'abc }}",
     "{{ (1 }}", "{% foo %}", "{# unclosed", "{% raw %}x", "{{ x | }}", "{{ 1 2 }}", "{% set 1 = 2 %}",

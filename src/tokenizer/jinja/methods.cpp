@@ -61,7 +61,7 @@ Value m_rsplit(Interpreter&, const Value& s, CallArgs& a) {
 
 Value m_splitlines(Interpreter&, const Value& s, CallArgs& a) {
   auto b = a.bind("splitlines", {"keepends"});
-  return str_list(pystr::splitlines(s.str(), b[0] && b[0]->truthy()), s.is_markup());
+  return str_list(pystr::splitlines(s.str(), opt_int(b[0], "splitlines", 0) != 0), s.is_markup());
 }
 
 Value affix_test(const Value& self, CallArgs& a, const char* fn, bool at_end) {

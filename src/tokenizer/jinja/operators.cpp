@@ -122,7 +122,11 @@ Value arithmetic(BinOp op, const Value& a, const Value& b) {
       case BinOp::Pow: {
         if (x == 0.0 && y < 0) runtime_fail("0.0 cannot be raised to a negative power");
         if (x < 0 && y != std::floor(y)) unsupported("complex results of **");
-        return Value::number(std::pow(x, y));
+        const double r = std::pow(x, y);
+        if (std::isinf(r) && std::isfinite(x) && std::isfinite(y)) {
+          runtime_fail("(34, 'Numerical result out of range')");  // Python's OverflowError
+        }
+        return Value::number(r);
       }
       default:
         break;

@@ -33,11 +33,18 @@ std::string c_format(const Spec& spec, const char* length, double f, long long i
   if (spec.precision >= 0) fmt += "." + std::to_string(spec.precision);
   fmt += length;
   fmt += spec.type;
-  char buf[512];
-  const int n = is_float ? std::snprintf(buf, sizeof buf, fmt.c_str(), f)
-                         : std::snprintf(buf, sizeof buf, fmt.c_str(), i);
-  if (n < 0 || n >= static_cast<int>(sizeof buf)) limit_fail("% format field too wide");
-  return std::string(buf, static_cast<size_t>(n));
+  // Width and precision are bounded (10000) when parsed, so the text is too.
+  const int n = is_float ? std::snprintf(nullptr, 0, fmt.c_str(), f)
+                         : std::snprintf(nullptr, 0, fmt.c_str(), i);
+  if (n < 0) runtime_fail("bad % format");
+  std::string out(static_cast<size_t>(n) + 1, '\0');
+  if (is_float) {
+    std::snprintf(out.data(), out.size(), fmt.c_str(), f);
+  } else {
+    std::snprintf(out.data(), out.size(), fmt.c_str(), i);
+  }
+  out.resize(static_cast<size_t>(n));
+  return out;
 }
 
 std::string format_one(const Spec& spec, const Value& v, size_t max_size) {
