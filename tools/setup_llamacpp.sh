@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's CPU tools (llama-bench, llama-completion, llama-quantize) as a benchmark PEER.
+# Never part of the project build or CI: deepinfer does not link or need llama.cpp.
+#
+# The network here reaches only PyPI and apt, so the llama.cpp sources come from the sdist of
+# llama-cpp-python, which vendors a pinned llama.cpp commit under vendor/llama.cpp (together
+# with convert_hf_to_gguf.py and the gguf-py package used by tools/convert_to_gguf.py).
+#
+#   tools/setup_llamacpp.sh            # download (once), build (once), install gguf-py
+#   JOBS=4 tools/setup_llamacpp.sh     # more build parallelism where there are cores
+#
+# Idempotent: a finished step is skipped. Everything lands in bench/llamacpp-src (git-ignored
+# through bench/.gitignore). Prints the path of the built binaries at the end.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
+CACHE="$ROOT/bench/llamacpp-src"
+JOBS="${JOBS:-2}"
+PY="$ROOT/.venv-tools/bin/python"
+
+mkdir -p "$CACHE"
+SDIST="$CACHE/llama_cpp_python-$VERSION.tar.gz"
+SRC="$CACHE/llama_cpp_python-$VERSION"
+LLAMA="$SRC/vendor/llama.cpp"
+BUILD="$CACHE/build-$VERSION"
+
+if [[ ! -f "$SDIST" ]]; then
+  echo "== downloading llama-cpp-python==$VERSION sdist"
+  "$PY" -m pip download --no-binary :all: --no-deps -d "$CACHE" \
+    "llama-cpp-python==$VERSION"
+fi
+if [[ ! -f "$LLAMA/CMakeLists.txt" ]]; then
+  echo "== unpacking"
+  tar -xzf "$SDIST" -C "$CACHE"
+fi
+[[ -f "$LLAMA/CMakeLists.txt" ]] || { echo "error: $LLAMA has no CMakeLists.txt (sdist layout changed?)" >&2; exit 1; }
+
+# The default CPU backend, tuned to this machine (GGML_NATIVE=ON -> -march=native), no BLAS,
+# no GPU, no libcurl (the network is closed anyway), no server / examples we do not use.
+if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
+  echo "== configuring $BUILD"
+  cmake -S "$LLAMA" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_BLAS=OFF \
+    -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_OPENMP=ON -DLLAMA_CURL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_TOOLS=ON -DBUILD_SHARED_LIBS=OFF
+fi
+echo "== building llama-bench llama-quantize llama-completion (-j$JOBS)"
+# llama-completion is the plain prompt-in, text-out tool (llama-cli now needs the server code,
+# which we leave out).
+targets=(llama-bench llama-quantize llama-completion)
+cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}"
+
+# gguf-py from the same commit, so that scripts reading GGUF files agree with the binaries
+# (tools/convert_to_gguf.py puts the vendored copy first on its path anyway).
+want=$(sed -n 's/^version = "\(.*\)"/\1/p' "$LLAMA/gguf-py/pyproject.toml")
+have=$("$PY" -c "import importlib.metadata as m; print(m.version('gguf'))" 2>/dev/null || true)
+if [[ "$have" != "$want" ]]; then
+  echo "== installing gguf-py $want from $LLAMA/gguf-py into .venv-tools"
+  "$PY" -m pip install --no-deps "$LLAMA/gguf-py"
+fi
+
+echo "llama.cpp binaries: $BUILD/bin"
+echo "llama.cpp sources:  $LLAMA"
