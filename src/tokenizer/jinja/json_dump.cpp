@@ -14,36 +14,12 @@ namespace deepinfer::tokenizer::jinja {
 
 namespace {
 
-// Nested containers are depth-limited; namespaces are not serializable, so no cycles here.
-constexpr int kMaxJsonDepth = 2 * static_cast<int>(kMaxValueDepth);
-
-class Writer {
- public:
-  explicit Writer(size_t max_bytes) : max_(max_bytes) {}
-  void add(std::string_view s) {
-    if (out_.size() + s.size() > max_) limit_fail("JSON text larger than ", max_, " bytes");
-    out_.append(s);
-  }
-  void add(char c) { add(std::string_view(&c, 1)); }
-  std::string take() { return std::move(out_); }
-
- private:
-  std::string out_;
-  size_t max_;
-};
-
+// Namespaces are not serializable, so nesting here is containers only (no cycles).
 void enter(int depth) {
-  if (depth > kMaxJsonDepth) runtime_fail("value nested too deeply to serialize");
+  check_print_depth(depth, "to serialize");
 }
 
-void append_hex(std::string& out, const char* prefix, unsigned value, int digits) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%0*x", digits, value);
-  out += prefix;
-  out += buf;
-}
-
-void write_json_string(Writer& w, std::string_view s, bool ensure_ascii) {
+void write_json_string(BoundedText& w, std::string_view s, bool ensure_ascii) {
   std::string out;
   out.reserve(s.size() + 2);
   out += '"';
@@ -104,7 +80,7 @@ std::string json_float(double f) {
 }
 
 struct JsonWriter {
-  Writer& w;
+  BoundedText& w;
   const JsonOptions& o;
   std::string item_sep, key_sep;
 
@@ -210,7 +186,7 @@ struct JsonWriter {
 }  // namespace
 
 std::string to_json(const Value& v, const JsonOptions& options, size_t max_bytes) {
-  Writer w(max_bytes);
+  BoundedText w(max_bytes, "JSON text");
   JsonWriter jw{w, options, options.item_sep.value_or(options.indent ? "," : ", "),
                 options.key_sep.value_or(": ")};
   jw.write(v, 0);

@@ -14,27 +14,8 @@ namespace deepinfer::tokenizer::jinja {
 
 namespace {
 
-// Printing recursion guard: containers are depth-limited, but namespaces can nest lists
-// that hold namespaces (or themselves); Python would report recursion there too.
-constexpr int kMaxPrintDepth = 2 * static_cast<int>(kMaxValueDepth);
-
-class Writer {
- public:
-  explicit Writer(size_t max_bytes) : max_(max_bytes) {}
-  void add(std::string_view s) {
-    if (out_.size() + s.size() > max_) limit_fail("printed value larger than ", max_, " bytes");
-    out_.append(s);
-  }
-  void add(char c) { add(std::string_view(&c, 1)); }
-  std::string take() { return std::move(out_); }
-
- private:
-  std::string out_;
-  size_t max_;
-};
-
 void enter(int depth) {
-  if (depth > kMaxPrintDepth) runtime_fail("value nested too deeply (or recursive) to print");
+  check_print_depth(depth, "(or recursive) to print");
 }
 
 // Nesting across repr() calls (an object's repr prints its contents through to_repr again).
@@ -50,23 +31,16 @@ struct ReprNesting {
   ~ReprNesting() { --t_repr_nesting; }
 };
 
-void append_hex(std::string& out, const char* prefix, unsigned value, int digits) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%0*x", digits, value);
-  out += prefix;
-  out += buf;
-}
+void write_repr(BoundedText& w, const Value& v, int depth);
 
-void write_repr(Writer& w, const Value& v, int depth);
-
-void write_items(Writer& w, const ValueList& items, int depth) {
+void write_items(BoundedText& w, const ValueList& items, int depth) {
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) w.add(", ");
     write_repr(w, items[i], depth + 1);
   }
 }
 
-void write_repr(Writer& w, const Value& v, int depth) {
+void write_repr(BoundedText& w, const Value& v, int depth) {
   enter(depth);
   ReprNesting nesting;
   switch (v.type()) {
@@ -235,9 +209,25 @@ std::string to_str(const Value& v, size_t max_bytes) {
 }
 
 std::string to_repr(const Value& v, size_t max_bytes) {
-  Writer w(max_bytes);
+  BoundedText w(max_bytes, "printed value");
   write_repr(w, v, 0);
   return w.take();
+}
+
+void check_print_depth(int depth, const char* why) {
+  if (depth > kMaxPrintDepth) runtime_fail("value nested too deeply ", why);
+}
+
+void BoundedText::add(std::string_view s) {
+  if (out_.size() + s.size() > max_) limit_fail(what_, " larger than ", max_, " bytes");
+  out_.append(s);
+}
+
+void append_hex(std::string& out, const char* prefix, unsigned value, int digits) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%0*x", digits, value);
+  out += prefix;
+  out += buf;
 }
 
 std::string html_escape(std::string_view s) {

@@ -30,4 +30,31 @@ std::string to_json(const Value& v, const JsonOptions& options, size_t max_bytes
 // markupsafe.escape of a string.
 std::string html_escape(std::string_view s);
 
+// Building blocks of the printers above (str/repr and json.dumps).
+
+// Printing recurses through containers, which are depth-limited, but namespaces can nest
+// lists that hold namespaces (or themselves): Python would report recursion there too.
+inline constexpr int kMaxPrintDepth = 2 * static_cast<int>(kMaxValueDepth);
+
+// Fails (Runtime) with "value nested too deeply <why>" beyond kMaxPrintDepth.
+void check_print_depth(int depth, const char* why);
+
+// Output text bounded in size: a Limit error "<what> larger than N bytes" past max_bytes, so
+// a template cannot print its way out of memory.
+class BoundedText {
+ public:
+  BoundedText(size_t max_bytes, const char* what) : max_(max_bytes), what_(what) {}
+  void add(std::string_view s);
+  void add(char c) { add(std::string_view(&c, 1)); }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+  size_t max_;
+  const char* what_;
+};
+
+// Appends prefix + value in `digits` lower-case hex digits ("\\u00e9", "\\x7f").
+void append_hex(std::string& out, const char* prefix, unsigned value, int digits);
+
 }  // namespace deepinfer::tokenizer::jinja
