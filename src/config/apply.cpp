@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "cache/kv_cache.h"
 #include "core/dtype.h"
 
 namespace deepinfer::config {
@@ -130,6 +131,7 @@ engine::EngineConfig engine_config(const RecipeConfig& config,
                                                           : config.kv_cache_memory_gib.origin,
                               "; give one of them"));
   }
+  out.kv_cache_dtype = cache::parse_kv_cache_dtype(config.kv_cache_dtype.value_or("auto"));
   out.max_num_seqs = config.max_num_seqs.value_or(out.max_num_seqs);
   out.max_num_batched_tokens = config.max_num_batched_tokens.value_or(out.max_num_batched_tokens);
   out.max_model_len = config.max_model_len.value_or(0);

@@ -72,7 +72,7 @@ struct RecipeConfig {
   Setting<int64_t> max_num_blocks;
   Setting<double> kv_cache_memory_gib;
   Setting<double> mem_fraction_static;       // weights + KV cache within this share of RAM
-  Setting<std::string> kv_cache_dtype;       // auto | f32
+  Setting<std::string> kv_cache_dtype;       // auto | f32 | bf16 | f16 | int8
   Setting<std::string> communication_dtype;  // ep_config: nothing is communicated in-process
 
   // Scheduler.

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <set>
 
+#include "cache/kv_cache.h"
+#include "core/dtype.h"
+
 namespace deepinfer::config {
 namespace {
 
@@ -43,18 +46,6 @@ bool require_bool(const Value& v, bool supported, const char* why) {
 }
 
 }  // namespace
-
-void expect_integer(RecipeConfig& config, const std::string& key, const Value& value) {
-  config.expected.push_back({key, value.positive(), value.origin()});
-}
-void expect_number(RecipeConfig& config, const std::string& key, const Value& value) {
-  const double v = value.number();
-  if (v <= 0) value.reject("must be positive");
-  config.expected.push_back({key, v, value.origin()});
-}
-void expect_string(RecipeConfig& config, const std::string& key, const Value& value) {
-  config.expected.push_back({key, value.string(), value.origin()});
-}
 
 namespace set {
 
@@ -179,27 +170,33 @@ void mem_fraction_static(RecipeConfig& c, const Value& v, Mode m) {
 
 void kv_cache_dtype(RecipeConfig& c, const Value& v, Mode m) {
   const std::string name = lower(v.string());
-  if (name == "auto" || name == "fp32" || name == "f32" || name == "float32") {
-    assign(c.kv_cache_dtype, std::string(name == "auto" ? "auto" : "f32"), v, m);
-    return;
+  if (name == "int4" || name == "i4" || name.starts_with("fp8") || name.starts_with("float8")) {
+    v.reject("4-bit and fp8 KV caches are not built; use auto (f32), bf16, f16 or int8");
   }
-  if (name == "fp16" || name == "f16" || name == "float16" || name == "bf16" ||
-      name == "bfloat16" || name == "int8" || name == "int4" || name == "fp8") {
-    v.reject("the KV cache stores f32 in this build; ", name,
-             " KV caches are not built yet: use \"auto\" or \"fp32\"");
+  DType dtype = DType::f32;
+  try {
+    dtype = cache::parse_kv_cache_dtype(name);
+  } catch (const Error&) {
+    v.reject("expected auto, f32 (fp32), bf16, f16 (fp16) or int8");
   }
-  v.reject("expected auto, fp32, fp16, bf16 or int8");
+  // Stored by its canonical name so "fp32" in one file agrees with "float32" in another;
+  // "auto" stays apart: it yields to enable_kv_cache_quant.
+  std::string canonical = name == "auto" ? "auto" : std::string(dtype_name(dtype));
+  if (dtype == DType::i8) canonical = "int8";
+  assign(c.kv_cache_dtype, std::move(canonical), v, m);
 }
 
-void enable_kv_cache_quant(RecipeConfig& c, const Value& v, Mode) {
-  if (!v.boolean()) return;  // false: the cache is not quantized, as it is.
-  if (c.kv_cache_dtype.has() && *c.kv_cache_dtype != "auto") {
+void enable_kv_cache_quant(RecipeConfig& c, const Value& v, Mode m) {
+  if (!v.boolean()) return;  // false: no quantization asked for; kv_cache_dtype decides.
+  if (c.kv_cache_dtype.has() && *c.kv_cache_dtype != "auto" && *c.kv_cache_dtype != "int8") {
     throw ConfigError(str_cat("conflicting values: ", v.origin(),
                               " = true asks for an int8 KV cache but ", c.kv_cache_dtype.origin,
                               " = ", show(*c.kv_cache_dtype),
                               "; remove one of them (or set kv_cache_dtype to \"int8\")"));
   }
-  v.reject("an int8 KV cache is not built yet (the cache stores f32); set it to false");
+  // An "auto" or "int8" dtype given beside it is replaced: both say int8.
+  c.kv_cache_dtype.value.reset();
+  assign(c.kv_cache_dtype, std::string("int8"), v, m);
 }
 
 void max_num_seqs(RecipeConfig& c, const Value& v, Mode m) {
@@ -338,6 +335,18 @@ void dataset(RecipeConfig&, const Value& v, Mode) {
         "datasets are not bundled: `deepinfer run` takes prompts from the terminal, "
         "--prompt or the API (\"default\" is accepted and means exactly that)");
   }
+}
+
+void expect_integer(RecipeConfig& c, const Value& v, Mode) {
+  c.expected.push_back({v.key(), v.positive(), v.origin()});
+}
+void expect_number(RecipeConfig& c, const Value& v, Mode) {
+  const double number = v.number();
+  if (number <= 0) v.reject("must be positive");
+  c.expected.push_back({v.key(), number, v.origin()});
+}
+void expect_string(RecipeConfig& c, const Value& v, Mode) {
+  c.expected.push_back({v.key(), v.string(), v.origin()});
 }
 
 }  // namespace set

@@ -21,12 +21,14 @@ enum class Mode { merge, replace };
 // wanted type (command-line flags).
 class Value {
  public:
-  Value(const nlohmann::json& json, std::string origin, bool from_text = false)
-      : json_(json), origin_(std::move(origin)), from_text_(from_text) {}
+  Value(const nlohmann::json& json, std::string origin, bool from_text = false,
+        std::string key = "")
+      : json_(json), origin_(std::move(origin)), key_(std::move(key)), from_text_(from_text) {}
 
   const nlohmann::json& json() const { return json_; }
   const std::string& origin() const { return origin_; }
-  std::string shown() const;  // the value as written, for messages
+  const std::string& key() const { return key_; }  // the key as spelled, without its section
+  std::string shown() const;                       // the value as written, for messages
 
   int64_t integer() const;
   int64_t positive() const;
@@ -44,22 +46,25 @@ class Value {
  private:
   const nlohmann::json& json_;
   std::string origin_;
+  std::string key_;
   bool from_text_;
 };
 
 using Setter = void (*)(RecipeConfig&, const Value&, Mode);
 
-// One spelling of a key in one format: `name` -> meaning.
-struct KeySpec {
-  const char* name;
-  Setter set;
-};
+// The places a key can be spelled: the articles' JSON trio (infer_config.json in sections,
+// ep_config.json and model_config.json flat), the public repository's YAML (in sections) and
+// the flat overrides (flags, keyword arguments).
+enum class Format { infer_config, ep_config, model_config, yaml, override };
 
-// Reads `object` (a JSON object; null values count as absent) through `keys`, in table order;
-// any other key is a ConfigError listing the known ones. `where` is "<file>: <section>." or
-// "<file>: " for flat files.
-void read_keys(RecipeConfig& config, const nlohmann::json& object, const std::vector<KeySpec>& keys,
-               const std::string& source, const std::string& prefix);
+// Reads a whole parsed file (JSON, or YAML turned into the same tree) of `format` through the
+// one key table (recipe_table.cpp): every key is honoured by its setter or rejected with a
+// ConfigError naming "<source>: <section>.<key>". Nulls count as absent.
+void read_layout(RecipeConfig& config, const nlohmann::json& tree, Format format,
+                 const std::string& source);
+
+// The setter an override key maps to; nullptr when the key is unknown.
+Setter override_setter(const std::string& key);
 
 // The setters.
 namespace set {
@@ -108,11 +113,10 @@ void force_eplb(RecipeConfig&, const Value&, Mode);
 void enable_profiler(RecipeConfig&, const Value&, Mode);
 void with_ckpt(RecipeConfig&, const Value&, Mode);
 void dataset(RecipeConfig&, const Value&, Mode);
+// infer_config.json model.* architecture keys, checked against config.json under the same key.
+void expect_integer(RecipeConfig&, const Value&, Mode);
+void expect_number(RecipeConfig&, const Value&, Mode);
+void expect_string(RecipeConfig&, const Value&, Mode);
 }  // namespace set
-
-// infer_config.json model.* architecture keys, checked against config.json.
-void expect_integer(RecipeConfig& config, const std::string& key, const Value& value);
-void expect_number(RecipeConfig& config, const std::string& key, const Value& value);
-void expect_string(RecipeConfig& config, const std::string& key, const Value& value);
 
 }  // namespace deepinfer::config

@@ -1,7 +1,7 @@
-// load_recipe (file detection, sibling files) and the flat override keys.
+// load_recipe (file detection, the JSON trio's sibling files) and the flat overrides; the
+// keys themselves are in recipe_table.cpp.
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <sstream>
 
 #include "config/recipe_keys.h"
@@ -37,51 +37,6 @@ bool is_yaml(const fs::path& path) {
   return ext == ".yaml" || ext == ".yml";
 }
 
-const std::map<std::string, Setter>& override_table() {
-  static const std::map<std::string, Setter> table = {
-      {"model_path", set::model_path},
-      {"model", set::model_path},
-      {"model_name", set::model_name},
-      {"served_model_name", set::model_name},
-      {"precision_mode", set::precision_mode},
-      {"dtype", set::precision_mode},
-      {"enable_atb_attention", set::atb_attention},
-      {"enable_atb_moe", set::atb_moe},
-      {"tensor_parallel_size", set::tensor_parallel_size},
-      {"pipeline_parallel_size", set::pipeline_parallel_size},
-      {"expert_parallel_size", set::expert_parallel_size},
-      {"ep_size", set::expert_parallel_size},
-      {"world_size", set::world_size},
-      {"devices", set::devices},
-      {"npu_devices", set::devices},
-      {"threads", set::threads},
-      {"use_paged_attention", set::use_paged_attention},
-      {"block_size", set::block_size},
-      {"max_num_blocks", set::max_num_blocks},
-      {"kv_cache_memory", set::kv_cache_memory},
-      {"mem_fraction_static", set::mem_fraction_static},
-      {"kv_cache_dtype", set::kv_cache_dtype},
-      {"enable_kv_cache_quant", set::enable_kv_cache_quant},
-      {"max_num_seqs", set::max_num_seqs},
-      {"max_batch_size", set::max_num_seqs},
-      {"max_model_len", set::max_model_len},
-      {"max_seq_len", set::max_model_len},
-      {"max_num_batched_tokens", set::max_num_batched_tokens},
-      {"input_truncated_len", set::max_prompt_len},
-      {"enable_prefix_caching", set::enable_prefix_caching},
-      {"scheduling_policy", set::scheduling_policy},
-      {"do_sample", set::do_sample},
-      {"temperature", set::temperature},
-      {"top_p", set::top_p},
-      {"top_k", set::top_k},
-      {"repetition_penalty", set::repetition_penalty},
-      {"max_new_tokens", set::max_new_tokens},
-      {"seed", set::seed},
-      {"exe_mode", set::exe_mode},
-  };
-  return table;
-}
-
 }  // namespace
 
 RecipeConfig load_recipe(const std::string& path_text) {
@@ -114,17 +69,30 @@ RecipeConfig load_recipe(const std::string& path_text) {
   return config;
 }
 
+void parse_infer_config(RecipeConfig& config, const nlohmann::json& json,
+                        const std::string& source) {
+  read_layout(config, json, Format::infer_config, source);
+}
+
+void parse_ep_config(RecipeConfig& config, const nlohmann::json& json, const std::string& source) {
+  read_layout(config, json, Format::ep_config, source);
+}
+
+void parse_model_config(RecipeConfig& config, const nlohmann::json& json,
+                        const std::string& source) {
+  read_layout(config, json, Format::model_config, source);
+}
+
 void apply_override(RecipeConfig& config, const std::string& key, const nlohmann::json& value,
                     const std::string& origin, bool from_text) {
-  const auto& table = override_table();
-  const auto it = table.find(key);
-  if (it == table.end()) {
+  const Setter set = override_setter(key);
+  if (set == nullptr) {
     std::string list;
     for (const auto& name : override_keys()) list += str_cat(list.empty() ? "" : ", ", name);
     throw ConfigError(str_cat(origin, ": unknown setting '", key, "' (known: ", list, ")"));
   }
   if (value.is_null()) return;
-  it->second(config, Value(value, origin, from_text), Mode::replace);
+  set(config, Value(value, origin, from_text, key), Mode::replace);
   if (key == "temperature") {
     // An explicit temperature decides between greedy (0) and sampling, whatever do_sample the
     // file says: the override wins as a whole.
@@ -141,15 +109,6 @@ void apply_overrides(RecipeConfig& config, const nlohmann::json& overrides,
   for (const auto& [key, value] : overrides.items()) {
     apply_override(config, key, value, str_cat(origin, ": ", key));
   }
-}
-
-const std::vector<std::string>& override_keys() {
-  static const std::vector<std::string> keys = [] {
-    std::vector<std::string> out;
-    for (const auto& [name, setter] : override_table()) out.push_back(name);
-    return out;
-  }();
-  return keys;
 }
 
 }  // namespace deepinfer::config

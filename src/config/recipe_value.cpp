@@ -1,10 +1,8 @@
-// Value (typed reads with the origin in every error) and read_keys (one object through a key
-// table, unknown keys rejected).
+// Value: typed reads with the origin in every error.
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <set>
 
 #include "config/recipe_keys.h"
 
@@ -109,32 +107,6 @@ std::vector<int64_t> Value::int_list() const {
                               json_.type_name(), " ", shown()));
   }
   return out;
-}
-
-void read_keys(RecipeConfig& config, const nlohmann::json& object, const std::vector<KeySpec>& keys,
-               const std::string& source, const std::string& prefix) {
-  if (!object.is_object()) {
-    throw ConfigError(str_cat(source, ": ",
-                              prefix.empty() ? "the file" : prefix.substr(0, prefix.size() - 1),
-                              " must be an object of keys, got ", object.type_name()));
-  }
-  std::set<std::string> known;
-  for (const KeySpec& key : keys) {
-    known.insert(key.name);
-    const auto it = object.find(key.name);
-    if (it == object.end() || it->is_null()) continue;
-    key.set(config, Value(*it, str_cat(source, ": ", prefix, key.name)), Mode::merge);
-  }
-  for (const auto& [name, value] : object.items()) {
-    if (known.contains(name)) continue;
-    std::string list;
-    for (const KeySpec& key : keys) list += str_cat(list.empty() ? "" : ", ", key.name);
-    throw ConfigError(
-        str_cat(source, ": unknown key '", prefix, name,
-                "': this build does not know it, so it cannot be honoured (known ",
-                prefix.empty() ? "keys" : "keys of " + prefix.substr(0, prefix.size() - 1), ": ",
-                list, "; see docs/CONFIG.md)"));
-  }
 }
 
 }  // namespace deepinfer::config

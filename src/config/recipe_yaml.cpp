@@ -1,5 +1,6 @@
 // The public repository's YAML layout (model_config / data_config / parallel_config /
-// scheduler_config), read with yaml-cpp. Plain scalars are typed as PyYAML (which that
+// scheduler_config), read with yaml-cpp into the tree the JSON files give, then through the
+// one key table (recipe_table.cpp). Plain scalars are typed as PyYAML (which that
 // repository uses) types them: true/false/yes/no/on/off, integers, floats, null; quoted
 // scalars stay strings.
 #include <cerrno>
@@ -67,48 +68,6 @@ nlohmann::json to_json(const YAML::Node& node, const std::string& source) {
   return nullptr;
 }
 
-const std::vector<KeySpec>& model_section() {
-  static const std::vector<KeySpec> keys = {
-      {"model_name", set::model_name}, {"model_path", set::model_path},
-      {"exe_mode", set::exe_mode},     {"next_n", set::next_n},
-      {"force_eplb", set::force_eplb}, {"enable_profiler", set::enable_profiler},
-      {"with_ckpt", set::with_ckpt},
-  };
-  return keys;
-}
-
-const std::vector<KeySpec>& data_section() {
-  static const std::vector<KeySpec> keys = {
-      {"dataset", set::dataset},
-      {"input_truncated_len", set::max_prompt_len},
-      {"temperature", set::temperature},
-      {"top_p", set::top_p},
-      {"top_k", set::top_k},
-  };
-  return keys;
-}
-
-const std::vector<KeySpec>& parallel_section() {
-  static const std::vector<KeySpec> keys = {
-      {"world_size", set::world_size},       {"attn_tp_size", set::yaml_tp_size},
-      {"moe_tp_size", set::yaml_tp_size},    {"embed_tp_size", set::yaml_tp_size},
-      {"lmhead_tp_size", set::yaml_tp_size}, {"dense_tp_size", set::yaml_tp_size},
-      {"o_proj_tp_size", set::yaml_tp_size}, {"cp_size", set::yaml_tp_size},
-  };
-  return keys;
-}
-
-const std::vector<KeySpec>& scheduler_section() {
-  static const std::vector<KeySpec> keys = {
-      {"batch_size", set::max_num_seqs},
-      {"max_new_tokens", set::max_new_tokens},
-      {"max_prefill_tokens", set::max_num_batched_tokens},
-      {"mem_fraction_static", set::mem_fraction_static},
-      {"block_size", set::block_size},
-  };
-  return keys;
-}
-
 }  // namespace
 
 void parse_yaml_recipe(RecipeConfig& config, const std::string& text, const std::string& source) {
@@ -119,33 +78,7 @@ void parse_yaml_recipe(RecipeConfig& config, const std::string& text, const std:
     throw ConfigError(str_cat(source, ": malformed YAML at line ", e.mark.line + 1, ", column ",
                               e.mark.column + 1, ": ", e.msg));
   }
-  const nlohmann::json json = to_json(root, source);
-  if (!json.is_object()) {
-    throw ConfigError(str_cat(source,
-                              ": expected a YAML mapping with the sections model_config, "
-                              "data_config, parallel_config and scheduler_config"));
-  }
-  struct Section {
-    const char* name;
-    const std::vector<KeySpec>& keys;
-  };
-  const Section sections[] = {{"model_config", model_section()},
-                              {"data_config", data_section()},
-                              {"parallel_config", parallel_section()},
-                              {"scheduler_config", scheduler_section()}};
-  std::set<std::string> known;
-  for (const Section& section : sections) {
-    known.insert(section.name);
-    const auto it = json.find(section.name);
-    if (it == json.end() || it->is_null()) continue;
-    read_keys(config, *it, section.keys, source, std::string(section.name) + ".");
-  }
-  for (const auto& [name, value] : json.items()) {
-    if (known.contains(name)) continue;
-    throw ConfigError(str_cat(source, ": unknown top-level key '", name,
-                              "': expected the sections model_config, data_config, "
-                              "parallel_config and scheduler_config; see docs/CONFIG.md"));
-  }
+  read_layout(config, to_json(root, source), Format::yaml, source);
 }
 
 }  // namespace deepinfer::config

@@ -60,7 +60,9 @@ void size_pool_by_memory_fraction(const RecipeConfig& config, const model::Causa
                               " GiB of ", fixed(static_cast<double>(total) / (1ull << 30), 2),
                               " GiB; raise it"));
   }
-  const int64_t bytes_per_token = model::kv_cache_spec(model, ec.block_size, 1).bytes_per_token();
+  cache::KvCacheSpec spec = model::kv_cache_spec(model, ec.block_size, 1);
+  spec.dtype = ec.kv_cache_dtype;
+  const int64_t bytes_per_token = spec.bytes_per_token();
   const int64_t budget_blocks = cache::BlockManager::blocks_for_memory(
       budget / static_cast<double>(1ull << 30), bytes_per_token, ec.block_size);
   const int64_t model_max = model.config().max_position_embeddings;
@@ -147,8 +149,8 @@ std::unique_ptr<Runtime> Runtime::start(const RecipeConfig& config, const Runtim
   rt->engine_ = std::make_unique<engine::Engine>(*rt->model_, *rt->pool_, ec, &*rt->tokenizer_);
   const auto& resolved = rt->engine_->config();
   log::info("KV cache: ", resolved.max_num_blocks, " blocks of ", resolved.block_size,
-            " tokens (paged, f32), max_model_len ", resolved.max_model_len, ", max_num_seqs ",
-            resolved.max_num_seqs);
+            " tokens (paged, ", dtype_name(resolved.kv_cache_dtype), "), max_model_len ",
+            resolved.max_model_len, ", max_num_seqs ", resolved.max_num_seqs);
 
   if (options.warm_up) {
     log::info("warming up");

@@ -79,8 +79,8 @@ TEST(RecipeOverrides, BadOverridesNameTheSetting) {
   expect_config_error([&] { apply_override(c, "seed", -3, "--seed"); }, {"--seed = -3"});
   expect_config_error([&] { apply_override(c, "kv_cache_memory", -1.0, "--kv-cache-memory"); },
                       {"--kv-cache-memory = -1.0", "GiB"});
-  expect_config_error([&] { apply_override(c, "kv_cache_dtype", "fp16", "--kv-cache-dtype"); },
-                      {"--kv-cache-dtype = \"fp16\"", "not built yet"});
+  expect_config_error([&] { apply_override(c, "kv_cache_dtype", "fp8", "--kv-cache-dtype"); },
+                      {"--kv-cache-dtype = \"fp8\"", "not built"});
   expect_config_error([&] { apply_override(c, "enable_prefix_caching", "maybe", "--x", true); },
                       {"--x", "expected true or false"});
   expect_config_error([&] { apply_override(c, "temperature", "warm", "--temperature", true); },
@@ -105,6 +105,7 @@ TEST(RecipeApply, EngineConfigMapsTheKeys) {
   EXPECT_EQ(ec.max_model_len, 120);
   EXPECT_EQ(ec.eos_token_ids, (std::vector<int64_t>{7, 9}));
   EXPECT_FALSE(ec.enable_prefix_caching);
+  EXPECT_EQ(ec.kv_cache_dtype, DType::f32);  // no kv_cache_dtype: the compute dtype
 
   // YAML: input_truncated_len + max_new_tokens bound the sequence.
   RecipeConfig y;
@@ -128,6 +129,33 @@ TEST(RecipeApply, EngineConfigMapsTheKeys) {
   apply_override(tight, "max_model_len", 40, "--max-model-len");
   expect_config_error([&] { engine_config(tight, generation); },
                       {"input_truncated_len = 40", "no room"});
+}
+
+TEST(RecipeApply, KvCacheDtypeReachesTheEngineConfig) {
+  const io::GenerationConfig generation;
+  const auto dtype_of = [&](const RecipeConfig& c) {
+    return engine_config(c, generation).kv_cache_dtype;
+  };
+  const std::pair<const char*, DType> cases[] = {{"auto", DType::f32},
+                                                 {"fp32", DType::f32},
+                                                 {"bfloat16", DType::bf16},
+                                                 {"half", DType::f16},
+                                                 {"int8", DType::i8}};
+  for (const auto& [name, dtype] : cases) {
+    RecipeConfig c;
+    apply_override(c, "kv_cache_dtype", name, "--kv-cache-dtype", true);
+    EXPECT_EQ(dtype_of(c), dtype) << name;
+  }
+  // enable_kv_cache_quant: true is int8; a later flag wins over the file's quantization.
+  RecipeConfig quant;
+  parse_model_config(quant, nlohmann::json::parse(R"({"enable_kv_cache_quant": true})"), "m.json");
+  EXPECT_EQ(dtype_of(quant), DType::i8);
+  apply_override(quant, "kv_cache_dtype", "bf16", "--kv-cache-dtype", true);
+  EXPECT_EQ(dtype_of(quant), DType::bf16);
+  EXPECT_EQ(quant.kv_cache_dtype.origin, "--kv-cache-dtype");
+  RecipeConfig flag;
+  apply_override(flag, "enable_kv_cache_quant", "true", "--quant", true);
+  EXPECT_EQ(dtype_of(flag), DType::i8);
 }
 
 TEST(RecipeApply, SamplingDefaults) {

@@ -72,6 +72,13 @@ TEST(RecipeJson, UnknownKeysAndSectionsNameKeyAndFile) {
                       {"x/infer_config.json", "unknown section 'scheduler'"});
   expect_config_error([] { parse_infer(R"({"ep_size": 8})"); },
                       {"unknown section 'ep_size'", "ep_config.json"});
+  expect_config_error([] { parse_infer(R"({"kv_cache_dtype": "bf16"})"); },
+                      {"unknown section 'kv_cache_dtype'", "model_config.json"});
+  expect_config_error([] { parse_infer(R"({"block_size": 16})"); },
+                      {"unknown section 'block_size'",
+                       "expected the sections model, parallel, "
+                       "kv_cache, atb and inference",
+                       "a key of the section kv_cache"});
   expect_config_error([] { parse_infer(R"({"model": 3})"); }, {"model must be an object"});
   expect_config_error([] { parse_infer("[1]"); }, {"expected a JSON object"});
 }
@@ -164,20 +171,43 @@ TEST(RecipeJson, ModelConfigKvCache) {
   EXPECT_EQ(*c.kv_cache_dtype, "f32");
   EXPECT_EQ(*c.max_num_blocks, 9);
   EXPECT_EQ(*mc(R"({"kv_cache_dtype": "auto"})").kv_cache_dtype, "auto");
-  expect_config_error([&] { mc(R"({"kv_cache_dtype": "fp16"})"); },
-                      {"kv_cache_dtype = \"fp16\"", "not built yet"});
-  expect_config_error([&] { mc(R"({"kv_cache_dtype": "int8"})"); }, {"not built yet"});
+  // Every spelling lands on one canonical name (case-insensitive).
+  const std::pair<const char*, const char*> spellings[] = {
+      {"float32", "f32"}, {"F32", "f32"},  {"bf16", "bf16"}, {"BFloat16", "bf16"}, {"fp16", "f16"},
+      {"float16", "f16"}, {"half", "f16"}, {"f16", "f16"},   {"int8", "int8"},     {"I8", "int8"},
+  };
+  for (const auto& [given, canonical] : spellings) {
+    const RecipeConfig r = mc(str_cat(R"({"kv_cache_dtype": ")", given, R"("})"));
+    EXPECT_EQ(*r.kv_cache_dtype, canonical) << given;
+    EXPECT_EQ(r.kv_cache_dtype.origin, "x/model_config.json: kv_cache_dtype");
+  }
+  // 4-bit and fp8 caches are not built: a clear refusal naming what is.
+  for (const char* unbuilt : {"int4", "fp8", "fp8_e4m3", "FP8_E5M2"}) {
+    expect_config_error([&] { mc(str_cat(R"({"kv_cache_dtype": ")", unbuilt, R"("})")); },
+                        {"x/model_config.json: kv_cache_dtype = ", "not built", "bf16", "int8"});
+  }
+  expect_config_error([&] { mc(R"({"kv_cache_dtype": "f64"})"); },
+                      {"kv_cache_dtype = \"f64\"", "expected auto, f32"});
+  expect_config_error([&] { mc(R"({"kv_cache_dtype": 16})"); },
+                      {"kv_cache_dtype", "expected a string"});
   // int8 quantization against an explicit other dtype: the conflict itself is reported.
   expect_config_error(
       [&] { mc(R"({"kv_cache_dtype": "fp16", "enable_kv_cache_quant": true})"); },
-      {"x/model_config.json", "enable_kv_cache_quant = true", "int8", "kv_cache_dtype = \"fp16\""});
+      {"x/model_config.json", "enable_kv_cache_quant = true", "int8", "kv_cache_dtype = \"f16\""});
   expect_config_error([&] { mc(R"({"kv_cache_dtype": "fp32", "enable_kv_cache_quant": true})"); },
-                      {"enable_kv_cache_quant = true", "kv_cache_dtype = \"fp32\""});
-  // Alone (or with auto) it asks for a cache this build does not have.
-  expect_config_error([&] { mc(R"({"enable_kv_cache_quant": true})"); },
-                      {"enable_kv_cache_quant = true", "int8 KV cache is not built yet"});
-  expect_config_error([&] { mc(R"({"kv_cache_dtype": "auto", "enable_kv_cache_quant": true})"); },
-                      {"int8 KV cache is not built yet"});
+                      {"enable_kv_cache_quant = true", "kv_cache_dtype = \"f32\""});
+  // Alone, with auto or with int8 it means an int8 cache.
+  for (const char* text : {R"({"enable_kv_cache_quant": true})",
+                           R"({"kv_cache_dtype": "auto", "enable_kv_cache_quant": true})",
+                           R"({"kv_cache_dtype": "i8", "enable_kv_cache_quant": true})"}) {
+    const RecipeConfig r = mc(text);
+    EXPECT_EQ(*r.kv_cache_dtype, "int8") << text;
+    EXPECT_EQ(r.kv_cache_dtype.origin, "x/model_config.json: enable_kv_cache_quant") << text;
+  }
+  // false asks for nothing: the dtype (or its default) decides.
+  EXPECT_FALSE(mc(R"({"enable_kv_cache_quant": false})").kv_cache_dtype.has());
+  EXPECT_EQ(*mc(R"({"kv_cache_dtype": "bf16", "enable_kv_cache_quant": false})").kv_cache_dtype,
+            "bf16");
 }
 
 TEST(RecipeJson, SiblingFilesAreMergedAndConflictsNameBothFiles) {

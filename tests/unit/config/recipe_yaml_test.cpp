@@ -91,7 +91,10 @@ TEST(RecipeYaml, UnknownKeysAndSectionsAreRejected) {
   expect_config_error([] { parse("model_config:\n  custom_params:\n    a: 1\n"); },
                       {"r.yaml", "unknown key 'model_config.custom_params'", "exe_mode"});
   expect_config_error([] { parse("runtime_config:\n  x: 1\n"); },
-                      {"unknown top-level key 'runtime_config'"});
+                      {"unknown section 'runtime_config'", "model_config, data_config"});
+  // A key one level too high is told where it belongs.
+  expect_config_error([] { parse("batch_size: 4\n"); },
+                      {"unknown section 'batch_size'", "a key of the section scheduler_config"});
   expect_config_error([] { parse("model_config: [1, 2]\n"); }, {"model_config must be an object"});
   expect_config_error([] { parse("- a\n- b\n"); }, {"expected a YAML mapping"});
 }
