@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "server/responses.h"
 #include "server/server_impl.h"
+#include "server/tool_request.h"
 
 namespace deepinfer::server {
 
@@ -39,13 +40,31 @@ Prepared prepare(const ApiServer::Impl& s, GenerationRequest& r) {
                      "/v1/completions",
                      "messages");
     }
-    std::string text;
-    try {
-      text = chat->render(r.messages, r.tools, r.add_generation_prompt, info.bos_token,
+    const auto render = [&](const Json& messages) {
+      return chat->render(messages, r.tools, r.add_generation_prompt, info.bos_token,
                           info.eos_token, r.chat_template_kwargs);
+    };
+    std::string text;
+    // Tool-call arguments go in as mappings (what transformers' templates expect); a template
+    // that concatenates them as strings (DeepSeek-V3, V3.1) fails on a mapping and gets them
+    // as the request sent them.
+    const auto mapped = with_mapping_arguments(r.messages);
+    try {
+      text = render(mapped ? *mapped : r.messages);
     } catch (const Error& e) {
-      throw ApiError(400, str_cat("the chat template could not render these messages: ", e.what()),
-                     "messages");
+      bool rendered = false;
+      if (mapped) {
+        try {
+          text = render(r.messages);
+          rendered = true;
+        } catch (const Error&) {
+        }
+      }
+      if (!rendered) {
+        throw ApiError(400,
+                       str_cat("the chat template could not render these messages: ", e.what()),
+                       "messages");
+      }
     }
     // The rendered prompt carries its own special tokens.
     out.prompt_ids.push_back(tok.encode(text, /*add_special_tokens=*/false));
@@ -94,7 +113,40 @@ struct StreamState {
   std::string stop_suffix;  // include_stop_str_in_output
   bool include_stop = false;
   Clock::time_point last_write = Clock::now();
+  // Chat with tool calls parsed: one parser per choice, and the calls each has sent.
+  std::vector<toolcall::ToolCallParser> parsers;
+  std::vector<int64_t> calls_sent;
+  bool parallel_tool_calls = true;
 };
+
+// Reads the tool calls out of a finished choice's text (non-streamed path).
+void parse_choice_tools(ChoiceResult& c, toolcall::Family family, const Json& tools,
+                        bool parallel) {
+  toolcall::ParsedText parsed = toolcall::parse_tool_calls(family, tools, c.text);
+  if (!parallel && parsed.calls.size() > 1) parsed.calls.resize(1);
+  c.text = std::move(parsed.content);
+  c.tools_parsed = true;
+  c.tool_calls = std::move(parsed.calls);
+  for (size_t k = 0; k < c.tool_calls.size(); ++k) c.tool_call_ids.push_back(make_tool_call_id());
+}
+
+// The delta of one chat event with tool calls parsed: plain text as "content", each call
+// completed by this text as one "tool_calls" entry (id, type, name and whole arguments).
+Json tool_delta(StreamState& st, int64_t choice, const std::string& text, bool final) {
+  const auto i = static_cast<size_t>(choice);
+  toolcall::ParsedText parsed = st.parsers[i].feed(text);
+  if (final) parsed.append(st.parsers[i].finish());
+  Json delta = Json::object();
+  if (!parsed.content.empty()) delta["content"] = std::move(parsed.content);
+  Json calls = Json::array();
+  for (const auto& call : parsed.calls) {
+    int64_t& sent = st.calls_sent[i];
+    if (!st.parallel_tool_calls && sent > 0) break;
+    calls.push_back(tool_call_json(call, make_tool_call_id(), sent++));
+  }
+  if (!calls.empty()) delta["tool_calls"] = std::move(calls);
+  return delta;
+}
 
 // Appends the text of one delta to a choice (non-streamed path).
 void accumulate(ChoiceResult& c, const engine::CompletionDelta& d, bool include_stop) {
@@ -120,17 +172,28 @@ std::string render_event(StreamState& st, const tokenizer::Tokenizer& tok, const
   }
   const bool final = d.finish_reason != engine::FinishReason::none;
   // Nothing to say: tokens without text yet (a character still incomplete, a possible stop
-  // string held back) and no logprobs asked for.
-  if (text.empty() && logprobs.is_null() && !final &&
-      !(st.meta.return_token_ids && !d.token_ids.empty())) {
-    return {};
-  }
+  // string or tool-call markup held back) and no logprobs asked for.
+  const auto silent = [&](bool nothing_new) {
+    return nothing_new && logprobs.is_null() && !final &&
+           !(st.meta.return_token_ids && !d.token_ids.empty());
+  };
   if (st.meta.api == Api::chat) {
     Json delta = Json::object();
-    if (!text.empty()) delta["content"] = text;
-    return sse_event(chat_chunk(st.meta, e.choice, std::move(delta), std::move(logprobs),
-                                d.finish_reason, d.token_ids));
+    if (!st.parsers.empty()) {
+      delta = tool_delta(st, e.choice, text, final);
+    } else if (!text.empty()) {
+      delta["content"] = text;
+    }
+    if (silent(delta.empty())) return {};
+    Json chunk = chat_chunk(st.meta, e.choice, std::move(delta), std::move(logprobs),
+                            d.finish_reason, d.token_ids);
+    // As vLLM: a choice that made tool calls finishes with "tool_calls".
+    if (final && !st.calls_sent.empty() && st.calls_sent[static_cast<size_t>(e.choice)] > 0) {
+      chunk["choices"][0]["finish_reason"] = "tool_calls";
+    }
+    return sse_event(chunk);
   }
+  if (silent(text.empty())) return {};
   return sse_event(
       completion_chunk(st.meta, e.choice, text, std::move(logprobs), d.finish_reason, d.token_ids));
 }
@@ -171,6 +234,10 @@ void ApiServer::Impl::handle_generation(Api api, const httplib::Request& req,
     log::warn("request fields ignored (unknown): ", names);
   }
   Prepared prepared = prepare(*this, r);
+  // Tool calls are parsed for "auto" with tools, when the model's markup is known.
+  const bool parse_tools = api == Api::chat && tool_family != toolcall::Family::none &&
+                           r.tools.is_array() && !r.tools.empty() &&
+                           r.tool_choice == ToolChoice::automatic;
   const auto num_prompts = static_cast<int64_t>(prepared.prompt_ids.size());
 
   // Admission: count this request's prompts as not started; refuse when the queue is full.
@@ -247,6 +314,9 @@ void ApiServer::Impl::handle_generation(Api api, const httplib::Request& req,
     }
     // Offsets restart at the echo prefix: response_json recomputes them from there.
     for (size_t i = 0; i < choices.size(); ++i) choices[i].text_offset = echo[i].size();
+    if (parse_tools) {
+      for (auto& c : choices) parse_choice_tools(c, tool_family, r.tools, r.parallel_tool_calls);
+    }
     const Usage usage{job->prompt_tokens(), job->completion_tokens()};
     res.set_content(dump_json(response_json(meta, *tokenizer, choices, usage)), "application/json");
     return;
@@ -259,6 +329,11 @@ void ApiServer::Impl::handle_generation(Api api, const httplib::Request& req,
   for (size_t i = 0; i < echo.size(); ++i) st->choices[i].text_offset = echo[i].size();
   st->echo = std::move(echo);
   st->include_stop = r.include_stop_str_in_output;
+  if (parse_tools) {
+    for (size_t i = 0; i < st->choices.size(); ++i) st->parsers.emplace_back(tool_family, r.tools);
+    st->calls_sent.assign(st->choices.size(), 0);
+    st->parallel_tool_calls = r.parallel_tool_calls;
+  }
   const tokenizer::Tokenizer* tok = tokenizer;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(

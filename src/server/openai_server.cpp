@@ -58,6 +58,26 @@ Json model_card(const ModelInfo& info, int64_t created) {
   return card;
 }
 
+// The tool-call parser: the one named, or with "auto" the one whose markup the chat template
+// shows (the tool_use template first: it is the one rendered when tools are given).
+toolcall::Family resolve_tool_family(const std::string& option, const ModelInfo& info) {
+  if (option != "auto") return toolcall::family_from_name(option);
+  toolcall::Family family = toolcall::Family::none;
+  for (const auto* chat : {info.tool_template.get(), info.chat_template.get()}) {
+    if (chat != nullptr && family == toolcall::Family::none) {
+      family = toolcall::detect_family(chat->source());
+    }
+  }
+  if (family == toolcall::Family::none) {
+    log::info(
+        "tool calls: the chat template shows no tool-call markup; calls are not parsed "
+        "(set a tool-call parser to parse them)");
+  } else {
+    log::info("tool calls: parsed as ", toolcall::family_name(family), " (from the chat template)");
+  }
+  return family;
+}
+
 }  // namespace
 
 void send_error(httplib::Response& res, const ApiError& error) {
@@ -202,6 +222,7 @@ ApiServer::ApiServer(ServerOptions options) : impl_(std::make_unique<Impl>(std::
   DI_CHECK(o.port >= 0 && o.port <= 65535, "--port must be in [0, 65535], got ", o.port);
   DI_CHECK(o.http_threads >= 1 && o.http_threads <= 4096,
            "--http-threads must be in [1, 4096], got ", o.http_threads);
+  if (o.tool_call_parser != "auto") (void)toolcall::family_from_name(o.tool_call_parser);
   // A client vanishing mid-write must be an error return, not a process-killing SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
   const int threads = o.http_threads;
@@ -289,6 +310,7 @@ void ApiServer::attach(engine::EngineClient& client, const tokenizer::Tokenizer&
   s.tokenizer = &tokenizer;
   s.info = std::move(info);
   s.shared = std::make_shared<SharedState>(s.info.name);
+  s.tool_family = resolve_tool_family(s.options.tool_call_parser, s.info);
   s.state.store(ServerState::ready);
   log::info("ready: serving model '", s.info.name, "' (max_model_len ", s.info.max_model_len, ")");
 }

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "server/request_fields.h"
+#include "server/tool_request.h"
 
 namespace deepinfer::server {
 
@@ -294,20 +295,7 @@ GenerationRequest parse_chat_request(const nlohmann::ordered_json& body,
     }
     r.top_logprobs = *top;
   }
-  if (const Json* tools = fields::find(body, "tools")) {
-    if (!tools->is_array()) bad_param("tools", "'tools' must be an array of tool objects");
-    for (const Json& tool : *tools) {
-      if (!tool.is_object()) bad_param("tools", "'tools' must be an array of tool objects");
-    }
-    r.tools = *tools;
-  }
-  if (const Json* choice = fields::find(body, "tool_choice")) {
-    if (!(choice->is_string() && (*choice == "none" || *choice == "auto"))) {
-      unsupported("tool_choice",
-                  "supports only \"none\" and \"auto\": tools reach the chat template, but "
-                  "deepinfer does not force or parse tool calls");
-    }
-  }
+  parse_tool_fields(body, r);
   if (const Json* kwargs = fields::find(body, "chat_template_kwargs")) {
     if (!kwargs->is_object()) {
       bad_param("chat_template_kwargs", "'chat_template_kwargs' must be an object");

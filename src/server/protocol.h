@@ -3,8 +3,8 @@
 // rules that turn them into engine SamplingParams. docs/API.md lists every field.
 //
 // Unknown fields are ignored (as OpenAI and vLLM do) and reported in `ignored_fields` so the
-// server can log them; known fields whose feature deepinfer lacks (logit_bias, suffix, tool
-// parsing, ...) are 400 errors when they would change the result, never silently dropped.
+// server can log them; known fields whose feature deepinfer lacks (logit_bias, suffix, forced
+// tool calls, ...) are 400 errors when they would change the result, never silently dropped.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,6 +19,10 @@
 namespace deepinfer::server {
 
 enum class Api { completions, chat };
+
+// tool_choice: "none" (tools reach the template, output is not parsed) or "auto" (tool calls in
+// the output are parsed when the server has a tool-call parser for the model).
+enum class ToolChoice { none, automatic };
 
 struct Prompt {
   bool is_text = false;
@@ -35,6 +39,8 @@ struct GenerationRequest {
 
   nlohmann::ordered_json messages;  // chat: array of message objects (content made text)
   nlohmann::ordered_json tools;     // chat: null or array
+  ToolChoice tool_choice = ToolChoice::automatic;
+  bool parallel_tool_calls = true;  // false: only the first tool call is returned
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
 

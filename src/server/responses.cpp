@@ -125,14 +125,23 @@ Json response_json(const ResponseMeta& meta, const tokenizer::Tokenizer& tok,
     if (chat) {
       Json message;
       message["role"] = "assistant";
-      message["content"] = c.text;
+      message["content"] = c.tools_parsed && c.text.empty() ? Json() : Json(c.text);
+      if (!c.tool_calls.empty()) {
+        Json calls = Json::array();
+        for (size_t k = 0; k < c.tool_calls.size(); ++k) {
+          calls.push_back(tool_call_json(c.tool_calls[k], c.tool_call_ids.at(k)));
+        }
+        message["tool_calls"] = std::move(calls);
+      }
       choice["message"] = std::move(message);
       choice["logprobs"] = std::move(logprobs);
     } else {
       choice["text"] = c.text;
       choice["logprobs"] = std::move(logprobs);
     }
-    choice["finish_reason"] = finish_reason_json(c.finish_reason);
+    // As vLLM: a choice that made tool calls finishes with "tool_calls".
+    choice["finish_reason"] =
+        c.tool_calls.empty() ? finish_reason_json(c.finish_reason) : Json("tool_calls");
     if (meta.return_token_ids) choice["token_ids"] = c.token_ids;
     list.push_back(std::move(choice));
   }
@@ -184,6 +193,27 @@ std::string dump_json(const Json& payload) {
 
 std::string sse_event(const Json& payload) {
   return "data: " + dump_json(payload) + "\n\n";
+}
+
+Json tool_call_json(const toolcall::ToolCall& call, const std::string& id, int64_t index) {
+  Json out;
+  if (index >= 0) out["index"] = index;
+  out["id"] = id;
+  out["type"] = "function";
+  Json fn;
+  fn["name"] = call.name;
+  fn["arguments"] = call.arguments;
+  out["function"] = std::move(fn);
+  return out;
+}
+
+std::string make_tool_call_id() {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  static constexpr char kAlnum[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  std::uniform_int_distribution<size_t> pick(0, sizeof(kAlnum) - 2);
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += kAlnum[pick(rng)];
+  return id;
 }
 
 std::string make_response_id(Api api) {

@@ -11,6 +11,7 @@
 #include "engine/request_output.h"
 #include "server/protocol.h"
 #include "tokenizer/tokenizer.h"
+#include "toolcall/tool_parser.h"
 
 namespace deepinfer::server {
 
@@ -37,6 +38,11 @@ struct ChoiceResult {
   std::string stop;
   size_t text_offset = 0;                 // completions logprobs: running text_offset
   std::vector<int32_t> prompt_token_ids;  // return_token_ids
+  // Chat with a tool-call parser: `text` is then the content without the calls (null in the
+  // message when empty) and finish_reason reads "tool_calls" when there are calls.
+  bool tools_parsed = false;
+  std::vector<toolcall::ToolCall> tool_calls;
+  std::vector<std::string> tool_call_ids;  // one per call
 };
 
 struct Usage {
@@ -68,6 +74,12 @@ Json completion_chunk(const ResponseMeta& meta, int64_t index, const std::string
 Json chat_chunk(const ResponseMeta& meta, int64_t index, Json delta, Json logprobs,
                 engine::FinishReason finish, const std::vector<int32_t>& token_ids = {});
 Json usage_chunk(const ResponseMeta& meta, const Usage& usage);
+
+// One entry of message.tool_calls: {"id", "type": "function", "function": {"name",
+// "arguments"}}; stream deltas (`index` >= 0) start with "index".
+Json tool_call_json(const toolcall::ToolCall& call, const std::string& id, int64_t index = -1);
+// A fresh tool call id: "call_" and 24 random alphanumerics, as OpenAI's look.
+std::string make_tool_call_id();
 
 // "data: <json>\n\n" (invalid UTF-8 in strings becomes U+FFFD).
 std::string sse_event(const Json& payload);

@@ -43,6 +43,10 @@ struct ServerOptions {
   int http_threads = 256;          // connections served at once (each open stream holds one)
   bool handle_signals = true;      // SIGTERM / SIGINT start the graceful shutdown
   int keep_alive_timeout_s = 5;    // idle keep-alive connections close after this
+  // How tool calls are read from chat output (docs/API.md, "Tool calling"): "auto" (from the
+  // markup the chat template shows), "none" (never parsed: calls stay in `content`), or a
+  // family: "hermes", "deepseek_v3", "deepseek_v31", "glm45". Checked by the constructor.
+  std::string tool_call_parser = "auto";
 };
 
 // Request defaults taken from generation_config.json, used when a request omits the field

@@ -15,6 +15,7 @@
 
 #include "server/job.h"
 #include "server/server.h"
+#include "toolcall/tool_parser.h"
 
 namespace deepinfer::server {
 
@@ -48,6 +49,7 @@ struct ApiServer::Impl {
   const tokenizer::Tokenizer* tokenizer = nullptr;
   ModelInfo info;
   std::shared_ptr<SharedState> shared;
+  toolcall::Family tool_family = toolcall::Family::none;  // resolved from tool_call_parser
 
   // Generation requests in flight (for the drain on shutdown).
   std::mutex jobs_mutex;
