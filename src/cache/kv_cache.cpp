@@ -2,34 +2,76 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
+
+#include "cache/kv_quant.h"
 
 #include "core/error.h"
 
 namespace deepinfer::cache {
 
-int64_t KvCacheSpec::bytes_per_token() const {
-  return num_layers * kv_heads * (head_dim + v_head_dim) * static_cast<int64_t>(sizeof(float));
+DType parse_kv_cache_dtype(std::string_view name) {
+  if (name == "auto" || name == "f32" || name == "fp32" || name == "float32") return DType::f32;
+  if (name == "bf16" || name == "bfloat16") return DType::bf16;
+  if (name == "f16" || name == "fp16" || name == "float16" || name == "half") return DType::f16;
+  if (name == "int8" || name == "i8") return DType::i8;
+  throw Error(
+      str_cat("unknown KV cache dtype '", name,
+              "': expected auto, f32, bf16, f16 or int8 (auto keeps the compute dtype, f32)"));
 }
 
-KvCache::KvCache(const KvCacheSpec& spec) : spec_(spec) {
+namespace {
+
+int64_t resolved_group(const KvCacheSpec& spec) {
+  if (spec.dtype != DType::i8) return 0;
+  if (spec.quant_group > 0) return spec.quant_group;
+  return std::gcd(spec.head_dim, spec.v_head_dim > 0 ? spec.v_head_dim : spec.head_dim);
+}
+
+}  // namespace
+
+int64_t KvCacheSpec::bytes_per_token() const {
+  const int64_t elements = kv_heads * (head_dim + v_head_dim);
+  int64_t bytes = elements * static_cast<int64_t>(dtype_size(dtype));
+  if (dtype == DType::i8)
+    bytes += elements / resolved_group(*this) * static_cast<int64_t>(sizeof(float));
+  return num_layers * bytes;
+}
+
+KvCache::KvCache(const KvCacheSpec& spec) : spec_(spec), group_(resolved_group(spec)) {
   DI_CHECK(spec.num_layers > 0 && spec.kv_heads > 0 && spec.head_dim > 0 && spec.v_head_dim >= 0,
            "KV cache: layers, kv heads and head_dim must be positive, v_head_dim non-negative "
            "(0 for a K-only cache)");
   DI_CHECK(spec.block_size > 0 && spec.num_blocks > 0,
            "KV cache: block_size and num_blocks must be positive");
-  for (int64_t layer = 0; layer < spec.num_layers; ++layer) {
-    k_.push_back(Tensor::zeros({spec.num_blocks, spec.block_size, spec.kv_heads, spec.head_dim},
-                               DType::f32));
-    if (spec.v_head_dim > 0) {
-      v_.push_back(Tensor::zeros({spec.num_blocks, spec.block_size, spec.kv_heads, spec.v_head_dim},
-                                 DType::f32));
-    }
-  }
+  DI_CHECK(spec.dtype == DType::f32 || spec.dtype == DType::bf16 || spec.dtype == DType::f16 ||
+               spec.dtype == DType::i8,
+           "KV cache: dtype ", dtype_name(spec.dtype), " is not supported (f32, bf16, f16, int8)");
+  DI_CHECK(
+      spec.dtype != DType::i8 || (spec.head_dim % group_ == 0 && spec.v_head_dim % group_ == 0),
+      "KV cache: quant_group ", group_, " must divide head_dim ", spec.head_dim, " and v_head_dim ",
+      spec.v_head_dim);
+  k_ = make_store(spec.head_dim);
+  if (spec.v_head_dim > 0) v_ = make_store(spec.v_head_dim);
   free_.resize(static_cast<size_t>(spec.num_blocks));
   // Hand out low block ids first.
   for (int64_t i = 0; i < spec.num_blocks; ++i) {
     free_[static_cast<size_t>(i)] = static_cast<int32_t>(spec.num_blocks - 1 - i);
   }
+}
+
+KvCache::Store KvCache::make_store(int64_t width) const {
+  Store store;
+  store.width = width;
+  for (int64_t layer = 0; layer < spec_.num_layers; ++layer) {
+    store.values.push_back(
+        Tensor::zeros({spec_.num_blocks, spec_.block_size, spec_.kv_heads, width}, spec_.dtype));
+    if (spec_.dtype == DType::i8) {
+      store.scales.push_back(Tensor::zeros(
+          {spec_.num_blocks, spec_.block_size, spec_.kv_heads, width / group_}, DType::f32));
+    }
+  }
+  return store;
 }
 
 int32_t KvCache::allocate_block() {
@@ -58,53 +100,68 @@ void KvCache::release(std::vector<int32_t>& block_table) {
   block_table.clear();
 }
 
-float* KvCache::slot(const Tensor& storage, int64_t width, std::span<const int32_t> block_table,
-                     int32_t position) const {
+int64_t KvCache::row_of(std::span<const int32_t> block_table, int32_t position) const {
   const int64_t block_index = position / spec_.block_size;
   DI_CHECK(position >= 0 && block_index < static_cast<int64_t>(block_table.size()), "KV position ",
            position, " is outside the sequence's ", block_table.size(), " blocks");
   const int64_t block = block_table[static_cast<size_t>(block_index)];
-  const int64_t row = block * spec_.block_size + position % spec_.block_size;
-  return storage.data<float>() + row * spec_.kv_heads * width;
+  return (block * spec_.block_size + position % spec_.block_size) * spec_.kv_heads;
+}
+
+void KvCache::write_rows(const Store& store, int64_t layer, std::span<const int32_t> block_table,
+                         const int32_t* positions, int64_t tokens, const float* x) {
+  const auto l = static_cast<size_t>(layer);
+  auto* values = static_cast<char*>(store.values[l].raw());
+  float* scales = spec_.dtype == DType::i8 ? store.scales[l].data<float>() : nullptr;
+  const auto element_bytes = static_cast<int64_t>(dtype_size(spec_.dtype));
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t row = row_of(block_table, positions[t]);
+    for (int64_t h = 0; h < spec_.kv_heads; ++h) {
+      store_kv_row(x + (t * spec_.kv_heads + h) * store.width, store.width, spec_.dtype, group_,
+                   values + (row + h) * store.width * element_bytes,
+                   scales ? scales + (row + h) * (store.width / group_) : nullptr);
+    }
+  }
 }
 
 void KvCache::write(int64_t layer, std::span<const int32_t> block_table, const int32_t* positions,
                     int64_t tokens, const float* k, const float* v) {
-  const int64_t k_row = spec_.kv_heads * spec_.head_dim;
-  const int64_t v_row = spec_.kv_heads * spec_.v_head_dim;
-  const auto& k_store = k_[static_cast<size_t>(layer)];
-  for (int64_t t = 0; t < tokens; ++t) {
-    std::memcpy(slot(k_store, spec_.head_dim, block_table, positions[t]), k + t * k_row,
-                static_cast<size_t>(k_row) * sizeof(float));
-  }
-  if (v_row == 0) return;
-  const auto& v_store = v_[static_cast<size_t>(layer)];
-  for (int64_t t = 0; t < tokens; ++t) {
-    std::memcpy(slot(v_store, spec_.v_head_dim, block_table, positions[t]), v + t * v_row,
-                static_cast<size_t>(v_row) * sizeof(float));
-  }
+  DI_CHECK(layer >= 0 && layer < spec_.num_layers, "KV cache: layer ", layer, " out of range");
+  write_rows(k_, layer, block_table, positions, tokens, k);
+  if (spec_.v_head_dim > 0) write_rows(v_, layer, block_table, positions, tokens, v);
 }
 
 void KvCache::gather_k(int64_t layer, std::span<const int32_t> block_table, int64_t count,
                        float* out) const {
   DI_CHECK(layer >= 0 && layer < spec_.num_layers, "KV cache: layer ", layer, " out of range");
-  const int64_t row = spec_.kv_heads * spec_.head_dim;
-  const auto& k_store = k_[static_cast<size_t>(layer)];
+  const auto l = static_cast<size_t>(layer);
+  const auto* values = static_cast<const char*>(k_.values[l].raw());
+  const float* scales = spec_.dtype == DType::i8 ? k_.scales[l].data<float>() : nullptr;
+  const auto element_bytes = static_cast<int64_t>(dtype_size(spec_.dtype));
+  const int64_t width = spec_.kv_heads * spec_.head_dim;  // heads of a slot are contiguous
   for (int64_t p = 0; p < count; ++p) {
-    std::memcpy(out + p * row, slot(k_store, spec_.head_dim, block_table, static_cast<int32_t>(p)),
-                static_cast<size_t>(row) * sizeof(float));
+    const int64_t row = row_of(block_table, static_cast<int32_t>(p));
+    load_kv_row(values + row * spec_.head_dim * element_bytes, width, spec_.dtype, group_,
+                scales ? scales + row * (spec_.head_dim / group_) : nullptr, out + p * width);
   }
 }
 
 kernels::PagedKv KvCache::view(int64_t layer, std::span<const int32_t> block_table) const {
+  const auto l = static_cast<size_t>(layer);
   kernels::PagedKv kv;
-  kv.k = k_[static_cast<size_t>(layer)].data<float>();
-  kv.v = v_.empty() ? nullptr : v_[static_cast<size_t>(layer)].data<float>();
+  kv.k = k_.values[l].raw();
+  kv.v = v_.values.empty() ? nullptr : v_.values[l].raw();
   kv.block_size = spec_.block_size;
   kv.kv_heads = spec_.kv_heads;
   kv.head_dim = spec_.head_dim;
   kv.v_head_dim = spec_.v_head_dim;
   kv.block_table = block_table;
+  kv.dtype = spec_.dtype;
+  if (spec_.dtype == DType::i8) {
+    kv.k_scale = k_.scales[l].data<float>();
+    kv.v_scale = v_.scales.empty() ? nullptr : v_.scales[l].data<float>();
+    kv.quant_group = group_;
+  }
   return kv;
 }
 

@@ -8,12 +8,21 @@
 // qk_rope_head_dim), and reads the values out of that same row.
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/tensor.h"
 #include "kernels/kernels.h"
 
 namespace deepinfer::cache {
+
+// Storage element type of a KV cache: auto (the compute dtype, f32), f32, bf16, f16 or int8
+// (symmetric, one f32 scale per quantization group of each token's row). Accepts the usual
+// spellings (fp32/float32, bfloat16, fp16/float16). Throws Error naming the accepted values.
+DType parse_kv_cache_dtype(std::string_view name);
+
+// Largest int8 group the models' cache specs use (model::kv_cache_spec).
+inline constexpr int64_t kMaxKvQuantGroup = 32;
 
 struct KvCacheSpec {
   int64_t num_layers = 0;
@@ -22,8 +31,12 @@ struct KvCacheSpec {
   int64_t v_head_dim = 0;  // 0: K-only (MLA latent cache)
   int64_t block_size = 16;
   int64_t num_blocks = 0;
+  DType dtype = DType::f32;  // f32, bf16, f16 or i8
+  // int8 only: elements sharing one scale, a divisor of head_dim (and v_head_dim); 0 means
+  // head_dim (one scale per token and head).
+  int64_t quant_group = 0;
 
-  int64_t bytes_per_token() const;  // over all layers, K and V
+  int64_t bytes_per_token() const;  // over all layers, K and V, scales included
 };
 
 class KvCache {
@@ -46,17 +59,32 @@ class KvCache {
   void write(int64_t layer, std::span<const int32_t> block_table, const int32_t* positions,
              int64_t tokens, const float* k, const float* v);
   kernels::PagedKv view(int64_t layer, std::span<const int32_t> block_table) const;
-  // Copies the K rows of positions [0, count) of one sequence, in position order, into
+  // Copies the K rows of positions [0, count) of one sequence, in position order, as f32 into
   // out [count, kv_heads * head_dim] (MLA expands its latent cache from these).
   void gather_k(int64_t layer, std::span<const int32_t> block_table, int64_t count,
                 float* out) const;
 
+  // Elements sharing one int8 scale (resolved quant_group); 0 for other dtypes.
+  int64_t quant_group() const { return group_; }
+
  private:
-  float* slot(const Tensor& storage, int64_t width, std::span<const int32_t> block_table,
-              int32_t position) const;
+  // One of K or V for every layer: values [num_blocks, block_size, kv_heads, width] and, for
+  // int8, scales [.., width / group].
+  struct Store {
+    int64_t width = 0;
+    std::vector<Tensor> values;
+    std::vector<Tensor> scales;
+  };
+  Store make_store(int64_t width) const;
+  // Cache row (block slot, kv head 0) of a sequence position; throws outside the table.
+  int64_t row_of(std::span<const int32_t> block_table, int32_t position) const;
+  void write_rows(const Store& store, int64_t layer, std::span<const int32_t> block_table,
+                  const int32_t* positions, int64_t tokens, const float* x);
+
   KvCacheSpec spec_;
-  std::vector<Tensor> k_;  // per layer
-  std::vector<Tensor> v_;  // empty for a K-only cache
+  int64_t group_ = 0;
+  Store k_;
+  Store v_;  // no layers for a K-only cache
   std::vector<int32_t> free_;
 };
 

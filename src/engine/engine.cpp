@@ -42,7 +42,7 @@ EngineConfig resolve(const model::CausalLM& model, EngineConfig config) {
            config.max_num_blocks);
   DI_CHECK(config.max_model_len >= 0, "--max-model-len must be >= 0, got ", config.max_model_len);
   const int64_t bytes_per_token =
-      model::kv_cache_spec(model, config.block_size, 1).bytes_per_token();
+      model::kv_cache_spec(model, config.block_size, 1, config.kv_cache_dtype).bytes_per_token();
   const int64_t model_max = model.config().max_position_embeddings;
   if (config.max_num_blocks == 0) {
     if (config.kv_cache_memory_gib > 0) {
@@ -78,7 +78,8 @@ Engine::Engine(model::CausalLM& model, ThreadPool& pool, const EngineConfig& con
       pool_(pool),
       config_(resolve(model, config)),
       tokenizer_(tokenizer),
-      cache_(model::kv_cache_spec(model, config_.block_size, config_.max_num_blocks)),
+      cache_(model::kv_cache_spec(model, config_.block_size, config_.max_num_blocks,
+                                  config_.kv_cache_dtype)),
       blocks_(config_.max_num_blocks, config_.block_size, config_.enable_prefix_caching),
       scheduler_({config_.max_num_seqs, config_.max_num_batched_tokens, config_.scheduling_policy},
                  blocks_),

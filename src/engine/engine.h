@@ -41,6 +41,7 @@ struct EngineConfig {
   // max_num_seqs sequences of max_model_len tokens, capped at kDefaultKvMemoryGib.
   int64_t max_num_blocks = 0;
   double kv_cache_memory_gib = 0;
+  DType kv_cache_dtype = DType::f32;  // see cache::parse_kv_cache_dtype
   int64_t max_num_seqs = 128;
   int64_t max_num_batched_tokens = 2048;
   // Longest prompt + output; 0: the model's max_position_embeddings, capped at what the pool

@@ -31,10 +31,11 @@ struct LinearArgs {
   float* y = nullptr;           // [m, n]
 };
 
-// The K/V cache of one layer as attend() reads it (PagedKv without std::span).
+// The K/V cache of one layer as attend() reads it (PagedKv without std::span). Strides are in
+// elements; an i8 row's scales are at row * (stride / group).
 struct AttendArgs {
-  const float* k = nullptr;
-  const float* v = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
   const int32_t* block_table = nullptr;
   int64_t block_size = 0;
   int64_t kv_heads = 0;
@@ -42,6 +43,10 @@ struct AttendArgs {
   int64_t v_head_dim = 0;
   int64_t v_row_stride = 0;  // resolved: never 0 here
   float scale = 1.0f;
+  DType dtype = DType::f32;
+  const float* k_scale = nullptr;  // i8 only
+  const float* v_scale = nullptr;
+  int64_t group = 0;  // i8 only: elements per scale
 };
 
 // Keys are consumed in chunks of positions [c * kAttendChunk, (c + 1) * kAttendChunk): the
@@ -66,6 +71,10 @@ inline constexpr int64_t kAttendChunk = 16;
   void softmax(float* x, int64_t rows, int64_t cols);                                             \
   void silu_mul(const float* gate, const float* up, float* out, int64_t n);                       \
   void add(const float* a, const float* b, float* out, int64_t n);                                \
+  /* dst[0, n) = the f32 values of a cache row of `dtype` (bf16, f16, or i8 times            */   \
+  /* scales[i / group]).                                                                     */   \
+  void widen_kv_row(const void* src, DType dtype, const float* scales, int64_t group, int64_t n,  \
+                    float* dst);                                                                  \
   /* Scratch floats attend() needs for q_heads query heads. */                                    \
   int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads);                            \
   /* q_heads consecutive query heads q[q_heads, head_dim] of one token at position pos, all */    \

@@ -156,6 +156,24 @@ void add(const float* a, const float* b, float* out, int64_t n) {
   DI_KERNEL_DISPATCH(add, a, b, out, n);
 }
 
+namespace {
+
+void check_cache_dtype(const detail::AttendArgs& a) {
+  DI_CHECK(a.dtype == DType::f32 || a.dtype == DType::bf16 || a.dtype == DType::f16 ||
+               a.dtype == DType::i8,
+           "kernels::paged_attention: a KV cache of ", dtype_name(a.dtype),
+           " is not supported (f32, bf16, f16 or i8)");
+  if (a.dtype != DType::i8) return;
+  DI_CHECK(a.k_scale != nullptr && a.v_scale != nullptr && a.group > 0 &&
+               a.head_dim % a.group == 0 && a.v_head_dim % a.group == 0 &&
+               a.v_row_stride % a.group == 0,
+           "kernels::paged_attention: an int8 cache needs K and V scales and a quant_group (",
+           a.group, ") dividing head_dim ", a.head_dim, ", v_head_dim ", a.v_head_dim,
+           " and the V row stride ", a.v_row_stride);
+}
+
+}  // namespace
+
 void paged_attention(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
                      const PagedKv& kv, float scale, float* out, ThreadPool& pool) {
   DI_CHECK(tokens >= 0 && heads > 0 && kv.kv_heads > 0 && heads % kv.kv_heads == 0,
@@ -184,10 +202,12 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
            "kernels::paged_attention: v_row_stride ", kv.v_row_stride,
            " is shorter than a V row (v_head_dim ", kv.v_head_dim, ")");
 
-  detail::AttendArgs args{kv.k,        kv.v,        kv.block_table.data(), kv.block_size,
-                          kv.kv_heads, kv.head_dim, kv.v_head_dim,         kv.v_row_stride,
-                          scale};
+  detail::AttendArgs args{
+      kv.k,        kv.v,          kv.block_table.data(), kv.block_size, kv.kv_heads,
+      kv.head_dim, kv.v_head_dim, kv.v_row_stride,       scale,         kv.dtype,
+      kv.k_scale,  kv.v_scale,    kv.quant_group};
   if (args.v_row_stride == 0) args.v_row_stride = kv.v_head_dim;
+  check_cache_dtype(args);
   const Isa isa = active_isa();
   auto attend = isa == Isa::avx512 ? &detail::avx512::attend
                 : isa == Isa::avx2 ? &detail::avx2::attend

@@ -42,18 +42,27 @@ void add(const float* a, const float* b, float* out, int64_t n);
 
 // K/V storage of one layer for one sequence, read through its block table.
 // Token at logical position p lives in block block_table[p / block_size], slot p % block_size.
+// Elements are `dtype`: f32, bf16, f16, or i8 with one f32 scale per quant_group consecutive
+// elements of each (slot, kv head) row (value = scale * int8).
 struct PagedKv {
-  const float* k = nullptr;  // [num_blocks, block_size, kv_heads, head_dim]
-  const float* v = nullptr;  // [num_blocks, block_size, kv_heads, v_head_dim]
+  const void* k = nullptr;  // [num_blocks, block_size, kv_heads, head_dim]
+  const void* v = nullptr;  // [num_blocks, block_size, kv_heads, v_head_dim]
   int64_t block_size = 16;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
   int64_t v_head_dim = 0;
   std::span<const int32_t> block_table;
-  // Floats from one V row (slot, kv head) to the next; 0 means v_head_dim (dense rows). Lets
+  // Elements from one V row (slot, kv head) to the next; 0 means v_head_dim (dense rows). Lets
   // V be a prefix of each K row (MLA absorbed decode: v = k, v_head_dim = kv_lora_rank,
   // v_row_stride = head_dim).
   int64_t v_row_stride = 0;
+  DType dtype = DType::f32;
+  // i8 only: scales [num_blocks, block_size, kv_heads, head_dim / quant_group] for K and
+  // [.., v_row_stride / quant_group] for V; quant_group divides head_dim, v_head_dim and
+  // v_row_stride.
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
+  int64_t quant_group = 0;
 };
 
 // Causal attention of q[tokens, heads, head_dim] over a paged cache (GQA: query head h

@@ -1,5 +1,6 @@
 // AVX2 element-wise ops and paged attention. Tails use maskload/maskstore, so every size
 // runs through the same vector code.
+#include "kernels/attend_rows.h"
 #include "kernels/backend.h"
 #include "kernels/simd_avx2.h"
 
@@ -109,7 +110,7 @@ void add(const float* a, const float* b, float* out, int64_t n) {
 }
 
 int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads) {
-  return q_heads * (kAttendChunk + a.v_head_dim + 3);
+  return q_heads * (kAttendChunk + a.v_head_dim + 3) + chunk_rows_scratch_floats(a);
 }
 
 namespace {
@@ -163,6 +164,7 @@ void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, i
   float* max = acc + q_heads * a.v_head_dim;    // [q_heads] running max score
   float* denom = max + q_heads;                 // [q_heads] running softmax denominator
   float* corr = denom + q_heads;                // [q_heads] this chunk's rescaling
+  float* rows = corr + q_heads;                 // widened K/V rows of a non-f32 cache
   for_each_vector(q_heads * a.v_head_dim,
                   [&](int64_t d, auto m) { store(acc + d, _mm256_setzero_ps(), m); });
   for (int64_t g = 0; g < q_heads; ++g) {
@@ -175,14 +177,7 @@ void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, i
     const int64_t len = min64(kAttendChunk, pos + 1 - c0);
     const float* krow[kAttendChunk];
     const float* vrow[kAttendChunk];
-    for (int64_t j = 0; j < len; ++j) {
-      const int64_t t = c0 + j;
-      const int64_t row =
-          (a.block_table[t / a.block_size] * a.block_size + t % a.block_size) * a.kv_heads +
-          kv_head;
-      krow[j] = a.k + row * a.head_dim;
-      vrow[j] = a.v + row * a.v_row_stride;
-    }
+    chunk_rows(a, c0, len, kv_head, &widen_kv_row, rows, krow, vrow);
     const __m256i valid0 = first_lanes(len), valid1 = first_lanes(len - kLanes);
     for (int64_t g = 0; g < q_heads; ++g) {
       float* p = probs + g * kAttendChunk;

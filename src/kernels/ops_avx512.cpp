@@ -2,6 +2,7 @@
 // size runs through the same vector code.
 #include "kernels/simd_avx512.h"  // first: see the note there
 
+#include "kernels/attend_rows.h"
 #include "kernels/backend.h"
 
 namespace deepinfer::kernels::detail::avx512 {
@@ -127,7 +128,7 @@ void add(const float* a, const float* b, float* out, int64_t n) {
 }
 
 int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads) {
-  return q_heads * (kAttendChunk + a.v_head_dim + 3);
+  return q_heads * (kAttendChunk + a.v_head_dim + 3) + chunk_rows_scratch_floats(a);
 }
 
 namespace {
@@ -183,6 +184,7 @@ void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, i
   float* max = acc + q_heads * a.v_head_dim;    // [q_heads] running max score
   float* denom = max + q_heads;                 // [q_heads] running softmax denominator
   float* corr = denom + q_heads;                // [q_heads] this chunk's rescaling
+  float* rows = corr + q_heads;                 // widened K/V rows of a non-f32 cache
   for_each_vector(q_heads * a.v_head_dim, [&](int64_t d, __mmask16 m) {
     _mm512_mask_storeu_ps(acc + d, m, _mm512_setzero_ps());
   });
@@ -196,14 +198,7 @@ void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, i
     const int64_t len = min64(kAttendChunk, pos + 1 - c0);
     const float* krow[kAttendChunk];
     const float* vrow[kAttendChunk];
-    for (int64_t j = 0; j < len; ++j) {
-      const int64_t t = c0 + j;
-      const int64_t row =
-          (a.block_table[t / a.block_size] * a.block_size + t % a.block_size) * a.kv_heads +
-          kv_head;
-      krow[j] = a.k + row * a.head_dim;
-      vrow[j] = a.v + row * a.v_row_stride;
-    }
+    chunk_rows(a, c0, len, kv_head, &widen_kv_row, rows, krow, vrow);
     for (int64_t g = 0; g < q_heads; ++g) {
       float* p = probs + g * kAttendChunk;
       const __m512 dots = chunk_dots(q + g * a.head_dim, krow, len, a.head_dim);

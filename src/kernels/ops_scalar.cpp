@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/attend_rows.h"
 #include "kernels/backend.h"
 
 namespace deepinfer::kernels::detail::scalar {
@@ -95,7 +96,7 @@ void add(const float* a, const float* b, float* out, int64_t n) {
 }
 
 int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads) {
-  return q_heads * (kAttendChunk + a.v_head_dim + 2);
+  return q_heads * (kAttendChunk + a.v_head_dim + 2) + chunk_rows_scratch_floats(a);
 }
 
 void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, int64_t kv_head,
@@ -104,6 +105,7 @@ void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, i
   float* acc = probs + q_heads * kAttendChunk;  // [q_heads][v_head_dim] unnormalised
   float* max = acc + q_heads * a.v_head_dim;    // [q_heads] running max score
   float* denom = max + q_heads;                 // [q_heads] running softmax denominator
+  float* rows = denom + q_heads;                // widened K/V rows of a non-f32 cache
   std::fill(acc, acc + q_heads * a.v_head_dim, 0.0f);
   std::fill(max, max + q_heads, -INFINITY);
   std::fill(denom, denom + q_heads, 0.0f);
@@ -111,14 +113,7 @@ void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, i
     const int64_t len = std::min(kAttendChunk, pos + 1 - c0);
     const float* krow[kAttendChunk];
     const float* vrow[kAttendChunk];
-    for (int64_t j = 0; j < len; ++j) {
-      const int64_t t = c0 + j;
-      const int64_t row =
-          (a.block_table[t / a.block_size] * a.block_size + t % a.block_size) * a.kv_heads +
-          kv_head;
-      krow[j] = a.k + row * a.head_dim;
-      vrow[j] = a.v + row * a.v_row_stride;
-    }
+    chunk_rows(a, c0, len, kv_head, &widen_kv_row, rows, krow, vrow);
     for (int64_t g = 0; g < q_heads; ++g) {
       float* p = probs + g * kAttendChunk;
       float chunk_max = -INFINITY;

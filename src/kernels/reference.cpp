@@ -91,6 +91,20 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
                      const PagedKv& kv, float scale, float* out) {
   const int64_t group = heads / kv.kv_heads;
   const int64_t v_stride = kv.v_row_stride ? kv.v_row_stride : kv.v_head_dim;
+  // Element i of the row starting at element `at` of a K or V store, as f32.
+  auto element = [&](const void* store, const float* scales, int64_t at, int64_t i) -> float {
+    switch (kv.dtype) {
+      case DType::bf16:
+        return bf16_to_f32(static_cast<const uint16_t*>(store)[at + i]);
+      case DType::f16:
+        return f16_to_f32(static_cast<const uint16_t*>(store)[at + i]);
+      case DType::i8:
+        return scales[(at + i) / kv.quant_group] *
+               static_cast<float>(static_cast<const int8_t*>(store)[at + i]);
+      default:
+        return static_cast<const float*>(store)[at + i];
+    }
+  };
   std::vector<float> scores;
   for (int64_t t = 0; t < tokens; ++t) {
     const int64_t len = positions[t] + 1;
@@ -104,9 +118,9 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
       };
       float max = -INFINITY;
       for (int64_t p = 0; p < len; ++p) {
-        const float* kp = kv.k + slot(p) * kv.head_dim;
+        const int64_t at = slot(p) * kv.head_dim;
         float dot = 0.0f;
-        for (int64_t d = 0; d < kv.head_dim; ++d) dot += qh[d] * kp[d];
+        for (int64_t d = 0; d < kv.head_dim; ++d) dot += qh[d] * element(kv.k, kv.k_scale, at, d);
         scores[static_cast<size_t>(p)] = dot * scale;
         max = std::fmax(max, dot * scale);
       }
@@ -119,7 +133,7 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
       for (int64_t d = 0; d < kv.v_head_dim; ++d) {
         float acc = 0.0f;
         for (int64_t p = 0; p < len; ++p)
-          acc += scores[static_cast<size_t>(p)] * kv.v[slot(p) * v_stride + d];
+          acc += scores[static_cast<size_t>(p)] * element(kv.v, kv.v_scale, slot(p) * v_stride, d);
         oh[d] = acc / sum;
       }
     }

@@ -21,6 +21,9 @@ struct KvLayout {
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
   int64_t v_head_dim = 0;
+  // Elements per int8 KV scale; 0: one scale per head row. MLA rows hold two parts of
+  // different magnitude (normalised latent, roped key) that must not share a scale.
+  int64_t quant_group = 0;
 };
 
 class CausalLM {
@@ -50,6 +53,7 @@ std::vector<std::string> supported_architectures();
 // unsupported architecture (listing the supported ones) or mismatched weights.
 std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options);
 
-cache::KvCacheSpec kv_cache_spec(const CausalLM& model, int64_t block_size, int64_t num_blocks);
+cache::KvCacheSpec kv_cache_spec(const CausalLM& model, int64_t block_size, int64_t num_blocks,
+                                 DType dtype = DType::f32);
 
 }  // namespace deepinfer::model

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <numeric>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -52,7 +53,8 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
   return model;
 }
 
-cache::KvCacheSpec kv_cache_spec(const CausalLM& model, int64_t block_size, int64_t num_blocks) {
+cache::KvCacheSpec kv_cache_spec(const CausalLM& model, int64_t block_size, int64_t num_blocks,
+                                 DType dtype) {
   const KvLayout layout = model.kv_layout();
   cache::KvCacheSpec spec;
   spec.num_layers = layout.num_layers;
@@ -61,6 +63,14 @@ cache::KvCacheSpec kv_cache_spec(const CausalLM& model, int64_t block_size, int6
   spec.v_head_dim = layout.v_head_dim;
   spec.block_size = block_size;
   spec.num_blocks = num_blocks;
+  spec.dtype = dtype;
+  // int8: at most 32 elements per scale (as llama.cpp's q8_0): one scale per 128-wide head
+  // lets a few outlier channels (RoPE dims of K) coarsen every other channel of the row.
+  const int64_t row_group =
+      layout.quant_group > 0
+          ? layout.quant_group
+          : std::gcd(layout.head_dim, layout.v_head_dim > 0 ? layout.v_head_dim : layout.head_dim);
+  spec.quant_group = std::gcd(row_group, cache::kMaxKvQuantGroup);
   return spec;
 }
 

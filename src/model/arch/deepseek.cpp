@@ -1,6 +1,7 @@
 #include "model/arch/deepseek.h"
 
 #include <cmath>
+#include <numeric>
 #include <string>
 
 #include "core/error.h"
@@ -177,7 +178,8 @@ std::unique_ptr<CausalLM> build_deepseek(const io::ModelConfig& config, WeightLo
   DecoderSpec spec;
   spec.rotary_dim = mla.qk_rope_head_dim;
   // One K-only "head" per token and layer: the latent and the roped shared key.
-  spec.kv_layout = {config.num_hidden_layers, 1, mla.cache_width(), 0};
+  spec.kv_layout = {config.num_hidden_layers, 1, mla.cache_width(), 0,
+                    std::gcd(mla.kv_lora_rank, mla.qk_rope_head_dim)};
   const MlaForm form = options.mla_form;
   spec.attention = [mla, form](WeightLoader& w, const std::string& prefix, int64_t) {
     return MlaAttention::load(w, prefix + ".self_attn", mla, form);

@@ -52,11 +52,14 @@ TEST(KvCache, WritesLandInTheSlotTheBlockTableNames) {
   }
   cache.write(1, table, positions, 2, k.data(), v.data());
   const auto view = cache.view(1, table);
+  const auto* view_k = static_cast<const float*>(view.k);
+  const auto* view_v = static_cast<const float*>(view.v);
   const int64_t row = 6;  // kv_heads * head_dim
-  EXPECT_EQ(view.k[(3 * 4 + 2) * row + 0], 1.0f);
-  EXPECT_EQ(view.k[(1 * 4 + 1) * row + 5], 12.0f);
-  EXPECT_EQ(view.v[(1 * 4 + 1) * row + 0], -7.0f);
-  EXPECT_EQ(cache.view(0, table).k[(3 * 4 + 2) * row], 0.0f);  // other layer untouched
+  EXPECT_EQ(view_k[(3 * 4 + 2) * row + 0], 1.0f);
+  EXPECT_EQ(view_k[(1 * 4 + 1) * row + 5], 12.0f);
+  EXPECT_EQ(view_v[(1 * 4 + 1) * row + 0], -7.0f);
+  // other layer untouched
+  EXPECT_EQ(static_cast<const float*>(cache.view(0, table).k)[(3 * 4 + 2) * row], 0.0f);
   const int32_t outside[] = {8};
   EXPECT_THROW(cache.write(1, table, outside, 1, k.data(), v.data()), Error);
 }

@@ -20,8 +20,10 @@ const char* const kFamilies[] = {
 
 class EngineFamilies : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(EngineFamilies, BatchedGreedyEqualsTheSingleSequenceLoop) {
-  const std::string dir = std::string(DEEPINFER_TEST_DATA_DIR) + "/" + GetParam();
+// `kv_dtype`: the cache of both the engine and the loop (a quantized cache is quantized per
+// token row, so batching must not change anything either).
+void expect_batched_equals_loop(const char* family, DType kv_dtype) {
+  const std::string dir = std::string(DEEPINFER_TEST_DATA_DIR) + "/" + family;
   if (!std::filesystem::exists(dir + "/config.json")) GTEST_SKIP() << dir << " is absent";
   auto model = model::load_model(dir, {});
   ThreadPool& pool = testing::test_pool();
@@ -42,18 +44,28 @@ TEST_P(EngineFamilies, BatchedGreedyEqualsTheSingleSequenceLoop) {
   config.max_num_blocks = 36;
   config.max_num_batched_tokens = 16;
   config.enable_prefix_caching = true;
+  config.kv_cache_dtype = kv_dtype;
   Engine engine(*model, pool, config);
   const auto results = engine.generate(prompts, {testing::greedy_params(10)});
   EXPECT_GT(engine.stats().num_preemptions, 0);
   EXPECT_GT(engine.stats().blocks.prefix_hit_tokens, 0);
   for (size_t i = 0; i < prompts.size(); ++i) {
-    cache::KvCache cache(model::kv_cache_spec(*model, 16, 4));
+    cache::KvCache cache(model::kv_cache_spec(*model, 16, 4, kv_dtype));
     GreedyOptions options;
     options.max_new_tokens = 10;
     options.ignore_eos = true;
     const auto ref = greedy_generate(*model, cache, prompts[i], options, pool).output_ids;
-    EXPECT_EQ(results[i].completions.at(0).token_ids, ref) << GetParam() << " prompt " << i;
+    EXPECT_EQ(results[i].completions.at(0).token_ids, ref)
+        << family << " " << dtype_name(kv_dtype) << " prompt " << i;
   }
+}
+
+TEST_P(EngineFamilies, BatchedGreedyEqualsTheSingleSequenceLoop) {
+  expect_batched_equals_loop(GetParam(), DType::f32);
+}
+
+TEST_P(EngineFamilies, BatchedGreedyEqualsTheSingleSequenceLoopWithAnInt8Cache) {
+  expect_batched_equals_loop(GetParam(), DType::i8);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, EngineFamilies, ::testing::ValuesIn(kFamilies),

@@ -33,11 +33,13 @@ struct GenerationRun {
 };
 
 // Greedy generation of `max_new` tokens; `chunk` > 0 prefills in chunks of that size.
+// `kv_dtype` is the KV cache's storage type.
 inline GenerationRun run_greedy(CausalLM& model, const std::vector<int32_t>& prompt, int threads,
-                                int64_t chunk = 0, int64_t max_new = 32) {
+                                int64_t chunk = 0, int64_t max_new = 32,
+                                DType kv_dtype = DType::f32) {
   ThreadPool pool(threads);
   const int64_t total = static_cast<int64_t>(prompt.size()) + max_new;
-  cache::KvCache cache(kv_cache_spec(model, 16, (total + 15) / 16));
+  cache::KvCache cache(kv_cache_spec(model, 16, (total + 15) / 16, kv_dtype));
   engine::GreedyOptions options;
   options.max_new_tokens = max_new;
   options.ignore_eos = true;

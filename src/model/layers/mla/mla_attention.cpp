@@ -234,6 +234,7 @@ void MlaAttention::attend_absorbed(const float* q, int64_t tokens, const int32_t
   // is computed along and dropped (it lets the ordinary paged kernel read values in place).
   kernels::PagedKv kv = cache.view(layer, block_table);
   kv.v = kv.k;
+  kv.v_scale = kv.k_scale;
   kv.v_head_dim = kv.head_dim;
   std::vector<float> out_latent(static_cast<size_t>(tokens * s.heads * width));
   kernels::paged_attention(q_latent.data(), tokens, positions, s.heads, kv, s.softmax_scale,

@@ -1,0 +1,36 @@
+#include "cache/kv_quant.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace deepinfer::cache {
+
+void store_kv_row(const float* x, int64_t n, DType dtype, int64_t group, void* dst, float* scales) {
+  if (dtype != DType::i8) {
+    convert_from_f32(x, dst, dtype, static_cast<size_t>(n));
+    return;
+  }
+  auto* q = static_cast<int8_t*>(dst);
+  for (int64_t g0 = 0; g0 < n; g0 += group) {
+    float max_abs = 0.0f;
+    for (int64_t i = g0; i < g0 + group; ++i) max_abs = std::fmax(max_abs, std::fabs(x[i]));
+    const float scale = max_abs / 127.0f;
+    scales[g0 / group] = scale;
+    for (int64_t i = g0; i < g0 + group; ++i) {
+      const float r = scale > 0.0f ? std::round(x[i] / scale) : 0.0f;
+      q[i] = static_cast<int8_t>(std::fmax(-127.0f, std::fmin(127.0f, r)));
+    }
+  }
+}
+
+void load_kv_row(const void* src, int64_t n, DType dtype, int64_t group, const float* scales,
+                 float* out) {
+  if (dtype != DType::i8) {
+    convert_to_f32(src, dtype, out, static_cast<size_t>(n));
+    return;
+  }
+  const auto* q = static_cast<const int8_t*>(src);
+  for (int64_t i = 0; i < n; ++i) out[i] = scales[i / group] * static_cast<float>(q[i]);
+}
+
+}  // namespace deepinfer::cache

@@ -1,0 +1,62 @@
+#pragma once
+// Internal to the attend() backends: the f32 K and V rows of one chunk of keys. A non-f32
+// cache (bf16, f16, int8 + scales) is widened chunk by chunk into scratch, once for all the
+// query heads that share the kv head, so the attention arithmetic is the f32 code whatever
+// the storage. Everything here is `static`: each ISA file gets its own copy (see backend.h).
+#include "kernels/backend.h"
+
+namespace deepinfer::kernels::detail {
+
+using WidenKvRow = void (*)(const void* src, DType dtype, const float* scales, int64_t group,
+                            int64_t n, float* dst);
+
+// V rows are the leading part of the K rows (MLA absorbed decode): widen K only.
+static inline bool v_within_k(const AttendArgs& a) {
+  return a.v == a.k && a.v_row_stride == a.head_dim;
+}
+
+// Scratch floats chunk_rows() needs.
+static inline int64_t chunk_rows_scratch_floats(const AttendArgs& a) {
+  if (a.dtype == DType::f32) return 0;
+  return kAttendChunk * (a.head_dim + (v_within_k(a) ? 0 : a.v_head_dim));
+}
+
+static inline int64_t kv_element_bytes(DType dtype) {
+  return dtype == DType::f32 ? 4 : dtype == DType::i8 ? 1 : 2;
+}
+
+// krow[j] / vrow[j] = the K / V rows of key position c0 + j (j < len) for kv_head.
+static inline void chunk_rows(const AttendArgs& a, int64_t c0, int64_t len, int64_t kv_head,
+                              WidenKvRow widen, float* scratch, const float** krow,
+                              const float** vrow) {
+  const bool quantized = a.dtype == DType::i8;
+  const bool shared = v_within_k(a);
+  const int64_t bytes = kv_element_bytes(a.dtype);
+  float* kbuf = scratch;
+  float* vbuf = scratch + kAttendChunk * a.head_dim;
+  for (int64_t j = 0; j < len; ++j) {
+    const int64_t t = c0 + j;
+    const int64_t row =
+        (a.block_table[t / a.block_size] * a.block_size + t % a.block_size) * a.kv_heads + kv_head;
+    if (a.dtype == DType::f32) {
+      krow[j] = static_cast<const float*>(a.k) + row * a.head_dim;
+      vrow[j] = static_cast<const float*>(a.v) + row * a.v_row_stride;
+      continue;
+    }
+    float* k = kbuf + j * a.head_dim;
+    widen(static_cast<const char*>(a.k) + row * a.head_dim * bytes, a.dtype,
+          quantized ? a.k_scale + row * (a.head_dim / a.group) : nullptr, a.group, a.head_dim, k);
+    krow[j] = k;
+    if (shared) {
+      vrow[j] = k;
+      continue;
+    }
+    float* v = vbuf + j * a.v_head_dim;
+    widen(static_cast<const char*>(a.v) + row * a.v_row_stride * bytes, a.dtype,
+          quantized ? a.v_scale + row * (a.v_row_stride / a.group) : nullptr, a.group, a.v_head_dim,
+          v);
+    vrow[j] = v;
+  }
+}
+
+}  // namespace deepinfer::kernels::detail

@@ -1,0 +1,157 @@
+// kernels::paged_attention over bf16 / f16 / int8 caches: the kernel widens each stored row
+// to f32 and then runs the f32 arithmetic, so its result must equal, bit for bit, the f32
+// kernel over a cache holding the widened values (computed here with core's scalar
+// conversions), and match the scalar reference reading the typed store directly.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "cache/kv_quant.h"
+#include "core/error.h"
+#include "kernel_test_util.h"
+#include "kernels/kernels.h"
+#include "kernels/reference.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+using testing::bitwise_equal;
+using testing::first_mismatch;
+using testing::random_floats;
+
+// Rows of `width` f32 values stored as `dtype` (i8: one scale per `group`), and the values
+// that storage represents, widened back with the scalar conversions of core/.
+struct TypedRows {
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;
+  std::vector<float> widened;
+
+  TypedRows(const std::vector<float>& rows, int64_t width, DType dtype, int64_t group) {
+    const auto n = static_cast<int64_t>(rows.size());
+    bytes.resize(static_cast<size_t>(n) * dtype_size(dtype));
+    scales.resize(dtype == DType::i8 ? static_cast<size_t>(n / group) : 0);
+    widened.resize(rows.size());
+    for (int64_t r = 0; r < n / width; ++r) {
+      void* dst = bytes.data() + static_cast<size_t>(r * width) * dtype_size(dtype);
+      float* s = dtype == DType::i8 ? scales.data() + r * (width / group) : nullptr;
+      cache::store_kv_row(rows.data() + r * width, width, dtype, group, dst, s);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const auto at = static_cast<size_t>(i);
+      if (dtype == DType::bf16) {
+        widened[at] = bf16_to_f32(reinterpret_cast<const uint16_t*>(bytes.data())[at]);
+      } else if (dtype == DType::f16) {
+        widened[at] = f16_to_f32(reinterpret_cast<const uint16_t*>(bytes.data())[at]);
+      } else {
+        widened[at] = scales[at / static_cast<size_t>(group)] *
+                      static_cast<float>(reinterpret_cast<const int8_t*>(bytes.data())[at]);
+      }
+    }
+  }
+};
+
+struct Case {
+  int64_t heads, kv_heads, head_dim, v_head_dim, block_size, group;
+};
+
+const Case kCases[] = {
+    {6, 2, 20, 12, 4, 4},     // GQA, odd sizes, several scales per row
+    {4, 1, 64, 64, 16, 64},   // one scale per head row
+    {3, 3, 3, 5, 1, 1},       // tiny heads, a scale per element
+    {2, 1, 192, 128, 8, 64},  // MLA-like
+    {10, 2, 24, 16, 8, 8},    // 5 query heads per kv head
+};
+
+class KernelsAttentionDtypes : public testing::PerIsaTest {};
+
+TEST_P(KernelsAttentionDtypes, TypedCacheEqualsF32CacheOfItsWidenedValues) {
+  uint32_t seed = 40;
+  for (const DType dtype : {DType::bf16, DType::f16, DType::i8}) {
+    for (const Case& c : kCases) {
+      const int64_t len = 45, blocks = (len + c.block_size - 1) / c.block_size + 1;
+      std::vector<int32_t> table(static_cast<size_t>(blocks));
+      std::iota(table.begin(), table.end(), 0);
+      std::shuffle(table.begin(), table.end(), std::mt19937(++seed));
+      const int64_t slots = blocks * c.block_size * c.kv_heads;
+      const TypedRows k(random_floats(static_cast<size_t>(slots * c.head_dim), ++seed, -3.0f, 3.0f),
+                        c.head_dim, dtype, c.group);
+      const TypedRows v(
+          random_floats(static_cast<size_t>(slots * c.v_head_dim), ++seed, -3.0f, 3.0f),
+          c.v_head_dim, dtype, c.group);
+      PagedKv typed{k.bytes.data(), v.bytes.data(), c.block_size, c.kv_heads,
+                    c.head_dim,     c.v_head_dim,   table,        0,
+                    dtype};
+      if (dtype == DType::i8) {
+        typed.k_scale = k.scales.data();
+        typed.v_scale = v.scales.data();
+        typed.quant_group = c.group;
+      }
+      const PagedKv widened{k.widened.data(), v.widened.data(), c.block_size, c.kv_heads,
+                            c.head_dim,       c.v_head_dim,     table};
+      const std::vector<int32_t> positions = {44, 43, 42, 0, 17, 30};
+      const auto tokens = static_cast<int64_t>(positions.size());
+      const auto q = random_floats(static_cast<size_t>(tokens * c.heads * c.head_dim), ++seed);
+      std::vector<float> got(static_cast<size_t>(tokens * c.heads * c.v_head_dim), NAN);
+      std::vector<float> want(got.size(), NAN), ref(got.size(), NAN);
+      ThreadPool pool(2);
+      paged_attention(q.data(), tokens, positions.data(), c.heads, typed, 0.2f, got.data(), pool);
+      paged_attention(q.data(), tokens, positions.data(), c.heads, widened, 0.2f, want.data(),
+                      pool);
+      reference::paged_attention(q.data(), tokens, positions.data(), c.heads, typed, 0.2f,
+                                 ref.data());
+      EXPECT_TRUE(bitwise_equal(got.data(), want.data(), got.size()))
+          << dtype_name(dtype) << " head_dim=" << c.head_dim;
+      EXPECT_EQ(first_mismatch(got, ref, 1e-4f, 1e-5f), -1)
+          << dtype_name(dtype) << " head_dim=" << c.head_dim;
+    }
+  }
+}
+
+TEST_P(KernelsAttentionDtypes, Int8ValuesCanBeAPrefixOfKeyRows) {
+  // MLA absorbed decode over an int8 latent cache: V = the leading features of each K row,
+  // with the K row's scales.
+  const int64_t heads = 4, width = 48, v_dim = 32, group = 16, block_size = 4, len = 19;
+  std::vector<int32_t> table = {2, 0, 4, 1, 3};
+  const int64_t slots = 5 * block_size;
+  const TypedRows k(random_floats(static_cast<size_t>(slots * width), 5, -2.0f, 2.0f), width,
+                    DType::i8, group);
+  PagedKv typed{k.bytes.data(), k.bytes.data(),  block_size,      1,    width, v_dim, table, width,
+                DType::i8,      k.scales.data(), k.scales.data(), group};
+  const PagedKv widened{
+      k.widened.data(), k.widened.data(), block_size, 1, width, v_dim, table, width};
+  const std::vector<int32_t> positions = {len - 1, 3};
+  const auto q = random_floats(static_cast<size_t>(2 * heads * width), 6);
+  std::vector<float> got(static_cast<size_t>(2 * heads * v_dim)), want(got.size());
+  ThreadPool pool(2);
+  paged_attention(q.data(), 2, positions.data(), heads, typed, 0.1f, got.data(), pool);
+  paged_attention(q.data(), 2, positions.data(), heads, widened, 0.1f, want.data(), pool);
+  EXPECT_TRUE(bitwise_equal(got.data(), want.data(), got.size()));
+}
+
+TEST_P(KernelsAttentionDtypes, RejectsInt8WithoutScalesOrWithAGroupThatDoesNotDivide) {
+  const int64_t heads = 2, dim = 8;
+  std::vector<int8_t> rows(static_cast<size_t>(4 * dim), 1);
+  std::vector<float> scales(8, 0.5f);
+  std::vector<int32_t> table = {0};
+  PagedKv kv{rows.data(), rows.data(), 4, 1, dim, dim, table, 0, DType::i8};
+  const auto q = random_floats(static_cast<size_t>(heads * dim), 7);
+  std::vector<float> out(static_cast<size_t>(heads * dim));
+  ThreadPool pool(1);
+  const int32_t pos = 3;
+  EXPECT_THROW(paged_attention(q.data(), 1, &pos, heads, kv, 1.0f, out.data(), pool), Error);
+  kv.k_scale = kv.v_scale = scales.data();
+  kv.quant_group = 3;
+  EXPECT_THROW(paged_attention(q.data(), 1, &pos, heads, kv, 1.0f, out.data(), pool), Error);
+  kv.quant_group = 4;
+  EXPECT_NO_THROW(paged_attention(q.data(), 1, &pos, heads, kv, 1.0f, out.data(), pool));
+  // Every element is 1 * 0.5, so every output value is 0.5.
+  for (float x : out) EXPECT_EQ(x, 0.5f);
+}
+
+DI_INSTANTIATE_PER_ISA(KernelsAttentionDtypes);
+
+}  // namespace
+}  // namespace deepinfer::kernels
