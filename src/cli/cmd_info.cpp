@@ -36,7 +36,9 @@ int run_info(const std::vector<std::string>& argv) {
     if (count * 2 > parameters) dtype = name;
   }
   const auto layout = model->kv_layout();
-  const int64_t kv_bytes = model::kv_cache_spec(*model, 16, 1).bytes_per_token();
+  const auto kv_bytes = [&](DType kv_dtype) {
+    return model::kv_cache_spec(*model, 16, 1, kv_dtype).bytes_per_token();
+  };
   const auto& config = model->config();
 
   nlohmann::ordered_json out;
@@ -51,8 +53,10 @@ int run_info(const std::vector<std::string>& argv) {
   out["attention_heads"] = config.num_attention_heads;
   out["kv_heads"] = layout.kv_heads;
   out["head_dim"] = layout.head_dim;
-  out["kv_cache_dtype"] = "f32";
-  out["kv_bytes_per_token"] = kv_bytes;
+  out["kv_cache_dtype"] = "f32";  // the default (auto)
+  out["kv_bytes_per_token"] = kv_bytes(DType::f32);
+  out["kv_bytes_per_token_bf16"] = kv_bytes(DType::bf16);
+  out["kv_bytes_per_token_int8"] = kv_bytes(DType::i8);  // scales included
   out["max_position_embeddings"] = config.max_position_embeddings;
   if (args.flag("json")) {
     std::printf("%s\n", out.dump().c_str());

@@ -3,13 +3,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "cache/kv_cache.h"
 #include "core/error.h"
 
 namespace deepinfer::cli {
 
 const char* const kEngineFlagsUsage =
     "  engine: [--block-size 16] [--max-num-blocks N | --kv-cache-memory GIB]\n"
-    "          [--kv-cache-dtype auto|f32] [--max-num-seqs 128] [--max-num-batched-tokens 2048]\n"
+    "          [--kv-cache-dtype auto|f32|bf16|f16|int8] [--max-num-seqs 128] "
+    "[--max-num-batched-tokens 2048]\n"
     "          [--max-model-len N] [--enable-prefix-caching] [--scheduling-policy fifo|priority]\n";
 
 std::set<std::string> with_engine_value_flags(std::set<std::string> value_flags) {
@@ -35,9 +37,7 @@ engine::EngineConfig engine_config_from(const Args& args, const io::GenerationCo
            "--max-num-blocks must be positive, got ", config.max_num_blocks);
   DI_CHECK(!args.has("kv-cache-memory") || config.kv_cache_memory_gib > 0,
            "--kv-cache-memory must be a positive number of GiB, got ", config.kv_cache_memory_gib);
-  const std::string kv_dtype = args.get_or("kv-cache-dtype", "auto");
-  DI_CHECK(kv_dtype == "auto" || kv_dtype == "f32", "--kv-cache-dtype ", kv_dtype,
-           ": only auto and f32 are implemented (bf16 / f16 / int8 KV caches are not yet)");
+  config.kv_cache_dtype = cache::parse_kv_cache_dtype(args.get_or("kv-cache-dtype", "auto"));
   config.max_num_seqs = args.get_int("max-num-seqs", config.max_num_seqs);
   config.max_num_batched_tokens =
       args.get_int("max-num-batched-tokens", config.max_num_batched_tokens);
