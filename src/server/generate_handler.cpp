@@ -2,11 +2,13 @@
 // SSE stream.
 #include <chrono>
 #include <ctime>
+#include <optional>
 
 #include "core/log.h"
 #include "server/responses.h"
 #include "server/server_impl.h"
 #include "server/tool_request.h"
+#include "server/tool_stream.h"
 
 namespace deepinfer::server {
 
@@ -113,40 +115,8 @@ struct StreamState {
   std::string stop_suffix;  // include_stop_str_in_output
   bool include_stop = false;
   Clock::time_point last_write = Clock::now();
-  // Chat with tool calls parsed: one parser per choice, and the calls each has sent.
-  std::vector<toolcall::ToolCallParser> parsers;
-  std::vector<int64_t> calls_sent;
-  bool parallel_tool_calls = true;
+  std::optional<ToolCallStream> tools;  // chat with tool calls parsed
 };
-
-// Reads the tool calls out of a finished choice's text (non-streamed path).
-void parse_choice_tools(ChoiceResult& c, toolcall::Family family, const Json& tools,
-                        bool parallel) {
-  toolcall::ParsedText parsed = toolcall::parse_tool_calls(family, tools, c.text);
-  if (!parallel && parsed.calls.size() > 1) parsed.calls.resize(1);
-  c.text = std::move(parsed.content);
-  c.tools_parsed = true;
-  c.tool_calls = std::move(parsed.calls);
-  for (size_t k = 0; k < c.tool_calls.size(); ++k) c.tool_call_ids.push_back(make_tool_call_id());
-}
-
-// The delta of one chat event with tool calls parsed: plain text as "content", each call
-// completed by this text as one "tool_calls" entry (id, type, name and whole arguments).
-Json tool_delta(StreamState& st, int64_t choice, const std::string& text, bool final) {
-  const auto i = static_cast<size_t>(choice);
-  toolcall::ParsedText parsed = st.parsers[i].feed(text);
-  if (final) parsed.append(st.parsers[i].finish());
-  Json delta = Json::object();
-  if (!parsed.content.empty()) delta["content"] = std::move(parsed.content);
-  Json calls = Json::array();
-  for (const auto& call : parsed.calls) {
-    int64_t& sent = st.calls_sent[i];
-    if (!st.parallel_tool_calls && sent > 0) break;
-    calls.push_back(tool_call_json(call, make_tool_call_id(), sent++));
-  }
-  if (!calls.empty()) delta["tool_calls"] = std::move(calls);
-  return delta;
-}
 
 // Appends the text of one delta to a choice (non-streamed path).
 void accumulate(ChoiceResult& c, const engine::CompletionDelta& d, bool include_stop) {
@@ -179,8 +149,8 @@ std::string render_event(StreamState& st, const tokenizer::Tokenizer& tok, const
   };
   if (st.meta.api == Api::chat) {
     Json delta = Json::object();
-    if (!st.parsers.empty()) {
-      delta = tool_delta(st, e.choice, text, final);
+    if (st.tools) {
+      delta = st.tools->delta(e.choice, text, final);
     } else if (!text.empty()) {
       delta["content"] = text;
     }
@@ -188,7 +158,7 @@ std::string render_event(StreamState& st, const tokenizer::Tokenizer& tok, const
     Json chunk = chat_chunk(st.meta, e.choice, std::move(delta), std::move(logprobs),
                             d.finish_reason, d.token_ids);
     // As vLLM: a choice that made tool calls finishes with "tool_calls".
-    if (final && !st.calls_sent.empty() && st.calls_sent[static_cast<size_t>(e.choice)] > 0) {
+    if (final && st.tools && st.tools->made_calls(e.choice)) {
       chunk["choices"][0]["finish_reason"] = "tool_calls";
     }
     return sse_event(chunk);
@@ -329,11 +299,8 @@ void ApiServer::Impl::handle_generation(Api api, const httplib::Request& req,
   for (size_t i = 0; i < echo.size(); ++i) st->choices[i].text_offset = echo[i].size();
   st->echo = std::move(echo);
   st->include_stop = r.include_stop_str_in_output;
-  if (parse_tools) {
-    for (size_t i = 0; i < st->choices.size(); ++i) st->parsers.emplace_back(tool_family, r.tools);
-    st->calls_sent.assign(st->choices.size(), 0);
-    st->parallel_tool_calls = r.parallel_tool_calls;
-  }
+  if (parse_tools)
+    st->tools.emplace(tool_family, r.tools, st->choices.size(), r.parallel_tool_calls);
   const tokenizer::Tokenizer* tok = tokenizer;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
