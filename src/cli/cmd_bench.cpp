@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "cli/engine_flags.h"
 #include "cli/model_flags.h"
+#include "config/setup.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/engine.h"
@@ -114,11 +115,12 @@ int run_bench(const std::vector<std::string>& argv) {
   DI_CHECK(num_prompts >= 1, "--num-prompts must be >= 1");
   DI_CHECK(input_len >= 1, "--input-len must be >= 1");
   DI_CHECK(output_len >= 1, "--output-len must be >= 1");
-  const std::string dir = args.require("model");
-  auto pool = thread_pool_from(args);
-  auto model = model::load_model(dir, load_options_from(args));
-  const auto generation = io::GenerationConfig::load(dir, model->config());
-  engine::EngineConfig config = engine_config_from(args, generation);
+  (void)args.require("model");
+  config::ModelSetup loaded =
+      config::load_model_setup(recipe_from_flags(args, true), {.require_tokenizer = false});
+  auto& model = loaded.model;
+  auto& pool = loaded.pool;
+  engine::EngineConfig config = loaded.engine;
   if (!args.has("max-num-blocks") && !args.has("kv-cache-memory")) {
     // Size the pool for this workload (every running sequence at full length), so that
     // peak_rss_mb reflects the benchmark rather than a default budget.

@@ -10,7 +10,7 @@
 #include "cli/engine_flags.h"
 #include "cli/generate_batch.h"
 #include "cli/model_flags.h"
-#include "cli/model_setup.h"
+#include "config/setup.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/greedy.h"
@@ -60,10 +60,10 @@ int run_generate(const std::vector<std::string>& argv) {
                   with_engine_bool_flags({"json", "ignore-eos"}));
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   if (args.has("prompts-file")) return run_prompts_file(args);
-  for (const char* flag :
-       {"max-num-blocks", "kv-cache-memory", "kv-cache-dtype", "max-num-seqs",
-        "max-num-batched-tokens", "max-model-len", "scheduling-policy", "enable-prefix-caching"}) {
-    DI_CHECK(!args.has(flag), "--", flag, " applies to the engine, i.e. with --prompts-file");
+  // A single prompt runs without the serving engine: of its flags only --block-size applies.
+  for (const auto& flag : with_engine_value_flags(with_engine_bool_flags({}))) {
+    DI_CHECK(flag == "block-size" || !args.has(flag), "--", flag,
+             " applies to the engine, i.e. with --prompts-file");
   }
   const double temperature = args.get_double("temperature", 0.0);
   DI_CHECK(temperature == 0.0,
@@ -71,9 +71,9 @@ int run_generate(const std::vector<std::string>& argv) {
            temperature);
   const int64_t max_new = args.get_int("max-new-tokens", 16);
   DI_CHECK(max_new >= 0, "--max-new-tokens must be >= 0");
-  const int64_t block_size = args.get_int("block-size", 16);
-  DI_CHECK(block_size > 0 && block_size <= 1024, "--block-size must be in [1, 1024]");
-  LoadedModel loaded = load_model_from_flags(args);
+  config::ModelSetup loaded =
+      config::load_model_setup(recipe_from_flags(args, true), {.require_tokenizer = false});
+  const int64_t block_size = loaded.engine.block_size;
   auto& model = loaded.model;
   auto& pool = loaded.pool;
   const auto& generation = loaded.generation;

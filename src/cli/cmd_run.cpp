@@ -2,11 +2,14 @@
 // engine up, then chats in the terminal (--mode local) or serves the OpenAI-compatible API
 // (--mode api). Command-line flags override the config's values.
 #include <cstdio>
-#include <map>
+#include <set>
 
+#include "cli/api_server.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/engine_flags.h"
 #include "cli/local_chat.h"
+#include "cli/model_flags.h"
 #include "config/apply.h"
 #include "config/recipe_config.h"
 #include "config/runtime.h"
@@ -14,10 +17,6 @@
 #include "core/log.h"
 
 namespace deepinfer::cli {
-
-// api mode lives in cmd_run_api.cpp (it needs the HTTP server).
-int run_api_mode(const Args& args, const config::RecipeConfig& config);
-
 namespace {
 
 constexpr const char* kUsage =
@@ -34,7 +33,7 @@ constexpr const char* kUsage =
     "overrides (win over the config file):\n"
     "  --model DIR  --threads T  --dtype auto|f32|bf16|f16\n"
     "  --block-size N  --max-num-blocks N | --kv-cache-memory GIB | --mem-fraction-static F\n"
-    "  --kv-cache-dtype auto|f32  --max-num-seqs N  --max-num-batched-tokens N\n"
+    "  --kv-cache-dtype auto|f32|bf16|f16|int8  --max-num-seqs N  --max-num-batched-tokens N\n"
     "  --max-model-len N  --enable-prefix-caching  --scheduling-policy fifo|priority\n"
     "  --max-new-tokens N  --temperature T  --top-p P  --top-k K  --repetition-penalty R\n"
     "  --seed S  --log-level debug|info|warn|error\n"
@@ -42,32 +41,12 @@ constexpr const char* kUsage =
     "          --max-body-bytes N  --max-waiting-requests N  --shutdown-timeout S\n"
     "          --http-threads N\n";
 
-// Flag -> override key of config::apply_override.
-const std::map<std::string, std::string>& override_flags() {
-  static const std::map<std::string, std::string> flags = {
-      {"model", "model_path"},
-      {"threads", "threads"},
-      {"dtype", "dtype"},
-      {"npu_devices", "npu_devices"},
-      {"devices", "devices"},
-      {"block-size", "block_size"},
-      {"max-num-blocks", "max_num_blocks"},
-      {"kv-cache-memory", "kv_cache_memory"},
-      {"mem-fraction-static", "mem_fraction_static"},
-      {"kv-cache-dtype", "kv_cache_dtype"},
-      {"max-num-seqs", "max_num_seqs"},
-      {"max-num-batched-tokens", "max_num_batched_tokens"},
-      {"max-model-len", "max_model_len"},
-      {"scheduling-policy", "scheduling_policy"},
-      {"max-new-tokens", "max_new_tokens"},
-      {"temperature", "temperature"},
-      {"top-p", "top_p"},
-      {"top-k", "top_k"},
-      {"repetition-penalty", "repetition_penalty"},
-      {"seed", "seed"},
-      {"served-model-name", "served_model_name"},
-  };
-  return flags;
+// Value flags that are settings (model_flags.h): the model and engine flags, and these. The
+// boolean ones are the engine's (--enable-prefix-caching).
+std::set<std::string> setting_value_flags() {
+  return with_engine_value_flags({"model", "threads", "dtype", "npu_devices", "devices",
+                                  "mem-fraction-static", "max-new-tokens", "temperature", "top-p",
+                                  "top-k", "repetition-penalty", "seed", "served-model-name"});
 }
 
 int run_run(const std::vector<std::string>& argv) {
@@ -75,12 +54,10 @@ int run_run(const std::vector<std::string>& argv) {
     std::printf("%s", kUsage);
     return 0;
   }
-  std::set<std::string> value_flags = {"config",           "mode",           "prompt",
-                                       "log-level",        "host",           "port",
-                                       "api-key",          "max-body-bytes", "max-waiting-requests",
-                                       "shutdown-timeout", "http-threads"};
-  for (const auto& [flag, key] : override_flags()) value_flags.insert(flag);
-  const Args args(argv, value_flags, {"enable-prefix-caching"});
+  std::set<std::string> value_flags = setting_value_flags();
+  value_flags.insert(kServerFlags.begin(), kServerFlags.end());
+  value_flags.insert({"config", "mode", "prompt", "log-level"});
+  const Args args(argv, value_flags, with_engine_bool_flags({}));
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
 
   const std::string mode = args.get_or("mode", "local");
@@ -90,24 +67,17 @@ int run_run(const std::vector<std::string>& argv) {
   DI_CHECK(mode == "local" || !args.has("prompt"),
            "--prompt answers once in local mode; the api mode takes prompts over HTTP");
   if (mode == "local") {
-    for (const char* flag : {"host", "port", "api-key", "max-body-bytes", "max-waiting-requests",
-                             "shutdown-timeout", "http-threads"}) {
+    for (const auto& flag : kServerFlags) {
       DI_CHECK(!args.has(flag), "--", flag, " applies to --mode api");
     }
   }
 
   config::RecipeConfig config;
   if (const auto path = args.get("config")) config = config::load_recipe(*path);
-  for (const auto& [flag, key] : override_flags()) {
-    if (const auto value = args.get(flag)) {
-      config::apply_override(config, key, *value, "--" + flag, true);
-    }
-  }
-  if (args.flag("enable-prefix-caching")) {
-    config::apply_override(config, "enable_prefix_caching", true, "--enable-prefix-caching");
-  }
+  apply_setting_flags(config, args, setting_value_flags());
+  apply_setting_flags(config, args, with_engine_bool_flags({}));
 
-  if (mode == "api") return run_api_mode(args, config);
+  if (mode == "api") return serve_api(args, config, {});
 
   const auto runtime = config::Runtime::start(config);
   if (const auto prompt = args.get("prompt")) {

@@ -1,15 +1,13 @@
 // deepinfer serve: the OpenAI-compatible HTTP API (docs/API.md) in front of the engine.
 #include <cstdio>
 
+#include "cli/api_server.h"
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/engine_flags.h"
 #include "cli/model_flags.h"
-#include "cli/model_setup.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "engine/engine_client.h"
-#include "server/server.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -33,23 +31,15 @@ constexpr const char* kUsage =
     "                          vllm: it does not (OpenAI's defaults)\n"
     "  (a recipe config: deepinfer run --config FILE --mode api)\n";
 
-int64_t positive_or_zero(const Args& args, const char* flag, int64_t fallback) {
-  const int64_t value = args.get_int(flag, fallback);
-  DI_CHECK(value >= 0, "--", flag, " must be >= 0, got ", value);
-  return value;
-}
-
 int run_serve(const std::vector<std::string>& argv) {
   if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
     std::printf("%s%s", kUsage, kEngineFlagsUsage);
     return 0;
   }
-  const Args args(
-      argv,
-      with_engine_value_flags(with_model_flags(
-          {"host", "port", "api-key", "served-model-name", "max-body-bytes", "max-waiting-requests",
-           "shutdown-timeout", "http-threads", "generation-config", "config"})),
-      with_engine_bool_flags({}));
+  std::set<std::string> value_flags = kServerFlags;
+  value_flags.insert({"served-model-name", "generation-config", "config"});
+  const Args args(argv, with_engine_value_flags(with_model_flags(value_flags)),
+                  with_engine_bool_flags({}));
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   DI_CHECK(!args.has("config"),
            "--config: serve a recipe config with deepinfer run --config FILE --mode api");
@@ -57,42 +47,12 @@ int run_serve(const std::vector<std::string>& argv) {
   DI_CHECK(generation_mode == "auto" || generation_mode == "vllm",
            "--generation-config: expected auto or vllm, got '", generation_mode, "'");
   (void)args.require("model");
+  (void)server_options_from(args);  // bad server flags fail before the settings are read
 
-  server::ServerOptions options;
-  options.host = args.get_or("host", options.host);
-  const int64_t port = args.get_int("port", options.port);
-  DI_CHECK(port >= 0 && port <= 65535, "--port must be in [0, 65535], got ", port);
-  options.port = static_cast<int>(port);
-  options.api_key = args.get_or("api-key", "");
-  DI_CHECK(!args.has("api-key") || !options.api_key.empty(), "--api-key must not be empty");
-  options.max_body_bytes = args.get_int("max-body-bytes", options.max_body_bytes);
-  DI_CHECK(options.max_body_bytes > 0, "--max-body-bytes must be positive");
-  options.max_waiting_requests = positive_or_zero(args, "max-waiting-requests", 0);
-  options.shutdown_timeout_s = args.get_double("shutdown-timeout", options.shutdown_timeout_s);
-  DI_CHECK(options.shutdown_timeout_s >= 0, "--shutdown-timeout must be >= 0");
-  const int64_t threads = args.get_int("http-threads", options.http_threads);
-  DI_CHECK(threads >= 1 && threads <= 4096, "--http-threads must be in [1, 4096], got ", threads);
-  options.http_threads = static_cast<int>(threads);
-
-  // Bind before loading: a taken port fails at once, and /health answers 503 while loading.
-  server::ApiServer server(options);
-  LoadedModel loaded = load_model_from_flags(args);
-  DI_CHECK(loaded.tokenizer.has_value(), "serve needs tokenizer.json in ", loaded.dir,
-           " (prompts and responses are text)");
-  engine::Engine engine(*loaded.model, *loaded.pool, engine_config_from(args, loaded.generation),
-                        &*loaded.tokenizer);
-  server::ModelInfo info =
-      server::model_info_from(loaded.dir, engine, loaded.generation, *loaded.tokenizer,
-                              args.get_or("served-model-name", ""), generation_mode == "auto");
-  if (!info.chat_template) {
-    log::warn(loaded.dir, " has no chat template: /v1/chat/completions will answer 400");
-  }
-  engine::EngineClient client(engine);
-  if (server.shutdown_requested()) return 0;  // SIGTERM while loading: nothing in flight
-  server.attach(client, *loaded.tokenizer, std::move(info));
-  const int rc = server.wait();
-  client.shutdown();
-  return rc;
+  config::RecipeConfig config = recipe_from_flags(args, true);
+  apply_setting_flags(config, args, {"served-model-name"});
+  return serve_api(args, config,
+                   {.warm_up = false, .generation_defaults = generation_mode == "auto"});
 }
 
 const Registration registration("serve", "serve the OpenAI-compatible HTTP API", &run_serve);

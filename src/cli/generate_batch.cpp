@@ -8,7 +8,7 @@
 
 #include "cli/engine_flags.h"
 #include "cli/model_flags.h"
-#include "cli/model_setup.h"
+#include "config/setup.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "tokenizer/tokenizer.h"
@@ -161,13 +161,11 @@ int run_prompts_file(const Args& args) {
   }
   DI_CHECK(!lines.empty(), "--prompts-file ", path, " holds no prompts");
 
-  LoadedModel loaded = load_model_from_flags(args);
+  config::ModelSetup loaded =
+      config::load_model_setup(recipe_from_flags(args, true), {.require_tokenizer = false});
   const std::string& dir = loaded.dir;
-  auto& model = loaded.model;
-  auto& pool = loaded.pool;
-  const auto& generation = loaded.generation;
   const auto& tok = loaded.tokenizer;
-  engine::Engine engine(*model, *pool, engine_config_from(args, generation), tok ? &*tok : nullptr);
+  engine::Engine engine(*loaded.model, *loaded.pool, loaded.engine, tok ? &*tok : nullptr);
 
   std::vector<std::vector<int32_t>> prompts;
   for (size_t i = 0; i < lines.size(); ++i) {

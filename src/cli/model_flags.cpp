@@ -1,29 +1,48 @@
 #include "cli/model_flags.h"
 
-#include "core/error.h"
+#include <algorithm>
+
+#include "cli/engine_flags.h"
+#include "config/apply.h"
 
 namespace deepinfer::cli {
+namespace {
+
+const std::set<std::string> kModelSettingFlags = {"model", "threads", "dtype"};
+
+}  // namespace
 
 std::set<std::string> with_model_flags(std::set<std::string> value_flags) {
-  value_flags.insert({"model", "threads", "dtype", "log-level"});
+  value_flags.insert(kModelSettingFlags.begin(), kModelSettingFlags.end());
+  value_flags.insert("log-level");
   return value_flags;
 }
 
-model::LoadOptions load_options_from(const Args& args) {
-  model::LoadOptions options;
-  const std::string dtype = args.get_or("dtype", "auto");
-  if (dtype == "auto") return options;
-  DI_CHECK(dtype == "f32" || dtype == "bf16" || dtype == "f16",
-           "--dtype: expected auto, f32, bf16 or f16, got '", dtype, "'");
-  options.weight_dtype = parse_dtype(dtype);
-  return options;
+void apply_setting_flags(config::RecipeConfig& config, const Args& args,
+                         const std::set<std::string>& flags) {
+  for (const std::string& flag : flags) {
+    const auto value = args.get(flag);
+    if (!value) continue;
+    std::string key = flag;
+    std::replace(key.begin(), key.end(), '-', '_');
+    config::apply_override(config, key, *value, "--" + flag, true);
+  }
 }
 
-std::unique_ptr<ThreadPool> thread_pool_from(const Args& args) {
-  const int64_t threads = args.get_int("threads", 0);
-  DI_CHECK(threads >= 0 && threads <= 4096, "--threads: expected 0 (all cores) to 4096, got ",
-           threads);
-  return std::make_unique<ThreadPool>(static_cast<int>(threads));
+config::RecipeConfig recipe_from_flags(const Args& args, bool engine_flags) {
+  config::RecipeConfig config;
+  apply_setting_flags(config, args, kModelSettingFlags);
+  if (engine_flags) {
+    apply_setting_flags(config, args, with_engine_value_flags({}));
+    apply_setting_flags(config, args, with_engine_bool_flags({}));
+  }
+  return config;
+}
+
+model::LoadOptions load_options_from(const Args& args) {
+  config::RecipeConfig config;
+  apply_setting_flags(config, args, {"dtype"});
+  return config::load_options(config);
 }
 
 }  // namespace deepinfer::cli

@@ -1,19 +1,31 @@
 #pragma once
-// Flags shared by the commands that load a model: --model, --threads, --dtype.
-#include <memory>
+// Flags shared by the commands that load a model (--model, --threads, --dtype, --log-level),
+// and how flags become settings: every flag that is a setting is applied as the recipe
+// override of the same name with underscores (`--block-size 32` -> block_size = "32"), so
+// src/config checks and explains it exactly as a recipe file's key, and every command loads
+// through the one set-up path (config/setup.h, config/runtime.h).
 #include <set>
 #include <string>
 
 #include "cli/args.h"
-#include "core/thread_pool.h"
+#include "config/recipe_config.h"
 #include "model/causal_lm.h"
 
 namespace deepinfer::cli {
 
-// Adds the shared value flags to a command's flag set.
+// Adds the shared value flags (--model, --threads, --dtype, --log-level) to a command's set.
 std::set<std::string> with_model_flags(std::set<std::string> value_flags);
 
+// Applies each flag of `flags` that `args` holds to `config` as an override named "--flag"
+// in errors; a boolean flag is true.
+void apply_setting_flags(config::RecipeConfig& config, const Args& args,
+                         const std::set<std::string>& flags);
+
+// A config from --model / --threads / --dtype and, with `engine_flags`, the engine flags of
+// engine_flags.h (block size, KV pool and dtype, scheduler budgets, prefix caching, policy).
+config::RecipeConfig recipe_from_flags(const Args& args, bool engine_flags);
+
+// --dtype alone, for commands that load weights without the set-up path (info).
 model::LoadOptions load_options_from(const Args& args);
-std::unique_ptr<ThreadPool> thread_pool_from(const Args& args);
 
 }  // namespace deepinfer::cli

@@ -130,4 +130,10 @@ uint64_t prefault_checkpoint(const std::string& model_dir, bool progress,
   return total;
 }
 
+std::string fixed(double value, int digits) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
+
 }  // namespace deepinfer::config

@@ -38,6 +38,9 @@ class ProgressBar {
 uint64_t prefault_checkpoint(const std::string& model_dir, bool progress,
                              uint64_t bar_threshold_bytes = 256ull << 20);
 
+// `value` with `digits` decimals ("%.*f"), for the start-up log lines.
+std::string fixed(double value, int digits);
+
 // MemTotal / MemAvailable of /proc/meminfo in bytes (0 when unknown).
 uint64_t memory_total_bytes();
 uint64_t memory_available_bytes();

@@ -1,36 +1,27 @@
 #pragma once
-// Everything a recipe config describes, loaded and ready to answer: thread pool, model,
-// tokenizer, chat template and a warmed-up engine behind a thread-safe EngineClient. One
-// set-up shared by `deepinfer run` (local and api modes) and the Python binding, logging the
-// start-up lines the articles show (SEED_INTERFACES.md §1):
+// Everything a recipe config describes, loaded and ready to answer: the model set-up of
+// setup.h (thread pool, model, tokenizer), the chat template and a warmed-up engine behind a
+// thread-safe EngineClient. Shared by `deepinfer run` (local and api modes), `deepinfer
+// serve` and the Python binding, logging the start-up lines the articles show
+// (SEED_INTERFACES.md §1):
 //   loading model from PATH / model loaded in N s / parallel layout / experts distributed /
 //   loading fused operators / attention fusion: enabled, MoE fusion: enabled / warming up /
 //   warm-up completed in N s
 // ("ready" is the caller's line: it knows what it is ready for).
-#include <cstdint>
-#include <memory>
-#include <optional>
-#include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "config/recipe_config.h"
-#include "core/thread_pool.h"
-#include "engine/engine.h"
+#include "config/setup.h"  // RecipeConfig, ModelSetup and the engine, model, tokenizer types
 #include "engine/engine_client.h"
-#include "engine/sampling_params.h"
-#include "io/hf_config.h"
-#include "model/causal_lm.h"
 #include "tokenizer/chat_template.h"
-#include "tokenizer/tokenizer.h"
 
 namespace deepinfer::config {
 
 struct RuntimeOptions {
-  bool warm_up = true;
-  bool progress_bar = true;  // drawn only when stderr is a terminal
+  bool warm_up = true;  // one tiny generation before the client starts
+  SetupOptions setup;   // its require_tokenizer is ignored: the runtime takes text
 };
 
 class Runtime {
@@ -44,15 +35,15 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   const RecipeConfig& config() const { return config_; }
-  const std::string& model_dir() const { return model_dir_; }
+  const std::string& model_dir() const { return setup_.dir; }
   std::string served_name() const;  // model_name, else the directory's base name
-  const io::GenerationConfig& generation() const { return generation_; }
-  const model::CausalLM& model() const { return *model_; }
+  const io::GenerationConfig& generation() const { return setup_.generation; }
+  const model::CausalLM& model() const { return *setup_.model; }
   // The engine belongs to the client's loop thread: read-only use (config(), stats()).
   const engine::Engine& engine() const { return *engine_; }
   engine::EngineClient& client() { return *client_; }
-  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
-  const engine::SamplingParams& sampling_defaults() const { return sampling_; }
+  const tokenizer::Tokenizer& tokenizer() const { return *setup_.tokenizer; }
+  const engine::SamplingParams& sampling_defaults() const { return setup_.sampling; }
   bool has_chat_template() const { return chat_ != nullptr; }
 
   // Text prompt ids as transformers' tokenizer(text) gives them (special tokens added).
@@ -72,15 +63,10 @@ class Runtime {
  private:
   Runtime() = default;
   RecipeConfig config_;
-  std::string model_dir_;
-  io::GenerationConfig generation_;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<model::CausalLM> model_;
-  std::optional<tokenizer::Tokenizer> tokenizer_;
+  ModelSetup setup_;
   std::unique_ptr<tokenizer::ChatTemplate> chat_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<engine::EngineClient> client_;
-  engine::SamplingParams sampling_;
 };
 
 }  // namespace deepinfer::config

@@ -97,3 +97,23 @@ def test_bench_offline_json_has_the_documented_keys(run_cli):
     proc = run_cli("bench", "--mode", "serving", "--model", MODEL, "--num-prompts", 1,
                    "--input-len", 1, "--output-len", 1)
     assert proc.returncode != 0 and "offline" in proc.stderr
+
+
+def test_engine_flags_are_checked_as_settings_before_loading(run_cli, tmp_path):
+    # generate, bench and serve read their engine flags as recipe settings (src/config): the
+    # same checks and messages as a config file's keys, before any weight is read.
+    path = write_jsonl(tmp_path / "p.jsonl", [{"prompt_ids": [1, 2], "max_tokens": 2}])
+    cases = [(["--kv-cache-dtype", "fp8"], ["--kv-cache-dtype", "not built"]),
+             (["--max-num-blocks", "0"], ["--max-num-blocks", "positive"]),
+             (["--max-num-blocks", "8", "--kv-cache-memory", "1"],
+              ["--max-num-blocks", "--kv-cache-memory", "give one"]),
+             (["--scheduling-policy", "lifo"], ["--scheduling-policy", "fifo or priority"])]
+    for flags, needles in cases:
+        proc, out = run_file(run_cli, path, *flags, check=False)
+        assert proc.returncode != 0 and out == []
+        for needle in needles:
+            assert needle in proc.stderr, proc.stderr
+        assert "loading model" not in proc.stderr
+    proc = run_cli("bench", "--model", MODEL, "--num-prompts", 1, "--input-len", 1,
+                   "--output-len", 1, "--kv-cache-dtype", "int4")
+    assert proc.returncode != 0 and "--kv-cache-dtype" in proc.stderr

@@ -67,7 +67,8 @@ TEST(Runtime, StartsFromAConfigAndBoundsRequests) {
                                               {"input_truncated_len", 20},
                                               {"max_new_tokens", 30},
                                               {"do_sample", false}});
-  const auto rt = Runtime::start(c, RuntimeOptions{.warm_up = true, .progress_bar = false});
+  const auto rt =
+      Runtime::start(c, RuntimeOptions{.warm_up = true, .setup = {.progress_bar = false}});
   EXPECT_EQ(rt->served_name(), "tiny-qwen3");
   EXPECT_EQ(rt->engine().config().max_num_blocks, 8);
   EXPECT_EQ(rt->engine().config().max_num_seqs, 2);
@@ -110,7 +111,9 @@ TEST(Runtime, MismatchedConfigIsRefused) {
   RecipeConfig sampled = tiny_config("tiny-qwen3", {{"mem_fraction_static", 1e-9}});
   log::set_level(log::Level::warn);
   expect_config_error(
-      [&] { Runtime::start(sampled, RuntimeOptions{.warm_up = false, .progress_bar = false}); },
+      [&] {
+        Runtime::start(sampled, RuntimeOptions{.warm_up = false, .setup = {.progress_bar = false}});
+      },
       {"mem_fraction_static", "leaves no memory for the KV cache"});
 }
 

@@ -1,0 +1,95 @@
+#include "config/setup.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include "cache/block_manager.h"
+#include "config/apply.h"
+#include "config/progress.h"
+#include "core/log.h"
+
+namespace deepinfer::config {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+uint64_t checkpoint_bytes(const std::string& dir) {
+  uint64_t total = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".safetensors") {
+      total += entry.file_size();
+    }
+  }
+  return total;
+}
+
+// mem_fraction_static: weights + KV cache within that share of RAM, the KV pool no larger
+// than max_num_seqs sequences of max_model_len tokens need.
+void size_pool_by_memory_fraction(const RecipeConfig& config, const model::CausalLM& model,
+                                  uint64_t weight_bytes, engine::EngineConfig& ec) {
+  const double fraction = *config.mem_fraction_static;
+  const uint64_t total = memory_total_bytes();
+  if (total == 0) {
+    throw ConfigError(str_cat(config.mem_fraction_static.origin,
+                              ": cannot read MemTotal from /proc/meminfo to size the KV cache; "
+                              "use max_num_blocks instead"));
+  }
+  const double budget = fraction * static_cast<double>(total) - static_cast<double>(weight_bytes);
+  if (budget <= 0) {
+    throw ConfigError(str_cat(config.mem_fraction_static.origin, " = ", fraction,
+                              " leaves no memory for the KV cache: the weights take ",
+                              fixed(static_cast<double>(weight_bytes) / (1ull << 30), 2),
+                              " GiB of ", fixed(static_cast<double>(total) / (1ull << 30), 2),
+                              " GiB; raise it"));
+  }
+  cache::KvCacheSpec spec = model::kv_cache_spec(model, ec.block_size, 1);
+  spec.dtype = ec.kv_cache_dtype;
+  const int64_t budget_blocks = cache::BlockManager::blocks_for_memory(
+      budget / static_cast<double>(1ull << 30), spec.bytes_per_token(), ec.block_size);
+  const int64_t model_max = model.config().max_position_embeddings;
+  const int64_t len = ec.max_model_len > 0 ? ec.max_model_len : model_max > 0 ? model_max : 8192;
+  const int64_t wanted = ec.max_num_seqs * ((len + ec.block_size - 1) / ec.block_size);
+  ec.max_num_blocks = std::max<int64_t>(1, std::min(budget_blocks, wanted));
+  log::info("mem_fraction_static ", fraction, ": ",
+            fixed(fraction * static_cast<double>(total) / (1ull << 30), 1),
+            " GiB for weights + KV cache; KV pool ", ec.max_num_blocks, " blocks");
+}
+
+}  // namespace
+
+ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& options) {
+  ModelSetup s;
+  s.dir = resolve_model_path(config);
+
+  // Everything checkable without weights first: a bad config loads nothing.
+  const io::ModelConfig model_config = io::ModelConfig::load(s.dir);
+  check_checkpoint(config, model_config, s.dir);
+  s.generation = io::GenerationConfig::load(s.dir, model_config);
+  s.sampling = sampling_defaults(config, s.generation);
+  s.engine = engine_config(config, s.generation);
+  const bool has_tokenizer = fs::exists(fs::path(s.dir) / "tokenizer.json");
+  if (options.require_tokenizer && !has_tokenizer) {
+    fail(s.dir,
+         ": no tokenizer.json; serving, chatting and the Python API take text, so the model "
+         "directory needs its tokenizer");
+  }
+
+  log::info("loading model from ", s.dir);
+  const auto start = Clock::now();
+  prefault_checkpoint(s.dir, options.progress_bar);
+  s.model = model::load_model(s.dir, load_options(config));
+  if (has_tokenizer) s.tokenizer = tokenizer::Tokenizer::load_dir(s.dir);
+  log::info("model loaded in ",
+            fixed(std::chrono::duration<double>(Clock::now() - start).count(), 2), " s (",
+            model_config.architecture, ", ", model_config.num_hidden_layers, " layers, weights ",
+            config.dtype.value_or("auto") == "auto" ? "as stored" : *config.dtype, ")");
+
+  s.pool = std::make_unique<ThreadPool>(static_cast<int>(thread_count(config)));
+  if (config.mem_fraction_static.has()) {
+    size_pool_by_memory_fraction(config, *s.model, checkpoint_bytes(s.dir), s.engine);
+  }
+  return s;
+}
+
+}  // namespace deepinfer::config

@@ -1,0 +1,44 @@
+#pragma once
+// The one set-up path of every command that runs a model (generate, bench, serve, run, the
+// Python binding): a RecipeConfig, whether it came from a recipe file, command-line flags or
+// keyword arguments, is checked against the checkpoint before any weight is read, then the
+// checkpoint, generation_config.json, the tokenizer and the thread pool are loaded and the
+// engine options resolved. config::Runtime (runtime.h) adds the engine, warm-up and client;
+// generate and bench build their engine (or greedy loop) on the set-up directly.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "config/recipe_config.h"
+#include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "engine/sampling_params.h"
+#include "io/hf_config.h"
+#include "model/causal_lm.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::config {
+
+struct SetupOptions {
+  // Commands that take text (serve, run, Python) need tokenizer.json; generate and bench can
+  // work on token ids alone.
+  bool require_tokenizer = true;
+  bool progress_bar = true;  // drawn only when stderr is a terminal
+};
+
+struct ModelSetup {
+  std::string dir;  // model_path resolved
+  io::GenerationConfig generation;
+  engine::EngineConfig engine;       // the config's engine options (pool sized when it says how)
+  engine::SamplingParams sampling;   // request defaults: generation_config.json, then the config
+  std::unique_ptr<ThreadPool> pool;  // declared before the model: outlives it
+  std::unique_ptr<model::CausalLM> model;
+  std::optional<tokenizer::Tokenizer> tokenizer;  // when the directory has tokenizer.json
+};
+
+// Resolves and checks `config` (ConfigError: nothing was loaded), then loads, logging
+// "loading model from DIR" / "model loaded in N s (...)". Bad weights throw Error.
+ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& options = {});
+
+}  // namespace deepinfer::config
