@@ -170,6 +170,9 @@ struct ToolCallParser::Impl {
         case Mode::section: {
           size_t first = 0;
           while (first < buffer.size() && detail::is_space(buffer[first])) ++first;
+          // Whitespace between calls is dropped like any next to a call; before stray text it
+          // stays part of that text.
+          emit_text(std::string_view(buffer).substr(0, first));
           buffer.erase(0, first);
           if (buffer.empty()) return;
           if (starts_with(buffer, syntax.call_open)) {
