@@ -191,6 +191,9 @@ TEST(ToolCallParser, DeepSeekMalformedStaysText) {
   expect_parsed(Family::deepseek, tools,
                 kCallsBegin + "hmm " + kCallBegin + "g" + kSep + "{}" + kCallEnd + kCallsEnd,
                 result("hmm", {{"g", "{}"}}));
+  // Whitespace inside stray text survives every split (found by tool_parser_fuzz).
+  expect_parsed(Family::deepseek, tools, kCallsBegin + "x y\n z " + kCallEnd + kCallsEnd + "w",
+                result("x y\n z " + kCallEnd + "w"));
 }
 
 TEST(ToolCallParser, Glm45Calls) {
