@@ -17,6 +17,8 @@ in ../shared/tokenizers, so a staging directory gets V3's tokenizer cut to the i
 fingerprint of the pre-tokenizer (a hash of how a fixed text encodes), so for that case the
 unrecognised fingerprint is mapped to "deepseek-v3", whose regexes the cut tokenizer keeps
 verbatim. Benchmarks feed token ids, never text, so only the shapes matter for speed.
+
+DeepSeek without q LoRA: the GGUF gets attention.q_lora_rank = 0 (see run_converter).
 """
 
 import argparse
@@ -103,6 +105,20 @@ def run_converter(llama_dir, fallback_pre, argv):
             return fallback_pre
 
     base.TextModel.get_vocab_base_pre = get_vocab_base_pre
+
+    # llama.cpp's loader decides "no q LoRA" (V2-Lite) from the layer count (26 or 27) and
+    # otherwise requires attention.q_lora_rank; our depth-cut V2-Lite has 4 layers, so the
+    # key is written as 0, which the tensor loader reads as "plain q_proj" as for the real one.
+    import conversion.deepseek as deepseek  # noqa: E402
+
+    original_params = deepseek.DeepseekV2Model.set_gguf_parameters
+
+    def set_gguf_parameters(self):
+        original_params(self)
+        if self.hparams.get("q_lora_rank") is None:
+            self.gguf_writer.add_q_lora_rank(0)
+
+    deepseek.DeepseekV2Model.set_gguf_parameters = set_gguf_parameters
     import convert_hf_to_gguf  # noqa: E402
 
     sys.argv = ["convert_hf_to_gguf.py", *argv]
