@@ -36,6 +36,15 @@ def prompt_ids(n, vocab):
     return [(7919 * i + 13) % (vocab - 1000) + 500 for i in range(n)]
 
 
+def run(cmd):
+    """stdout of cmd; on failure, exits naming the command and the end of its stderr."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
+        sys.exit(f"error: exit status {proc.returncode} from\n  {' '.join(cmd)}\n{tail}")
+    return proc.stdout
+
+
 def find_llama_bench(explicit):
     if explicit:
         return pathlib.Path(explicit)
@@ -50,7 +59,7 @@ def run_deepinfer(args, model, ids, dtype):
     cmd = [str(args.deepinfer), "generate", "--model", str(model), "--prompt-ids", ",".join(map(str, ids)),
            "--max-new-tokens", str(args.new_tokens + 1), "--ignore-eos", "--json", "--threads",
            str(args.threads), "--dtype", dtype, "--log-level", "warn"]
-    out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    out = json.loads(run(cmd))
     assert out["decode_steps"] == args.new_tokens, out
     return {"prefill_tok_s": len(ids) / out["prefill_seconds"],
             "decode_tok_s": out["decode_steps"] / out["decode_seconds"]}
@@ -61,7 +70,7 @@ def run_llama(args, bench, gguf):
     # combinations come along and are kept in the JSON for reference).
     cmd = [str(bench), "-m", str(gguf), "-p", str(args.prompt_len), "-n", str(args.new_tokens), "-d",
            f"0,{args.prompt_len}", "-t", str(args.threads), "-r", "1", "-o", "json", *args.llama_args]
-    tests = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    tests = json.loads(run(cmd))
     result, raw = {}, {}
     for t in tests:
         kind = "pp" if t["n_prompt"] > 0 else "tg"
@@ -71,9 +80,9 @@ def run_llama(args, bench, gguf):
         if kind == "tg" and t["n_depth"] == args.prompt_len:
             result["decode_tok_s"] = t["avg_ts"]
     info = {k: tests[0].get(k) for k in ("build_commit", "build_number", "cpu_info", "backends", "type_k",
-                                          "type_v", "flash_attn", "n_batch", "n_ubatch", "model_type",
-                                          "model_size", "model_n_params")}
-    return result, raw, info
+                                          "type_v", "flash_attn", "n_batch", "n_ubatch", "repack")}
+    model = {k: tests[0].get(k) for k in ("model_type", "model_size", "model_n_params")}
+    return result, raw, info, model
 
 
 def median_row(samples):
@@ -94,7 +103,7 @@ def main():
                         help="GGUF types; deepinfer runs those it supports (bf16, f32, f16)")
     parser.add_argument("--deepinfer", default=str(ROOT / "build" / "deepinfer"))
     parser.add_argument("--llama-bench", help="llama-bench binary (default: bench/llamacpp-src/build-*/bin)")
-    parser.add_argument("--llama-args", default="", help="extra llama-bench flags, e.g. '-ctk f32 -ctv f32'")
+    parser.add_argument("--llama-args", default="", help="extra llama-bench flags, e.g. '-fa off' or '-ctk bf16 -ctv bf16'")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "llamacpp.json"))
     args = parser.parse_args()
     args.llama_args = args.llama_args.split()
@@ -115,12 +124,12 @@ def main():
 
     ours = {d: [] for d in dtypes if d in OURS_DTYPES}
     peer = {d: [] for d in dtypes}
-    raw, info = {d: [] for d in dtypes}, {}
+    raw, info, gguf_info = {d: [] for d in dtypes}, {}, {}
     for rep in range(args.repeats):
         for d in dtypes:
             if d in ours:
                 ours[d].append(run_deepinfer(args, model, ids, d))
-            result, r, info = run_llama(args, bench, ggufs[d])
+            result, r, info, gguf_info[d] = run_llama(args, bench, ggufs[d])
             peer[d].append(result)
             raw[d].append(r)
             print(f"repeat {rep + 1}/{args.repeats} {d}: deepinfer {ours[d][-1] if d in ours else '-'} "
@@ -130,7 +139,8 @@ def main():
     for d in dtypes:
         if d in ours:
             rows.append({"engine": "deepinfer", "dtype": d, **median_row(ours[d])})
-        rows.append({"engine": "llama.cpp", "dtype": d, **median_row(peer[d]), "llama_bench_tests": raw[d]})
+        rows.append({"engine": "llama.cpp", "dtype": d, **median_row(peer[d]), "gguf": gguf_info[d],
+                     "llama_bench_tests": raw[d]})
     by_key = {(r["engine"], r["dtype"]): r for r in rows}
     ratios = {d: {k: by_key[("deepinfer", d)][k] / by_key[("llama.cpp", d)][k]
                   for k in ("prefill_tok_s", "decode_tok_s")} for d in ours}
