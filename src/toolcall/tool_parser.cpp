@@ -109,6 +109,9 @@ struct ToolCallParser::Impl {
   std::string pending_space;        // trailing whitespace of the plain text, held back
   bool skip_leading_space = false;  // right after a call
   bool any_call = false;
+  // In a call: how far the buffer is known to hold no closing marker, so that a long call
+  // arriving token by token is scanned once, not once per token.
+  size_t scanned = 0;
   ParsedText out;  // the result of the current feed()/finish()
 
   void emit_text(std::string_view s) {
@@ -200,10 +203,15 @@ struct ToolCallParser::Impl {
           break;
         }
         case Mode::call: {
-          const size_t at = buffer.find(syntax.call_close);
-          if (at == std::string::npos) return;
+          const size_t at = buffer.find(syntax.call_close, scanned);
+          if (at == std::string::npos) {
+            // The marker may have begun in the last bytes: rescan those next time.
+            scanned = buffer.size() - std::min(buffer.size(), syntax.call_close.size() - 1);
+            return;
+          }
           end_call(std::string_view(buffer).substr(0, at), /*closed=*/true);
           buffer.erase(0, at + syntax.call_close.size());
+          scanned = 0;
           mode = syntax.section_open.empty() ? Mode::text : Mode::section;
           break;
         }

@@ -228,5 +228,20 @@ TEST(ToolCallParser, Glm45MalformedStaysText) {
                 result("<tool_call>f<arg_key>a</arg_key>junk<arg_value>1</arg_value></tool_call>"));
 }
 
+// A long call arriving a byte at a time is scanned once (not once per byte: 100k bytes would
+// then take seconds); the result is the call as a whole.
+TEST(ToolCallParser, LongCallStreamsInLinearTime) {
+  const std::string value(100000, 'a');
+  const std::string text =
+      "<tool_call>{\"name\": \"f\", \"arguments\": {\"v\": \"" + value + "\"}}</tool_call>";
+  ToolCallParser parser(Family::hermes, Json());
+  ParsedText got;
+  for (const char c : text) got.append(parser.feed(std::string_view(&c, 1)));
+  got.append(parser.finish());
+  ASSERT_EQ(got.calls.size(), 1u);
+  EXPECT_EQ(got.calls[0].arguments, "{\"v\":\"" + value + "\"}");
+  EXPECT_EQ(got.content, "");
+}
+
 }  // namespace
 }  // namespace deepinfer::toolcall
