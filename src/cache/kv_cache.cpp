@@ -31,6 +31,8 @@ int64_t resolved_group(const KvCacheSpec& spec) {
 }  // namespace
 
 int64_t KvCacheSpec::bytes_per_token() const {
+  DI_CHECK(head_dim > 0 && v_head_dim >= 0 && quant_group >= 0,
+           "KV cache: head_dim must be positive, v_head_dim and quant_group non-negative");
   const int64_t elements = kv_heads * (head_dim + v_head_dim);
   int64_t bytes = elements * static_cast<int64_t>(dtype_size(dtype));
   if (dtype == DType::i8)

@@ -21,7 +21,7 @@ namespace deepinfer::cache {
 // spellings (fp32/float32, bfloat16, fp16/float16). Throws Error naming the accepted values.
 DType parse_kv_cache_dtype(std::string_view name);
 
-// Largest int8 group the models' cache specs use (model::kv_cache_spec).
+// Largest int8 group the models' cache specs use (model::kv_quant_group).
 inline constexpr int64_t kMaxKvQuantGroup = 32;
 
 struct KvCacheSpec {
@@ -32,8 +32,9 @@ struct KvCacheSpec {
   int64_t block_size = 16;
   int64_t num_blocks = 0;
   DType dtype = DType::f32;  // f32, bf16, f16 or i8
-  // int8 only: elements sharing one scale, a divisor of head_dim (and v_head_dim); 0 means
-  // head_dim (one scale per token and head).
+  // int8 only: elements sharing one scale, a divisor of head_dim and v_head_dim; 0 means
+  // gcd(head_dim, v_head_dim) (one scale per head row when they are equal). Models choose
+  // theirs in model::kv_quant_group.
   int64_t quant_group = 0;
 
   int64_t bytes_per_token() const;  // over all layers, K and V, scales included

@@ -1,7 +1,8 @@
 #pragma once
 // Conversions between f32 K/V rows and the cache's storage types. int8 is symmetric with one
 // f32 scale per `group` consecutive elements: scale = max|x| / 127, q = round(x / scale)
-// (ties away from zero), value = scale * q; an all-zero group stores scale 0.
+// (ties away from zero), value = scale * q; an all-zero group stores scale 0, a group holding
+// NaN or inf stores scale NaN (it reads back as NaN).
 #include <cstdint>
 
 #include "core/dtype.h"

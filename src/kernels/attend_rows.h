@@ -7,12 +7,14 @@
 
 namespace deepinfer::kernels::detail {
 
+// dst[0, n) = the f32 values of a cache row of `dtype` (bf16, f16, or i8 times
+// scales[i / group]); each ISA file defines a static inline one (kv_widen_<isa>.h).
 using WidenKvRow = void (*)(const void* src, DType dtype, const float* scales, int64_t group,
                             int64_t n, float* dst);
 
 // V rows are the leading part of the K rows (MLA absorbed decode): widen K only.
 static inline bool v_within_k(const AttendArgs& a) {
-  return a.v == a.k && a.v_row_stride == a.head_dim;
+  return a.v == a.k && a.v_row_stride == a.head_dim && a.v_scale == a.k_scale;
 }
 
 // Scratch floats chunk_rows() needs.

@@ -71,10 +71,6 @@ inline constexpr int64_t kAttendChunk = 16;
   void softmax(float* x, int64_t rows, int64_t cols);                                             \
   void silu_mul(const float* gate, const float* up, float* out, int64_t n);                       \
   void add(const float* a, const float* b, float* out, int64_t n);                                \
-  /* dst[0, n) = the f32 values of a cache row of `dtype` (bf16, f16, or i8 times            */   \
-  /* scales[i / group]).                                                                     */   \
-  void widen_kv_row(const void* src, DType dtype, const float* scales, int64_t group, int64_t n,  \
-                    float* dst);                                                                  \
   /* Scratch floats attend() needs for q_heads query heads. */                                    \
   int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads);                            \
   /* q_heads consecutive query heads q[q_heads, head_dim] of one token at position pos, all */    \

@@ -2,6 +2,7 @@
 // runs through the same vector code.
 #include "kernels/attend_rows.h"
 #include "kernels/backend.h"
+#include "kernels/kv_widen_avx2.h"
 #include "kernels/simd_avx2.h"
 
 namespace deepinfer::kernels::detail::avx2 {

@@ -4,6 +4,7 @@
 
 #include "kernels/attend_rows.h"
 #include "kernels/backend.h"
+#include "kernels/kv_widen_avx512.h"
 
 namespace deepinfer::kernels::detail::avx512 {
 namespace {

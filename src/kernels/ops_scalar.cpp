@@ -5,6 +5,7 @@
 
 #include "kernels/attend_rows.h"
 #include "kernels/backend.h"
+#include "kernels/kv_widen_scalar.h"
 
 namespace deepinfer::kernels::detail::scalar {
 namespace {

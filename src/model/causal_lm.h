@@ -53,6 +53,10 @@ std::vector<std::string> supported_architectures();
 // unsupported architecture (listing the supported ones) or mismatched weights.
 std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options);
 
+// Elements per int8 KV scale for a layout: its quant_group (or one head row), capped at
+// cache::kMaxKvQuantGroup.
+int64_t kv_quant_group(const KvLayout& layout);
+
 cache::KvCacheSpec kv_cache_spec(const CausalLM& model, int64_t block_size, int64_t num_blocks,
                                  DType dtype = DType::f32);
 

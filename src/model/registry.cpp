@@ -53,6 +53,16 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
   return model;
 }
 
+int64_t kv_quant_group(const KvLayout& layout) {
+  // At most 32 elements per scale (as llama.cpp's q8_0): one scale per 128-wide head lets a
+  // few outlier channels (RoPE dims of K) coarsen every other channel of the row.
+  const int64_t row_group =
+      layout.quant_group > 0
+          ? layout.quant_group
+          : std::gcd(layout.head_dim, layout.v_head_dim > 0 ? layout.v_head_dim : layout.head_dim);
+  return std::gcd(row_group, cache::kMaxKvQuantGroup);
+}
+
 cache::KvCacheSpec kv_cache_spec(const CausalLM& model, int64_t block_size, int64_t num_blocks,
                                  DType dtype) {
   const KvLayout layout = model.kv_layout();
@@ -64,13 +74,7 @@ cache::KvCacheSpec kv_cache_spec(const CausalLM& model, int64_t block_size, int6
   spec.block_size = block_size;
   spec.num_blocks = num_blocks;
   spec.dtype = dtype;
-  // int8: at most 32 elements per scale (as llama.cpp's q8_0): one scale per 128-wide head
-  // lets a few outlier channels (RoPE dims of K) coarsen every other channel of the row.
-  const int64_t row_group =
-      layout.quant_group > 0
-          ? layout.quant_group
-          : std::gcd(layout.head_dim, layout.v_head_dim > 0 ? layout.v_head_dim : layout.head_dim);
-  spec.quant_group = std::gcd(row_group, cache::kMaxKvQuantGroup);
+  spec.quant_group = kv_quant_group(layout);
   return spec;
 }
 

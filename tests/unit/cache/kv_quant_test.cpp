@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <vector>
 
 #include "cache/kv_cache.h"
 #include "core/error.h"
+#include "kernels/kernels.h"
+#include "kernels/reference.h"
 
 namespace deepinfer::cache {
 namespace {
@@ -26,6 +29,16 @@ TEST(KvQuant, Int8UsesOneSymmetricScalePerGroup) {
   load_kv_row(q, 8, DType::i8, 4, scales, back);
   const float expected[8] = {7.9375f, -1.0f, 0.125f, 3.0f, 0, 0, 0, 0};
   for (int i = 0; i < 8; ++i) EXPECT_EQ(back[i], expected[i]) << i;
+}
+
+TEST(KvQuant, Int8GroupWithNanOrInfReadsBackAsNan) {
+  const float x[8] = {1.0f, NAN, 2.0f, 3.0f, -INFINITY, 1.0f, 0.5f, 0.25f};
+  int8_t q[8];
+  float scales[2];
+  store_kv_row(x, 8, DType::i8, 4, q, scales);
+  float back[8];
+  load_kv_row(q, 8, DType::i8, 4, scales, back);
+  for (int i = 0; i < 8; ++i) EXPECT_TRUE(std::isnan(back[i])) << i;
 }
 
 TEST(KvQuant, Int8ErrorIsAtMostHalfAScale) {
@@ -109,6 +122,63 @@ TEST(KvCacheDtypes, GatherReturnsTheStoredValues) {
       }
     }
   }
+}
+
+TEST(KvCacheDtypes, Int8AttentionThroughTheCacheMatchesTheReferenceAndTheF32Cache) {
+  // Several heads with several scales per head row: the per-head scale offsets of write,
+  // view and gather all matter here.
+  KvCacheSpec spec;
+  spec.num_layers = 1;
+  spec.kv_heads = 3;
+  spec.head_dim = 12;
+  spec.v_head_dim = 8;
+  spec.block_size = 4;
+  spec.num_blocks = 6;
+  spec.quant_group = 4;
+  KvCacheSpec f32_spec = spec;
+  f32_spec.dtype = DType::f32;
+  spec.dtype = DType::i8;
+  KvCache int8_cache(spec), f32_cache(f32_spec);
+  std::vector<int32_t> table = {4, 1, 5, 0, 2};
+  const int64_t len = 18;
+  std::vector<int32_t> positions(len);
+  std::iota(positions.begin(), positions.end(), 0);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<float> k(len * 3 * 12), v(len * 3 * 8);
+  for (float& x : k) x = dist(rng);
+  for (float& x : v) x = dist(rng) * 10.0f;
+  int8_cache.write(0, table, positions.data(), len, k.data(), v.data());
+  f32_cache.write(0, table, positions.data(), len, k.data(), v.data());
+
+  std::vector<float> gathered(len * 3 * 12), want(12);
+  int8_cache.gather_k(0, table, len, gathered.data());
+  for (int64_t row = 0; row < len * 3; ++row) {
+    int8_t q[12];
+    float scales[3];
+    store_kv_row(k.data() + row * 12, 12, DType::i8, 4, q, scales);
+    load_kv_row(q, 12, DType::i8, 4, scales, want.data());
+    for (int d = 0; d < 12; ++d) ASSERT_EQ(gathered[row * 12 + d], want[d]) << row;
+  }
+
+  const int64_t heads = 6;
+  std::vector<float> q(2 * heads * 12);
+  for (float& x : q) x = dist(rng);
+  const int32_t query_positions[] = {17, 9};
+  std::vector<float> got(2 * heads * 8), ref(got.size()), exact(got.size());
+  ThreadPool pool(2);
+  kernels::paged_attention(q.data(), 2, query_positions, heads, int8_cache.view(0, table), 0.3f,
+                           got.data(), pool);
+  kernels::reference::paged_attention(q.data(), 2, query_positions, heads,
+                                      int8_cache.view(0, table), 0.3f, ref.data());
+  kernels::paged_attention(q.data(), 2, query_positions, heads, f32_cache.view(0, table), 0.3f,
+                           exact.data(), pool);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], ref[i], 1e-4f * (1.0f + std::fabs(ref[i]))) << i;
+    // int8 steps are 1/254 of a group's range (v spans +-20): well within 0.3 of f32.
+    EXPECT_NEAR(got[i], exact[i], 0.3f) << i;
+  }
+  EXPECT_NE(got, exact);
 }
 
 TEST(KvCacheDtypes, ParsesTheUsualSpellingsAndRejectsOthers) {

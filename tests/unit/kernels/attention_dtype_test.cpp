@@ -63,6 +63,8 @@ const Case kCases[] = {
     {3, 3, 3, 5, 1, 1},       // tiny heads, a scale per element
     {2, 1, 192, 128, 8, 64},  // MLA-like
     {10, 2, 24, 16, 8, 8},    // 5 query heads per kv head
+    {4, 2, 48, 24, 4, 12},    // groups of whole vectors plus a tail (AVX2: 8 + 4)
+    {2, 1, 48, 48, 16, 24},   // AVX-512: 16 + 8
 };
 
 class KernelsAttentionDtypes : public testing::PerIsaTest {};

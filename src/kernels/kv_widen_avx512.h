@@ -1,3 +1,4 @@
+#pragma once
 // AVX-512 widening of bf16 / f16 / int8 KV cache rows to f32 (attention reads these).
 #include "kernels/simd_avx512.h"  // first: see the note there
 
@@ -19,8 +20,9 @@ inline void widen_16bit(const uint16_t* src, bool f16, __mmask16 m, float* dst) 
 
 }  // namespace
 
-void widen_kv_row(const void* src, DType dtype, const float* scales, int64_t group, int64_t n,
-                  float* dst) {
+// Internal linkage: included by ops_avx512.cpp only, where attend() inlines it.
+static inline void widen_kv_row(const void* src, DType dtype, const float* scales, int64_t group,
+                                int64_t n, float* dst) {
   if (dtype == DType::i8) {
     const auto* q = static_cast<const int8_t*>(src);
     for (int64_t g0 = 0; g0 < n; g0 += group) {

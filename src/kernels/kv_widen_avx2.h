@@ -1,3 +1,4 @@
+#pragma once
 // AVX2 widening of bf16 / f16 / int8 KV cache rows to f32 (attention reads these). AVX2 has no
 // byte / 16-bit masked loads: a partial vector is staged through a zeroed 8-lane buffer.
 #include "kernels/backend.h"
@@ -26,8 +27,9 @@ inline const T* staged(const T* src, int64_t n, T* buf) {
 
 }  // namespace
 
-void widen_kv_row(const void* src, DType dtype, const float* scales, int64_t group, int64_t n,
-                  float* dst) {
+// Internal linkage: included by ops_avx2.cpp only, where attend() inlines it.
+static inline void widen_kv_row(const void* src, DType dtype, const float* scales, int64_t group,
+                                int64_t n, float* dst) {
   if (dtype == DType::i8) {
     const auto* q = static_cast<const int8_t*>(src);
     int8_t buf[kLanes];
