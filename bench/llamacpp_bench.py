@@ -15,7 +15,7 @@ The two measurements are the same work:
 Repeats alternate the engines (deepinfer, then llama.cpp, per dtype) so that load changes hit
 both; the report is the median of the repeats. Each repeat is a fresh process for both.
 
-Writes bench/out/llamacpp.json and prints a Markdown table with ratios (deepinfer / llama.cpp).
+Writes bench/out/llamacpp-<shape>.json and prints a Markdown table with ratios (deepinfer / llama.cpp).
 """
 import argparse
 import json
@@ -104,7 +104,7 @@ def main():
     parser.add_argument("--deepinfer", default=str(ROOT / "build" / "deepinfer"))
     parser.add_argument("--llama-bench", help="llama-bench binary (default: bench/llamacpp-src/build-*/bin)")
     parser.add_argument("--llama-args", default="", help="extra llama-bench flags, e.g. '-fa off' or '-ctk bf16 -ctv bf16'")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "llamacpp.json"))
+    parser.add_argument("--out", help="JSON report (default bench/out/llamacpp-<shape>.json)")
     args = parser.parse_args()
     args.llama_args = args.llama_args.split()
 
@@ -151,7 +151,7 @@ def main():
               "cpu": platform.processor() or platform.machine(), "deepinfer_commit": git,
               "realtime": os.sched_getscheduler(0) == os.SCHED_FIFO, "llama_cpp": info,
               "llama_bench_args": args.llama_args, "results": rows, "ratios_deepinfer_over_llamacpp": ratios}
-    out = pathlib.Path(args.out)
+    out = pathlib.Path(args.out or ROOT / "bench" / "out" / f"llamacpp-{args.shape}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(report))
