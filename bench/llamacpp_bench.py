@@ -103,7 +103,8 @@ def main():
                         help="GGUF types; deepinfer runs those it supports (bf16, f32, f16)")
     parser.add_argument("--deepinfer", default=str(ROOT / "build" / "deepinfer"))
     parser.add_argument("--llama-bench", help="llama-bench binary (default: bench/llamacpp-src/build-*/bin)")
-    parser.add_argument("--llama-args", default="", help="extra llama-bench flags, e.g. '-fa off' or '-ctk bf16 -ctv bf16'")
+    parser.add_argument("--llama-args", default="",
+                        help="extra llama-bench flags, e.g. '-fa off' or '-ctk bf16 -ctv bf16'")
     parser.add_argument("--out", help="JSON report (default bench/out/llamacpp-<shape>.json)")
     args = parser.parse_args()
     args.llama_args = args.llama_args.split()
