@@ -16,9 +16,7 @@ using testing::tiny;
 using testing::write_file;
 
 RecipeConfig infer(const std::string& text) {
-  RecipeConfig c;
-  parse_infer_config(c, nlohmann::json::parse(text), "i.json");
-  return c;
+  return testing::parse_infer(text, "i.json");
 }
 
 TEST(RecipeOverrides, FlagsWinOverFilesAndAliasesMap) {

@@ -36,6 +36,14 @@ inline std::string tiny(const std::string& model) {
   return (std::filesystem::path(DEEPINFER_TEST_DATA_DIR) / model).string();
 }
 
+// An infer_config.json given as text, named `source` in errors.
+inline RecipeConfig parse_infer(const std::string& text,
+                                const std::string& source = "x/infer_config.json") {
+  RecipeConfig config;
+  parse_infer_config(config, nlohmann::json::parse(text), source);
+  return config;
+}
+
 // Runs `fn`, expecting ConfigError whose message holds each fragment.
 inline void expect_config_error(const std::function<void()>& fn,
                                 const std::vector<std::string>& fragments) {

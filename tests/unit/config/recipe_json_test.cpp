@@ -8,14 +8,9 @@ namespace deepinfer::config {
 namespace {
 
 using testing::expect_config_error;
+using testing::parse_infer;
 using testing::scratch_dir;
 using testing::write_file;
-
-RecipeConfig parse_infer(const std::string& text) {
-  RecipeConfig c;
-  parse_infer_config(c, nlohmann::json::parse(text), "x/infer_config.json");
-  return c;
-}
 
 TEST(RecipeJson, EveryInferConfigKeyIsMapped) {
   const RecipeConfig c = parse_infer(R"({
