@@ -36,8 +36,7 @@ void load_kv_row(const void* src, int64_t n, DType dtype, int64_t group, const f
     convert_to_f32(src, dtype, out, static_cast<size_t>(n));
     return;
   }
-  const auto* q = static_cast<const int8_t*>(src);
-  for (int64_t i = 0; i < n; ++i) out[i] = scales[i / group] * static_cast<float>(q[i]);
+  dequantize_i8(static_cast<const int8_t*>(src), scales, group, static_cast<size_t>(n), out);
 }
 
 }  // namespace deepinfer::cache

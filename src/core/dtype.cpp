@@ -145,6 +145,11 @@ void convert_to_f32(const void* src, DType src_dtype, float* dst, size_t n) {
   }
 }
 
+void dequantize_i8(const int8_t* src, const float* scales, int64_t group, size_t n, float* dst) {
+  const auto g = static_cast<size_t>(group);
+  for (size_t i = 0; i < n; ++i) dst[i] = scales[i / g] * static_cast<float>(src[i]);
+}
+
 void convert_from_f32(const float* src, void* dst, DType dst_dtype, size_t n) {
   switch (dst_dtype) {
     case DType::f32:

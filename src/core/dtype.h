@@ -45,6 +45,8 @@ float f8_e4m3_to_f32(uint8_t bits);
 
 // Converts n elements of any float type (f32/f16/bf16/f8_e4m3) to f32.
 void convert_to_f32(const void* src, DType src_dtype, float* dst, size_t n);
+// dst[i] = scales[i / group] * src[i] for i < n (symmetric int8 with group scales).
+void dequantize_i8(const int8_t* src, const float* scales, int64_t group, size_t n, float* dst);
 // Converts n f32 values to f32/f16/bf16.
 void convert_from_f32(const float* src, void* dst, DType dst_dtype, size_t n);
 

@@ -172,6 +172,76 @@ void check_cache_dtype(const detail::AttendArgs& a) {
            " and the V row stride ", a.v_row_stride);
 }
 
+// Above this, a multi-token call reads a non-f32 cache in place (widening per query).
+constexpr int64_t kMaxWidenedContextBytes = int64_t{256} << 20;
+
+// The K/V rows of positions [0, context) of a non-f32 cache as f32, position-major, and a
+// one-block f32 view of them. Widening is exact (bf16/f16) or one multiply (int8), the same
+// values attend() widens chunk by chunk, so attending over this view gives bitwise the same
+// result: a prefill widens each row once instead of once per query token.
+class WidenedContext {
+ public:
+  WidenedContext(const PagedKv& kv, int64_t context, ThreadPool& pool) {
+    const int64_t v_stride = kv.v_row_stride ? kv.v_row_stride : kv.v_head_dim;
+    const bool v_in_k = kv.v == kv.k && v_stride == kv.head_dim && kv.v_scale == kv.k_scale;
+    const int64_t rows = context * kv.kv_heads;
+    k_.resize(static_cast<size_t>(rows * kv.head_dim));
+    if (!v_in_k) v_.resize(static_cast<size_t>(rows * kv.v_head_dim));
+    pool.parallel_for(context, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const int64_t block = kv.block_table[static_cast<size_t>(p / kv.block_size)];
+        const int64_t slot_row = (block * kv.block_size + p % kv.block_size) * kv.kv_heads;
+        widen(kv, kv.k, kv.k_scale, slot_row, kv.head_dim, kv.kv_heads * kv.head_dim,
+              &k_[static_cast<size_t>(p * kv.kv_heads * kv.head_dim)]);
+        if (!v_in_k)
+          widen(kv, kv.v, kv.v_scale, slot_row, v_stride, kv.kv_heads * kv.v_head_dim,
+                &v_[static_cast<size_t>(p * kv.kv_heads * kv.v_head_dim)]);
+      }
+    });
+    table_ = 0;
+    view_ = kv;
+    view_.dtype = DType::f32;
+    view_.k_scale = view_.v_scale = nullptr;
+    view_.quant_group = 0;
+    view_.k = k_.data();
+    view_.v = v_in_k ? k_.data() : v_.data();
+    view_.v_row_stride = v_in_k ? kv.head_dim : 0;
+    view_.block_size = context;
+    view_.block_table = std::span<const int32_t>(&table_, 1);
+  }
+  const PagedKv& view() const { return view_; }
+
+  static int64_t bytes(const PagedKv& kv, int64_t context) {
+    return context * kv.kv_heads * (kv.head_dim + kv.v_head_dim) *
+           static_cast<int64_t>(sizeof(float));
+  }
+
+ private:
+  // `count` elements of consecutive head rows starting at cache row slot_row (row stride
+  // `stride` elements; when stride exceeds the row width only the leading part is read, one
+  // head at a time).
+  static void widen(const PagedKv& kv, const void* store, const float* scales, int64_t slot_row,
+                    int64_t stride, int64_t count, float* dst) {
+    const int64_t width = count / kv.kv_heads;
+    for (int64_t h = 0; h < kv.kv_heads; ++h) {
+      const int64_t at = (slot_row + h) * stride;
+      float* d = dst + h * width;
+      if (kv.dtype == DType::i8) {
+        dequantize_i8(static_cast<const int8_t*>(store) + at, scales + at / kv.quant_group,
+                      kv.quant_group, static_cast<size_t>(width), d);
+      } else {
+        convert_to_f32(
+            static_cast<const char*>(store) + at * static_cast<int64_t>(dtype_size(kv.dtype)),
+            kv.dtype, d, static_cast<size_t>(width));
+      }
+    }
+  }
+
+  std::vector<float> k_, v_;
+  int32_t table_ = 0;
+  PagedKv view_;
+};
+
 }  // namespace
 
 void paged_attention(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
@@ -208,6 +278,12 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
       kv.k_scale,  kv.v_scale,    kv.quant_group};
   if (args.v_row_stride == 0) args.v_row_stride = kv.v_head_dim;
   check_cache_dtype(args);
+  if (kv.dtype != DType::f32 && tokens > 1 &&
+      WidenedContext::bytes(kv, max_pos + 1) <= kMaxWidenedContextBytes) {
+    const WidenedContext widened(kv, max_pos + 1, pool);
+    paged_attention(q, tokens, positions, heads, widened.view(), scale, out, pool);
+    return;
+  }
   const Isa isa = active_isa();
   auto attend = isa == Isa::avx512 ? &detail::avx512::attend
                 : isa == Isa::avx2 ? &detail::avx2::attend

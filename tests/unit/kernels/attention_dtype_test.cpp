@@ -106,6 +106,15 @@ TEST_P(KernelsAttentionDtypes, TypedCacheEqualsF32CacheOfItsWidenedValues) {
                                  ref.data());
       EXPECT_TRUE(bitwise_equal(got.data(), want.data(), got.size()))
           << dtype_name(dtype) << " head_dim=" << c.head_dim;
+      // One query per call reads the typed rows chunk by chunk (a multi-token call widens
+      // the context first): bitwise the same.
+      const int64_t out_row = c.heads * c.v_head_dim;
+      std::vector<float> alone(got.size(), NAN);
+      for (int64_t t = 0; t < tokens; ++t)
+        paged_attention(q.data() + t * c.heads * c.head_dim, 1, &positions[static_cast<size_t>(t)],
+                        c.heads, typed, 0.2f, alone.data() + t * out_row, pool);
+      EXPECT_TRUE(bitwise_equal(alone.data(), got.data(), got.size()))
+          << dtype_name(dtype) << " head_dim=" << c.head_dim << " one query per call";
       EXPECT_EQ(first_mismatch(got, ref, 1e-4f, 1e-5f), -1)
           << dtype_name(dtype) << " head_dim=" << c.head_dim;
     }
@@ -131,6 +140,11 @@ TEST_P(KernelsAttentionDtypes, Int8ValuesCanBeAPrefixOfKeyRows) {
   paged_attention(q.data(), 2, positions.data(), heads, typed, 0.1f, got.data(), pool);
   paged_attention(q.data(), 2, positions.data(), heads, widened, 0.1f, want.data(), pool);
   EXPECT_TRUE(bitwise_equal(got.data(), want.data(), got.size()));
+  std::vector<float> alone(got.size());
+  for (int64_t t = 0; t < 2; ++t)
+    paged_attention(q.data() + t * heads * width, 1, &positions[static_cast<size_t>(t)], heads,
+                    typed, 0.1f, alone.data() + t * heads * v_dim, pool);
+  EXPECT_TRUE(bitwise_equal(alone.data(), want.data(), want.size()));
 }
 
 TEST_P(KernelsAttentionDtypes, RejectsInt8WithoutScalesOrWithAGroupThatDoesNotDivide) {
