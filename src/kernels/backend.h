@@ -29,6 +29,9 @@ struct LinearArgs {
   int64_t n = 0;
   const float* bias = nullptr;  // [n] or null
   float* y = nullptr;           // [m, n]
+  // MatmulPrecision::bf16 on AVX512_BF16 only: x rounded to bf16, rows of x_stride elements
+  // (k rounded up to whole vectors, zero-padded); x is then unused.
+  const uint16_t* xb = nullptr;
 };
 
 // The K/V cache of one layer as attend() reads it (PagedKv without std::span). Strides are in
@@ -90,5 +93,14 @@ DEEPINFER_KERNELS_BACKEND
 }
 
 #undef DEEPINFER_KERNELS_BACKEND
+
+// The bf16-activation linear (MatmulPrecision::bf16, bf16 weights): vdpbf16ps over pairs of
+// bf16 x and weights. Needs AVX512_BF16 (cpu_has_avx512_bf16()); linear_avx512_bf16.cpp.
+namespace avx512 {
+// bf16 elements per row of the packed x: k rounded up to a whole number of 32-element vectors.
+int64_t linear_bf16_x_stride(int64_t k);
+// y[m0:m1, n0:n1] from a.xb; single-threaded.
+void linear_rows_dpbf16(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+}  // namespace avx512
 
 }  // namespace deepinfer::kernels::detail

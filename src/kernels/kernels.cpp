@@ -3,6 +3,7 @@
 #include "kernels/kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -64,6 +65,27 @@ float* thread_buffer(Buffer kind, size_t floats) {
   return buffer.data();
 }
 
+// The calling thread's x rounded to bf16 for MatmulPrecision::bf16: as f32 values (the
+// fallback path) or as packed bf16 (AVX512_BF16). Apart from thread_buffer() because the
+// packed_x buffer of the fallback path is filled from the rounded one.
+float* rounded_x_buffer(size_t floats) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < floats) buffer.resize(floats);
+  return buffer.data();
+}
+uint16_t* bf16_x_buffer(size_t elements) {
+  thread_local std::vector<uint16_t> buffer;
+  if (buffer.size() < elements) buffer.resize(elements);
+  return buffer.data();
+}
+
+void rows_dpbf16(const detail::LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                 float*) {
+  detail::avx512::linear_rows_dpbf16(a, m0, m1, n0, n1);
+}
+
+std::atomic<MatmulPrecision> g_matmul_precision{MatmulPrecision::f32};
+
 // Rows of x handled by one work item when m is large, so that prefill of a narrow projection
 // still gives every thread work. A multiple of every backend's row tile.
 constexpr int64_t kLinearRowBlock = 256;
@@ -88,9 +110,30 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
     return;
   }
 
-  const LinearBackend be = linear_backend(active_isa());
+  const Isa isa = active_isa();
+  LinearBackend be = linear_backend(isa);
   detail::LinearArgs args{x, k, k, w, w_dtype, n, bias, y};
-  const int64_t stride = be.pack_stride(k, w_dtype);
+  const bool bf16_x = w_dtype == DType::bf16 && matmul_precision() == MatmulPrecision::bf16;
+  const bool dpbf16 = bf16_x && isa == Isa::avx512 && cpu_has_avx512_bf16();
+  if (dpbf16) {
+    const int64_t stride = detail::avx512::linear_bf16_x_stride(k);
+    uint16_t* xb = bf16_x_buffer(static_cast<size_t>(m * stride));
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t p = 0; p < k; ++p) xb[i * stride + p] = f32_to_bf16(x[i * k + p]);
+      std::fill(xb + i * stride + k, xb + (i + 1) * stride, uint16_t{0});
+    }
+    args.x = nullptr;
+    args.xb = xb;
+    args.x_stride = stride;
+    be.rows = &rows_dpbf16;
+    be.scratch_floats = [](int64_t, DType) -> int64_t { return 0; };
+  } else if (bf16_x) {
+    // No vdpbf16ps here: the rounded x goes through the exact path.
+    float* rounded = rounded_x_buffer(static_cast<size_t>(m * k));
+    for (int64_t p = 0; p < m * k; ++p) rounded[p] = bf16_to_f32(f32_to_bf16(x[p]));
+    args.x = x = rounded;
+  }
+  const int64_t stride = dpbf16 ? 0 : be.pack_stride(k, w_dtype);
   if (stride > 0) {
     float* packed = thread_buffer(Buffer::packed_x, static_cast<size_t>(m * stride));
     be.pack_x(x, m, k, w_dtype, packed);
@@ -126,6 +169,25 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
         }
       },
       min_chunk);
+}
+
+void set_matmul_precision(MatmulPrecision precision) {
+  g_matmul_precision.store(precision, std::memory_order_relaxed);
+}
+
+MatmulPrecision matmul_precision() {
+  return g_matmul_precision.load(std::memory_order_relaxed);
+}
+
+std::string_view matmul_precision_name(MatmulPrecision precision) {
+  return precision == MatmulPrecision::bf16 ? "bf16" : "f32";
+}
+
+MatmulPrecision parse_matmul_precision(std::string_view name) {
+  if (name == "f32") return MatmulPrecision::f32;
+  if (name == "bf16") return MatmulPrecision::bf16;
+  fail("unknown matmul precision '", name,
+       "' (expected f32: exact, or bf16: activations rounded to bf16 for bf16 weights)");
 }
 
 void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y) {

@@ -7,6 +7,7 @@
 // in the call, the row's position in the batch, or the thread count.
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -18,6 +19,22 @@ namespace deepinfer::kernels {
 // overlap x. bf16/f16 weights are widened exactly to f32 and multiplied in f32.
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
             const float* bias, float* y, ThreadPool& pool);
+
+// How linear() multiplies by bf16 weights (f32 and f16 weights are always exact f32).
+//  - f32 (default): bf16 weights are widened exactly, products and sums in f32.
+//  - bf16: each x row is first rounded to bf16 (nearest even), as llama.cpp and
+//    torch.matmul on bf16 tensors do. With AVX512_BF16 the products then go through vdpbf16ps
+//    (pairs of products added into f32, denormals flushed), about twice the throughput of the
+//    f32 path at large m; on other CPUs / ISAs the rounded x goes through the f32 path. So
+//    results differ slightly between those machines, but on one machine a row's result is
+//    still bitwise independent of m, of its place in the batch and of the thread count.
+// A process-wide setting (read at each call): set it once at start-up, before any inference.
+enum class MatmulPrecision { f32, bf16 };
+void set_matmul_precision(MatmulPrecision precision);
+MatmulPrecision matmul_precision();
+std::string_view matmul_precision_name(MatmulPrecision precision);
+// "f32" or "bf16"; throws Error naming the value otherwise (for --matmul-precision).
+MatmulPrecision parse_matmul_precision(std::string_view name);
 
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight. y may alias x.
 void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y);
