@@ -2,7 +2,7 @@
 //
 //   g++ -std=c++20 -O2 -Isrc bench/kernels_bench.cpp build/libdeepinfer.a -lpthread
 //       $(pkg-config --libs libpcre2-8 libutf8proc) -o kernels_bench
-//   ./kernels_bench [--isa scalar|avx2|avx512] [--threads 1,2] [--json]
+//   ./kernels_bench [--isa scalar|avx2|avx512] [--threads 1,2] [--precision f32|bf16] [--json]
 //
 // For each (m, k, n, weight dtype, threads) it reports GFLOP/s (2·m·n·k per call) and the
 // weight bytes streamed per second. "cold" cycles through enough weight copies to exceed the
@@ -118,15 +118,20 @@ int main(int argc, char** argv) {
         thread_counts.push_back(std::stoi(list.substr(pos, comma - pos)));
         pos = comma + 1;
       }
+    } else if (arg == "--precision" && i + 1 < argc) {
+      kernels::set_matmul_precision(kernels::parse_matmul_precision(argv[++i]));
     } else if (arg == "--json") {
       json = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--isa scalar|avx2|avx512] [--threads 1,2] [--json]\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--isa scalar|avx2|avx512] [--threads 1,2] [--precision f32|bf16] [--json]\n",
+          argv[0]);
       return 2;
     }
   }
   const auto isa = kernels::isa_name(kernels::active_isa());
+  const auto precision = kernels::matmul_precision_name(kernels::matmul_precision());
   for (int threads : thread_counts) {
     ThreadPool pool(threads);
     if (!json)
@@ -135,14 +140,15 @@ int main(int argc, char** argv) {
   }
   if (!json)
     std::printf(
-        "isa=%.*s (cpu columns: from process CPU time / threads)\n"
+        "isa=%.*s precision=%.*s (cpu columns: from process CPU time / threads)\n"
         "%5s %5s %5s %5s %3s %5s %10s %9s %9s %9s %9s\n",
-        static_cast<int>(isa.size()), isa.data(), "m", "k", "n", "w", "thr", "cache", "us/call",
-        "GFLOP/s", "wGB/s", "cpuGFLOP", "cpuwGB/s");
+        static_cast<int>(isa.size()), isa.data(), static_cast<int>(precision.size()),
+        precision.data(), "m", "k", "n", "w", "thr", "cache", "us/call", "GFLOP/s", "wGB/s",
+        "cpuGFLOP", "cpuwGB/s");
   struct Shape {
     int64_t m, k, n;
   };
-  for (Shape s : {Shape{1, 896, 4864}, Shape{128, 896, 4864}}) {
+  for (Shape s : {Shape{1, 896, 4864}, Shape{1, 4864, 896}, Shape{128, 896, 4864}}) {
     for (DType dtype : {DType::bf16, DType::f32}) {
       for (int threads : thread_counts) {
         ThreadPool pool(threads);
@@ -159,14 +165,16 @@ int main(int argc, char** argv) {
           const auto dt = dtype_name(dtype);
           if (json) {
             std::printf(
-                "{\"op\":\"linear\",\"isa\":\"%.*s\",\"m\":%lld,\"k\":%lld,\"n\":%lld,"
+                "{\"op\":\"linear\",\"isa\":\"%.*s\",\"precision\":\"%.*s\",\"m\":%lld,\"k\":%lld,"
+                "\"n\":%lld,"
                 "\"w\":\"%.*s\",\"threads\":%d,\"cache\":\"%s\",\"us_per_call\":%.2f,"
                 "\"gflops\":%.2f,\"weight_gbps\":%.2f,\"cpu_gflops\":%.2f,\"cpu_weight_gbps\":%.2f}"
                 "\n",
-                static_cast<int>(isa.size()), isa.data(), static_cast<long long>(s.m),
-                static_cast<long long>(s.k), static_cast<long long>(s.n),
-                static_cast<int>(dt.size()), dt.data(), threads, cold ? "cold" : "hot",
-                r.seconds_per_call * 1e6, gflops, gbps, cpu_gflops, cpu_gbps);
+                static_cast<int>(isa.size()), isa.data(), static_cast<int>(precision.size()),
+                precision.data(), static_cast<long long>(s.m), static_cast<long long>(s.k),
+                static_cast<long long>(s.n), static_cast<int>(dt.size()), dt.data(), threads,
+                cold ? "cold" : "hot", r.seconds_per_call * 1e6, gflops, gbps, cpu_gflops,
+                cpu_gbps);
           } else {
             std::printf("%5lld %5lld %5lld %5.*s %3d %5s %10.1f %9.1f %9.1f %9.1f %9.1f\n",
                         static_cast<long long>(s.m), static_cast<long long>(s.k),

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "kernels/backend.h"
 #include "kernels/isa.h"
+#include "kernels/linear_schedule.h"
 
 namespace deepinfer::kernels {
 namespace {
@@ -149,26 +150,22 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
   const int64_t min_chunk = std::max<int64_t>(1, kMinMacsPerThread / macs_per_item);
   const size_t scratch_floats = static_cast<size_t>(be.scratch_floats(k, w_dtype));
 
-  pool.parallel_for(
-      items,
-      [&](int64_t begin, int64_t end) {
-        float* scratch =
-            scratch_floats ? thread_buffer(Buffer::linear_work, scratch_floats) : nullptr;
-        const int64_t nt_first = begin / m_blocks;
-        const int64_t nt_last = (end - 1) / m_blocks;
-        // Item (nt, mb) = nt * m_blocks + mb: per row block, this chunk holds a contiguous
-        // range of n tiles.
-        for (int64_t mb = 0; mb < m_blocks; ++mb) {
-          int64_t lo = nt_first, hi = nt_last;
-          if (lo * m_blocks + mb < begin) ++lo;
-          if (hi * m_blocks + mb >= end) --hi;
-          if (lo > hi) continue;
-          const int64_t m0 = mb * kLinearRowBlock;
-          const int64_t m1 = std::min(m, m0 + kLinearRowBlock);
-          be.rows(args, m0, m1, lo * tile_n, std::min(n, (hi + 1) * tile_n), scratch);
-        }
-      },
-      min_chunk);
+  detail::run_items_stealing(pool, items, min_chunk, [&](int64_t begin, int64_t end) {
+    float* scratch = scratch_floats ? thread_buffer(Buffer::linear_work, scratch_floats) : nullptr;
+    const int64_t nt_first = begin / m_blocks;
+    const int64_t nt_last = (end - 1) / m_blocks;
+    // Item (nt, mb) = nt * m_blocks + mb: per row block, this chunk holds a contiguous
+    // range of n tiles.
+    for (int64_t mb = 0; mb < m_blocks; ++mb) {
+      int64_t lo = nt_first, hi = nt_last;
+      if (lo * m_blocks + mb < begin) ++lo;
+      if (hi * m_blocks + mb >= end) --hi;
+      if (lo > hi) continue;
+      const int64_t m0 = mb * kLinearRowBlock;
+      const int64_t m1 = std::min(m, m0 + kLinearRowBlock);
+      be.rows(args, m0, m1, lo * tile_n, std::min(n, (hi + 1) * tile_n), scratch);
+    }
+  });
 }
 
 void set_matmul_precision(MatmulPrecision precision) {
