@@ -23,9 +23,14 @@ server::SamplingDefaults request_defaults(const config::Runtime& rt, bool genera
 
 }  // namespace
 
-const std::set<std::string> kServerFlags = {
-    "host",        "port", "api-key", "max-body-bytes", "max-waiting-requests", "shutdown-timeout",
-    "http-threads"};
+const std::set<std::string> kServerFlags = {"host",
+                                            "port",
+                                            "api-key",
+                                            "max-body-bytes",
+                                            "max-waiting-requests",
+                                            "shutdown-timeout",
+                                            "http-threads",
+                                            "tool-call-parser"};
 
 server::ServerOptions server_options_from(const Args& args) {
   server::ServerOptions options;
@@ -45,6 +50,7 @@ server::ServerOptions server_options_from(const Args& args) {
   const int64_t threads = args.get_int("http-threads", options.http_threads);
   DI_CHECK(threads >= 1 && threads <= 4096, "--http-threads must be in [1, 4096], got ", threads);
   options.http_threads = static_cast<int>(threads);
+  options.tool_call_parser = args.get_or("tool-call-parser", options.tool_call_parser);
   return options;
 }
 

@@ -60,9 +60,10 @@ int run_generate(const std::vector<std::string>& argv) {
                   with_engine_bool_flags({"json", "ignore-eos"}));
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   if (args.has("prompts-file")) return run_prompts_file(args);
-  // A single prompt runs without the serving engine: of its flags only --block-size applies.
+  // A single prompt runs without the serving engine: of its flags only --block-size and
+  // --kv-cache-dtype apply (with --dump-logits, a precision check of a reduced cache).
   for (const auto& flag : with_engine_value_flags(with_engine_bool_flags({}))) {
-    DI_CHECK(flag == "block-size" || !args.has(flag), "--", flag,
+    DI_CHECK(flag == "block-size" || flag == "kv-cache-dtype" || !args.has(flag), "--", flag,
              " applies to the engine, i.e. with --prompts-file");
   }
   const double temperature = args.get_double("temperature", 0.0);
@@ -82,8 +83,8 @@ int run_generate(const std::vector<std::string>& argv) {
   DI_CHECK(!prompt.empty(), "the prompt encodes to no tokens");
 
   const auto total = static_cast<int64_t>(prompt.size()) + max_new;
-  cache::KvCache cache(
-      model::kv_cache_spec(*model, block_size, (total + block_size - 1) / block_size));
+  cache::KvCache cache(model::kv_cache_spec(
+      *model, block_size, (total + block_size - 1) / block_size, loaded.engine.kv_cache_dtype));
   engine::GreedyOptions options;
   options.max_new_tokens = max_new;
   options.eos_token_ids = generation.eos_token_ids;

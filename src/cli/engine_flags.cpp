@@ -3,9 +3,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "cache/kv_cache.h"
-#include "core/error.h"
-
 namespace deepinfer::cli {
 
 const char* const kEngineFlagsUsage =
@@ -24,31 +21,6 @@ std::set<std::string> with_engine_value_flags(std::set<std::string> value_flags)
 std::set<std::string> with_engine_bool_flags(std::set<std::string> bool_flags) {
   bool_flags.insert("enable-prefix-caching");
   return bool_flags;
-}
-
-engine::EngineConfig engine_config_from(const Args& args, const io::GenerationConfig& generation) {
-  engine::EngineConfig config;
-  config.block_size = args.get_int("block-size", config.block_size);
-  config.max_num_blocks = args.get_int("max-num-blocks", 0);
-  config.kv_cache_memory_gib = args.get_double("kv-cache-memory", 0.0);
-  DI_CHECK(!(args.has("max-num-blocks") && args.has("kv-cache-memory")),
-           "give at most one of --max-num-blocks and --kv-cache-memory");
-  DI_CHECK(!args.has("max-num-blocks") || config.max_num_blocks > 0,
-           "--max-num-blocks must be positive, got ", config.max_num_blocks);
-  DI_CHECK(!args.has("kv-cache-memory") || config.kv_cache_memory_gib > 0,
-           "--kv-cache-memory must be a positive number of GiB, got ", config.kv_cache_memory_gib);
-  config.kv_cache_dtype = cache::parse_kv_cache_dtype(args.get_or("kv-cache-dtype", "auto"));
-  config.max_num_seqs = args.get_int("max-num-seqs", config.max_num_seqs);
-  config.max_num_batched_tokens =
-      args.get_int("max-num-batched-tokens", config.max_num_batched_tokens);
-  config.max_model_len = args.get_int("max-model-len", 0);
-  DI_CHECK(!args.has("max-model-len") || config.max_model_len > 0,
-           "--max-model-len must be positive, got ", config.max_model_len);
-  config.enable_prefix_caching = args.flag("enable-prefix-caching");
-  config.scheduling_policy =
-      engine::parse_scheduling_policy(args.get_or("scheduling-policy", "fifo"));
-  config.eos_token_ids = generation.eos_token_ids;
-  return config;
 }
 
 double peak_rss_mib() {

@@ -43,3 +43,20 @@ def test_unknown_kv_cache_dtype_is_a_clear_error(run_cli, tmp_path):
                    "fp8")
     assert proc.returncode != 0
     assert "fp8" in proc.stderr and "int8" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_single_prompt_logits_with_an_int8_cache_stay_close(run_cli, tmp_path):
+    import numpy as np
+    from conftest import load_golden
+    case = max(load_golden("tiny-qwen3")["cases"], key=lambda c: len(c["prompt_ids"]))
+    ids = ",".join(map(str, case["prompt_ids"]))
+    logits = {}
+    for dtype in ("f32", "int8"):
+        path = tmp_path / f"{dtype}.npy"
+        run_cli("generate", "--model", MODEL, "--prompt-ids", ids, "--max-new-tokens", 1,
+                "--kv-cache-dtype", dtype, "--dump-logits", path, check=True)
+        logits[dtype] = np.load(path)
+    ref = np.array(case["last_logits"], dtype=np.float32)
+    assert np.abs(logits["f32"] - ref).max() <= 1e-4 * np.abs(ref).max()
+    rel_l2 = np.linalg.norm(logits["int8"] - logits["f32"]) / np.linalg.norm(logits["f32"])
+    assert 0 < rel_l2 <= 5e-2

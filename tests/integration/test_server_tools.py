@@ -10,6 +10,7 @@ import json
 import openai
 import pytest
 
+from conftest import DATA
 from serve_util import ServeProcess
 
 MODEL = "tiny-qwen3"
@@ -50,6 +51,17 @@ def history(arguments, content=None):
 def test_parser_chosen_from_the_template(server):
     # The tiny models carry a Qwen2.5-style template: hermes markup.
     assert any("tool calls: parsed as hermes" in line for line in server.log), "".join(server.log)
+
+
+def test_tool_call_parser_flag(deepinfer_bin, run_cli):
+    forced = ServeProcess(deepinfer_bin, "--tool-call-parser", "none")
+    try:
+        assert not any("tool calls: parsed as" in line for line in forced.log), "".join(forced.log)
+    finally:
+        assert forced.stop() == 0
+    proc = run_cli("serve", "--model", DATA / MODEL, "--port", 0, "--tool-call-parser", "bogus")
+    assert proc.returncode != 0
+    assert "bogus" in proc.stderr and "hermes" in proc.stderr
 
 
 def bad_request(fn):
