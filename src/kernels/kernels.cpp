@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -85,7 +86,21 @@ void rows_dpbf16(const detail::LinearArgs& a, int64_t m0, int64_t m1, int64_t n0
   detail::avx512::linear_rows_dpbf16(a, m0, m1, n0, n1);
 }
 
-std::atomic<MatmulPrecision> g_matmul_precision{MatmulPrecision::f32};
+// set_matmul_precision()'s value, or -1: DEEPINFER_MATMUL_PRECISION (read once), else f32.
+std::atomic<int> g_matmul_precision{-1};
+
+MatmulPrecision env_matmul_precision() {
+  static const MatmulPrecision precision = [] {
+    const char* value = std::getenv("DEEPINFER_MATMUL_PRECISION");
+    if (value == nullptr || *value == '\0') return MatmulPrecision::f32;
+    try {
+      return parse_matmul_precision(value);
+    } catch (const Error& e) {
+      fail("DEEPINFER_MATMUL_PRECISION: ", e.what());
+    }
+  }();
+  return precision;
+}
 
 // Rows of x handled by one work item when m is large, so that prefill of a narrow projection
 // still gives every thread work. A multiple of every backend's row tile.
@@ -169,11 +184,12 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
 }
 
 void set_matmul_precision(MatmulPrecision precision) {
-  g_matmul_precision.store(precision, std::memory_order_relaxed);
+  g_matmul_precision.store(static_cast<int>(precision), std::memory_order_relaxed);
 }
 
 MatmulPrecision matmul_precision() {
-  return g_matmul_precision.load(std::memory_order_relaxed);
+  const int set = g_matmul_precision.load(std::memory_order_relaxed);
+  return set >= 0 ? static_cast<MatmulPrecision>(set) : env_matmul_precision();
 }
 
 std::string_view matmul_precision_name(MatmulPrecision precision) {

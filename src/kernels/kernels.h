@@ -29,6 +29,7 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
 //    results differ slightly between those machines, but on one machine a row's result is
 //    still bitwise independent of m, of its place in the batch and of the thread count.
 // A process-wide setting (read at each call): set it once at start-up, before any inference.
+// Until set, it is DEEPINFER_MATMUL_PRECISION (f32 | bf16, read once) or f32.
 enum class MatmulPrecision { f32, bf16 };
 void set_matmul_precision(MatmulPrecision precision);
 MatmulPrecision matmul_precision();
