@@ -16,7 +16,7 @@
 namespace deepinfer::kernels::detail::avx512 {
 namespace {
 
-constexpr int kTileRows = 4;        // x rows per register tile
+constexpr int kTileRows = 6;        // x rows per register tile: 24 accumulators + 6 x + 1 w
 constexpr int kTileCols = 4;        // weight rows per register tile (m >= 2)
 constexpr int kDecodeCols = 8;      // weight rows in flight for a single x row
 constexpr int64_t kPanelRows = 64;  // weight rows kept in L2 while every x tile passes over them
@@ -26,15 +26,16 @@ inline __m512bh as_bh(__m512i v) {
   return __builtin_bit_cast(__m512bh, v);
 }
 
+// hsum16() over whole groups of 16 accumulators, hsum() for the rest: bitwise the same.
 template <int MR, int NR>
 inline void reduce_tile(__m512 (*acc)[NR], float (*out)[NR]) {
-  if constexpr (MR * NR == 16) {
-    hsum16(&acc[0][0], &out[0][0]);
-  } else {
-    DEEPINFER_UNROLL
-    for (int r = 0; r < MR; ++r) DEEPINFER_UNROLL
-    for (int c = 0; c < NR; ++c) out[r][c] = hsum(acc[r][c]);
-  }
+  constexpr int kCount = MR * NR, kGrouped = kCount / 16 * 16;
+  __m512* a = &acc[0][0];
+  float* o = &out[0][0];
+  DEEPINFER_UNROLL
+  for (int g = 0; g < kGrouped; g += 16) hsum16(a + g, o + g);
+  DEEPINFER_UNROLL
+  for (int i = kGrouped; i < kCount; ++i) o[i] = hsum(a[i]);
 }
 
 template <int MR, int NR>
@@ -100,6 +101,12 @@ void linear_rows_dpbf16(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0,
     int64_t i = m0;
     for (; i + kTileRows <= m1; i += kTileRows) run_tiles<kTileRows, kTileCols>(a, i, jp, jp_end);
     switch (m1 - i) {
+      case 5:
+        run_tiles<5, kTileCols>(a, i, jp, jp_end);
+        break;
+      case 4:
+        run_tiles<4, kTileCols>(a, i, jp, jp_end);
+        break;
       case 3:
         run_tiles<3, kTileCols>(a, i, jp, jp_end);
         break;
