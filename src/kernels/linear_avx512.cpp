@@ -28,13 +28,16 @@ inline __m512 bf16_odd(__m512i raw) {
   return _mm512_castsi512_ps(_mm512_and_si512(raw, _mm512_set1_epi32(-65536)));
 }
 
-// Decode (one x row) is bound by DRAM latency as much as bandwidth: each tile's rows are
+// Decode (a few x rows) is bound by DRAM latency as much as bandwidth: each tile's rows are
 // short streams the hardware prefetcher barely ramps up on. So while a tile reads offset p of
 // its NR rows, it prefetches offset p of the next NR rows (contiguous in [n, k] storage).
-// Prefetches never fault, so running past the last row is harmless.
-template <int MR, int NR, typename T>
+// Prefetches never fault, so running past the last row is harmless. Large m (PF = false)
+// reads each weight panel from L2 for all but its first row tile: no prefetch there.
+constexpr int64_t kStreamRows = 8;  // up to this many x rows per call: prefetch weights
+
+template <bool PF, int NR, typename T>
 inline void prefetch_next_tile(const T* row, int64_t k, int64_t p) {
-  if constexpr (MR == 1) _mm_prefetch(reinterpret_cast<const char*>(row + NR * k + p), _MM_HINT_T0);
+  if constexpr (PF) _mm_prefetch(reinterpret_cast<const char*>(row + NR * k + p), _MM_HINT_T0);
 }
 
 template <int MR, int NR>
@@ -48,7 +51,7 @@ inline void reduce_tile(__m512 (*acc)[NR], float (*out)[NR]) {
   }
 }
 
-template <int MR, int NR>
+template <int MR, int NR, bool PF>
 inline void tile_f32(const float* const* xr, const float* const* wr, int64_t k, float (*out)[NR]) {
   __m512 acc[MR][NR];
   DEEPINFER_UNROLL
@@ -60,7 +63,7 @@ inline void tile_f32(const float* const* xr, const float* const* wr, int64_t k, 
     for (int r = 0; r < MR; ++r) xv[r] = _mm512_maskz_loadu_ps(mask, xr[r] + p);
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
-      prefetch_next_tile<MR, NR>(wr[c], k, p);
+      prefetch_next_tile<PF, NR>(wr[c], k, p);
       const __m512 wv = _mm512_maskz_loadu_ps(mask, wr[c] + p);
       DEEPINFER_UNROLL
       for (int r = 0; r < MR; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
@@ -72,7 +75,7 @@ inline void tile_f32(const float* const* xr, const float* const* wr, int64_t k, 
   reduce_tile<MR, NR>(acc, out);
 }
 
-template <int MR, int NR>
+template <int MR, int NR, bool PF>
 inline void tile_f16(const float* const* xr, const uint16_t* const* wr, int64_t k,
                      float (*out)[NR]) {
   __m512 acc[MR][NR];
@@ -85,7 +88,7 @@ inline void tile_f16(const float* const* xr, const uint16_t* const* wr, int64_t 
     for (int r = 0; r < MR; ++r) xv[r] = _mm512_maskz_loadu_ps(mask, xr[r] + p);
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
-      prefetch_next_tile<MR, NR>(wr[c], k, p);
+      prefetch_next_tile<PF, NR>(wr[c], k, p);
       const __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, wr[c] + p));
       DEEPINFER_UNROLL
       for (int r = 0; r < MR; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
@@ -98,7 +101,7 @@ inline void tile_f16(const float* const* xr, const uint16_t* const* wr, int64_t 
 }
 
 // xr rows are packed (see the file comment) and zero-padded to a multiple of 32.
-template <int MR, int NR>
+template <int MR, int NR, bool PF>
 inline void tile_bf16(const float* const* xr, const uint16_t* const* wr, int64_t k,
                       float (*out)[NR]) {
   __m512 acc[MR][NR];
@@ -114,7 +117,7 @@ inline void tile_bf16(const float* const* xr, const uint16_t* const* wr, int64_t
     }
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
-      prefetch_next_tile<MR, NR>(wr[c], k, p);
+      prefetch_next_tile<PF, NR>(wr[c], k, p);
       const __m512i raw = _mm512_maskz_loadu_epi16(mask, wr[c] + p);
       const __m512 we = bf16_even(raw), wo = bf16_odd(raw);
       DEEPINFER_UNROLL
@@ -131,7 +134,7 @@ inline void tile_bf16(const float* const* xr, const uint16_t* const* wr, int64_t
 }
 
 // y[i0 : i0 + MR, j0 : j0 + cols] (cols <= NR; missing weight rows repeat the last one).
-template <int MR, int NR>
+template <int MR, int NR, bool PF>
 void run_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   const float* xr[MR];
   DEEPINFER_UNROLL
@@ -142,16 +145,16 @@ void run_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c)
       wr[c] = static_cast<const float*>(a.w) + (j0 + min64(c, cols - 1)) * a.k;
-    tile_f32<MR, NR>(xr, wr, a.k, out);
+    tile_f32<MR, NR, PF>(xr, wr, a.k, out);
   } else {
     const uint16_t* wr[NR];
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c)
       wr[c] = static_cast<const uint16_t*>(a.w) + (j0 + min64(c, cols - 1)) * a.k;
     if (a.w_dtype == DType::bf16) {
-      tile_bf16<MR, NR>(xr, wr, a.k, out);
+      tile_bf16<MR, NR, PF>(xr, wr, a.k, out);
     } else {
-      tile_f16<MR, NR>(xr, wr, a.k, out);
+      tile_f16<MR, NR, PF>(xr, wr, a.k, out);
     }
   }
   DEEPINFER_UNROLL
@@ -161,9 +164,10 @@ void run_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   }
 }
 
-template <int MR, int NR>
+template <int MR, int NR, bool PF>
 void run_tiles(const LinearArgs& a, int64_t i0, int64_t j_begin, int64_t j_end) {
-  for (int64_t j = j_begin; j < j_end; j += NR) run_tile<MR, NR>(a, i0, j, min64(NR, j_end - j));
+  for (int64_t j = j_begin; j < j_end; j += NR)
+    run_tile<MR, NR, PF>(a, i0, j, min64(NR, j_end - j));
 }
 
 }  // namespace
@@ -195,24 +199,38 @@ int64_t linear_scratch_floats(int64_t, DType) {
   return 0;
 }
 
-void linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float*) {
+namespace {
+
+template <bool PF>
+void rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   for (int64_t jp = n0; jp < n1; jp += kPanelRows) {
     const int64_t jp_end = min64(jp + kPanelRows, n1);
     int64_t i = m0;
-    for (; i + kTileRows <= m1; i += kTileRows) run_tiles<kTileRows, kTileCols>(a, i, jp, jp_end);
+    for (; i + kTileRows <= m1; i += kTileRows)
+      run_tiles<kTileRows, kTileCols, PF>(a, i, jp, jp_end);
     switch (m1 - i) {
       case 3:
-        run_tiles<3, kTileCols>(a, i, jp, jp_end);
+        run_tiles<3, kTileCols, PF>(a, i, jp, jp_end);
         break;
       case 2:
-        run_tiles<2, kTileCols>(a, i, jp, jp_end);
+        run_tiles<2, kTileCols, PF>(a, i, jp, jp_end);
         break;
       case 1:
-        run_tiles<1, kDecodeCols>(a, i, jp, jp_end);
+        run_tiles<1, kDecodeCols, true>(a, i, jp, jp_end);
         break;
       default:
         break;
     }
+  }
+}
+
+}  // namespace
+
+void linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float*) {
+  if (m1 - m0 <= kStreamRows) {
+    rows<true>(a, m0, m1, n0, n1);
+  } else {
+    rows<false>(a, m0, m1, n0, n1);
   }
 }
 

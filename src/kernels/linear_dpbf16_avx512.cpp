@@ -9,6 +9,11 @@
 // vectors (the weight tail zero-masked, the x tail zero-padded) and then goes through the
 // ISA's one hsum tree, whatever the tile shape: results are bitwise independent of m, of the
 // row's place in the batch and of the thread split.
+// GCC 12 flags its own _mm512_undefined_*() idiom inside the intrinsic headers (as in
+// simd_avx512.h, bug 105593) here as plain -Wuninitialized once the tiles get inlined.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include "kernels/simd_avx512.h"  // first: see the note there
 
 #include "kernels/backend.h"
@@ -38,7 +43,7 @@ inline void reduce_tile(__m512 (*acc)[NR], float (*out)[NR]) {
   for (int i = kGrouped; i < kCount; ++i) o[i] = hsum(a[i]);
 }
 
-template <int MR, int NR>
+template <int MR, int NR, bool PF>
 inline void tile(const uint16_t* const* xr, const uint16_t* const* wr, int64_t k,
                  float (*out)[NR]) {
   __m512 acc[MR][NR];
@@ -52,7 +57,7 @@ inline void tile(const uint16_t* const* xr, const uint16_t* const* wr, int64_t k
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
       // Decode streams weights from DRAM: fetch the next tile's rows ahead (see linear_avx512).
-      if constexpr (MR == 1)
+      if constexpr (PF)
         _mm_prefetch(reinterpret_cast<const char*>(wr[c] + NR * k + p), _MM_HINT_T0);
       const __m512bh wv = as_bh(_mm512_maskz_loadu_epi16(mask, wr[c] + p));
       DEEPINFER_UNROLL
@@ -66,7 +71,7 @@ inline void tile(const uint16_t* const* xr, const uint16_t* const* wr, int64_t k
 }
 
 // y[i0 : i0 + MR, j0 : j0 + cols] (cols <= NR; missing weight rows repeat the last one).
-template <int MR, int NR>
+template <int MR, int NR, bool PF>
 void run_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   const uint16_t* xr[MR];
   DEEPINFER_UNROLL
@@ -76,7 +81,7 @@ void run_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   for (int c = 0; c < NR; ++c)
     wr[c] = static_cast<const uint16_t*>(a.w) + (j0 + min64(c, cols - 1)) * a.k;
   float out[MR][NR];
-  tile<MR, NR>(xr, wr, a.k, out);
+  tile<MR, NR, PF>(xr, wr, a.k, out);
   DEEPINFER_UNROLL
   for (int r = 0; r < MR; ++r) {
     float* yr = a.y + (i0 + r) * a.n + j0;
@@ -84,9 +89,42 @@ void run_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   }
 }
 
-template <int MR, int NR>
+template <int MR, int NR, bool PF>
 void run_tiles(const LinearArgs& a, int64_t i0, int64_t j_begin, int64_t j_end) {
-  for (int64_t j = j_begin; j < j_end; j += NR) run_tile<MR, NR>(a, i0, j, min64(NR, j_end - j));
+  for (int64_t j = j_begin; j < j_end; j += NR)
+    run_tile<MR, NR, PF>(a, i0, j, min64(NR, j_end - j));
+}
+
+// Up to this many x rows per call (decode), weights come from DRAM: prefetch them.
+constexpr int64_t kStreamRows = 8;
+
+template <bool PF>
+void rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  for (int64_t jp = n0; jp < n1; jp += kPanelRows) {
+    const int64_t jp_end = min64(jp + kPanelRows, n1);
+    int64_t i = m0;
+    for (; i + kTileRows <= m1; i += kTileRows)
+      run_tiles<kTileRows, kTileCols, PF>(a, i, jp, jp_end);
+    switch (m1 - i) {
+      case 5:
+        run_tiles<5, kTileCols, PF>(a, i, jp, jp_end);
+        break;
+      case 4:
+        run_tiles<4, kTileCols, PF>(a, i, jp, jp_end);
+        break;
+      case 3:
+        run_tiles<3, kTileCols, PF>(a, i, jp, jp_end);
+        break;
+      case 2:
+        run_tiles<2, kTileCols, PF>(a, i, jp, jp_end);
+        break;
+      case 1:
+        run_tiles<1, kDecodeCols, true>(a, i, jp, jp_end);
+        break;
+      default:
+        break;
+    }
+  }
 }
 
 }  // namespace
@@ -96,29 +134,10 @@ int64_t linear_bf16_x_stride(int64_t k) {
 }
 
 void linear_rows_dpbf16(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  for (int64_t jp = n0; jp < n1; jp += kPanelRows) {
-    const int64_t jp_end = min64(jp + kPanelRows, n1);
-    int64_t i = m0;
-    for (; i + kTileRows <= m1; i += kTileRows) run_tiles<kTileRows, kTileCols>(a, i, jp, jp_end);
-    switch (m1 - i) {
-      case 5:
-        run_tiles<5, kTileCols>(a, i, jp, jp_end);
-        break;
-      case 4:
-        run_tiles<4, kTileCols>(a, i, jp, jp_end);
-        break;
-      case 3:
-        run_tiles<3, kTileCols>(a, i, jp, jp_end);
-        break;
-      case 2:
-        run_tiles<2, kTileCols>(a, i, jp, jp_end);
-        break;
-      case 1:
-        run_tiles<1, kDecodeCols>(a, i, jp, jp_end);
-        break;
-      default:
-        break;
-    }
+  if (m1 - m0 <= kStreamRows) {
+    rows<true>(a, m0, m1, n0, n1);
+  } else {
+    rows<false>(a, m0, m1, n0, n1);
   }
 }
 
