@@ -36,6 +36,10 @@ class CausalLM {
   // batch.logit_rows into logits [logit_rows.size(), vocab_size].
   virtual void forward(const ForwardBatch& batch, cache::KvCache& cache, float* logits,
                        ThreadPool& pool) = 0;
+  // Per decoder layer, the token assignments of each expert since the last reset (empty for
+  // dense layers and models): the router's decisions, for load balancing and diagnostics.
+  virtual std::vector<std::vector<uint64_t>> expert_load() const { return {}; }
+  virtual void reset_expert_load() {}
 };
 
 using ModelBuilder =

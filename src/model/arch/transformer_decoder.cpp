@@ -82,4 +82,17 @@ void TransformerDecoder::forward(const ForwardBatch& batch, cache::KvCache& cach
   lm_head_.forward(last.data(), rows, logits, pool);
 }
 
+std::vector<std::vector<uint64_t>> TransformerDecoder::expert_load() const {
+  std::vector<std::vector<uint64_t>> load;
+  for (const Layer& layer : layers_) {
+    const auto counts = layer.feed_forward->expert_load();
+    load.emplace_back(counts.begin(), counts.end());
+  }
+  return load;
+}
+
+void TransformerDecoder::reset_expert_load() {
+  for (Layer& layer : layers_) layer.feed_forward->reset_load_stats();
+}
+
 }  // namespace deepinfer::model

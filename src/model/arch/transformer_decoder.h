@@ -44,6 +44,8 @@ class TransformerDecoder : public CausalLM {
   KvLayout kv_layout() const override { return spec_.kv_layout; }
   void forward(const ForwardBatch& batch, cache::KvCache& cache, float* logits,
                ThreadPool& pool) override;
+  std::vector<std::vector<uint64_t>> expert_load() const override;
+  void reset_expert_load() override;
 
  private:
   struct Layer {

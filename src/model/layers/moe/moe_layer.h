@@ -75,9 +75,9 @@ class MoeLayer : public FeedForward {
   // Load statistics since construction / the last reset: per (global) expert, how many of
   // this rank's token assignments the router sent to it (before any capacity drop; they sum
   // to tokens x top_k over all forward calls), and how many assignments capacity dropped.
-  std::span<const uint64_t> expert_load() const { return load_; }
+  std::span<const uint64_t> expert_load() const override { return load_; }
   uint64_t dropped_assignments() const { return dropped_; }
-  void reset_load_stats();
+  void reset_load_stats() override;
 
  private:
   MoeConfig config_;
