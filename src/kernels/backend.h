@@ -99,6 +99,8 @@ DEEPINFER_KERNELS_BACKEND
 namespace avx512 {
 // bf16 elements per row of the packed x: k rounded up to a whole number of 32-element vectors.
 int64_t linear_bf16_x_stride(int64_t k);
+// x[m, k] rounded to bf16 into xb[m, linear_bf16_x_stride(k)], zero-padded.
+void linear_pack_x_bf16(const float* x, int64_t m, int64_t k, uint16_t* xb);
 // y[m0:m1, n0:n1] from a.xb; single-threaded.
 void linear_rows_dpbf16(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 }  // namespace avx512

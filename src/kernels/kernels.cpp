@@ -134,10 +134,7 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
   if (dpbf16) {
     const int64_t stride = detail::avx512::linear_bf16_x_stride(k);
     uint16_t* xb = bf16_x_buffer(static_cast<size_t>(m * stride));
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t p = 0; p < k; ++p) xb[i * stride + p] = f32_to_bf16(x[i * k + p]);
-      std::fill(xb + i * stride + k, xb + (i + 1) * stride, uint16_t{0});
-    }
+    detail::avx512::linear_pack_x_bf16(x, m, k, xb);
     args.x = nullptr;
     args.xb = xb;
     args.x_stride = stride;

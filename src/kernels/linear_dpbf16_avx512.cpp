@@ -133,6 +133,26 @@ int64_t linear_bf16_x_stride(int64_t k) {
   return (k + kChunk - 1) / kChunk * kChunk;
 }
 
+// vcvtne2ps2bf16 rounds to nearest even like f32_to_bf16(), but reads denormals as zero;
+// vdpbf16ps reads bf16 denormals as zero too, so the products are the same.
+void linear_pack_x_bf16(const float* x, int64_t m, int64_t k, uint16_t* xb) {
+  const int64_t stride = linear_bf16_x_stride(k);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* src = x + i * k;
+    uint16_t* dst = xb + i * stride;
+    for (int64_t p = 0; p < stride; p += kChunk) {
+      const int64_t left = k - p;
+      const __mmask16 lo = left >= kLanes ? __mmask16{0xffff} : first_lanes(left > 0 ? left : 0);
+      const int64_t left_hi = left - kLanes;
+      const __mmask16 hi =
+          left_hi >= kLanes ? __mmask16{0xffff} : first_lanes(left_hi > 0 ? left_hi : 0);
+      const __m512bh packed = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, src + p + kLanes),
+                                                  _mm512_maskz_loadu_ps(lo, src + p));
+      _mm512_storeu_si512(dst + p, __builtin_bit_cast(__m512i, packed));
+    }
+  }
+}
+
 void linear_rows_dpbf16(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   if (m1 - m0 <= kStreamRows) {
     rows<true>(a, m0, m1, n0, n1);
