@@ -28,10 +28,13 @@ inline __m256i load_u16_tail(const uint16_t* p, int64_t n) {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(buf));
 }
 
-// Decode prefetch of the next tile's rows: see linear_avx512.cpp.
-template <int MR, int NR, typename T>
+// Decode prefetch of the next tile's rows, for calls of at most kStreamRows x rows: see
+// linear_avx512.cpp.
+constexpr int64_t kStreamRows = 8;
+
+template <bool PF, int NR, typename T>
 inline void prefetch_next_tile(const T* row, int64_t k, int64_t p) {
-  if constexpr (MR == 1) _mm_prefetch(reinterpret_cast<const char*>(row + NR * k + p), _MM_HINT_T0);
+  if constexpr (PF) _mm_prefetch(reinterpret_cast<const char*>(row + NR * k + p), _MM_HINT_T0);
 }
 
 template <int MR, int NR>
@@ -45,7 +48,7 @@ inline void reduce_tile(__m256 (*acc)[NR], float (*out)[NR]) {
   }
 }
 
-template <int MR, int NR>
+template <int MR, int NR, bool PF>
 inline void tile_f32(const float* const* xr, const float* const* wr, int64_t k, float (*out)[NR]) {
   __m256 acc[MR][NR];
   DEEPINFER_UNROLL
@@ -57,7 +60,7 @@ inline void tile_f32(const float* const* xr, const float* const* wr, int64_t k, 
     for (int r = 0; r < MR; ++r) xv[r] = load(xr[r] + p, mask);
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
-      prefetch_next_tile<MR, NR>(wr[c], k, p);
+      prefetch_next_tile<PF, NR>(wr[c], k, p);
       const __m256 wv = load(wr[c] + p, mask);
       DEEPINFER_UNROLL
       for (int r = 0; r < MR; ++r) acc[r][c] = _mm256_fmadd_ps(xv[r], wv, acc[r][c]);
@@ -67,7 +70,7 @@ inline void tile_f32(const float* const* xr, const float* const* wr, int64_t k, 
   reduce_tile<MR, NR>(acc, out);
 }
 
-template <int MR, int NR>
+template <int MR, int NR, bool PF>
 inline void tile_f16(const float* const* xr, const uint16_t* const* wr, int64_t k,
                      float (*out)[NR]) {
   __m256 acc[MR][NR];
@@ -80,7 +83,7 @@ inline void tile_f16(const float* const* xr, const uint16_t* const* wr, int64_t 
     for (int r = 0; r < MR; ++r) xv[r] = load(xr[r] + p, mask);
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
-      prefetch_next_tile<MR, NR>(wr[c], k, p);
+      prefetch_next_tile<PF, NR>(wr[c], k, p);
       __m128i raw;
       if constexpr (std::is_same_v<decltype(mask), Full>) {
         raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wr[c] + p));
@@ -97,7 +100,7 @@ inline void tile_f16(const float* const* xr, const uint16_t* const* wr, int64_t 
 }
 
 // xr rows are packed per 16 k as 8 even then 8 odd values, zero-padded to a multiple of 16.
-template <int MR, int NR>
+template <int MR, int NR, bool PF>
 inline void tile_bf16(const float* const* xr, const uint16_t* const* wr, int64_t k,
                       float (*out)[NR]) {
   __m256 acc[MR][NR];
@@ -113,7 +116,7 @@ inline void tile_bf16(const float* const* xr, const uint16_t* const* wr, int64_t
     }
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
-      prefetch_next_tile<MR, NR>(wr[c], k, p);
+      prefetch_next_tile<PF, NR>(wr[c], k, p);
       const __m256i raw = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[c] + p))
                                : load_u16_tail(wr[c] + p, k - p);
       const __m256 we = bf16_even(raw), wo = bf16_odd(raw);
@@ -131,7 +134,7 @@ inline void tile_bf16(const float* const* xr, const uint16_t* const* wr, int64_t
 }
 
 // y[i0 : i0 + MR, j0 : j0 + cols] (cols <= NR; missing weight rows repeat the last one).
-template <int MR, int NR>
+template <int MR, int NR, bool PF>
 void run_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   const float* xr[MR];
   DEEPINFER_UNROLL
@@ -142,16 +145,16 @@ void run_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c)
       wr[c] = static_cast<const float*>(a.w) + (j0 + min64(c, cols - 1)) * a.k;
-    tile_f32<MR, NR>(xr, wr, a.k, out);
+    tile_f32<MR, NR, PF>(xr, wr, a.k, out);
   } else {
     const uint16_t* wr[NR];
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c)
       wr[c] = static_cast<const uint16_t*>(a.w) + (j0 + min64(c, cols - 1)) * a.k;
     if (a.w_dtype == DType::bf16) {
-      tile_bf16<MR, NR>(xr, wr, a.k, out);
+      tile_bf16<MR, NR, PF>(xr, wr, a.k, out);
     } else {
-      tile_f16<MR, NR>(xr, wr, a.k, out);
+      tile_f16<MR, NR, PF>(xr, wr, a.k, out);
     }
   }
   DEEPINFER_UNROLL
@@ -161,25 +164,26 @@ void run_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   }
 }
 
-template <int MR, int NR>
+template <int MR, int NR, bool PF>
 void run_tiles(const LinearArgs& a, int64_t i0, int64_t j_begin, int64_t j_end) {
-  for (int64_t j = j_begin; j < j_end; j += NR) run_tile<MR, NR>(a, i0, j, min64(NR, j_end - j));
+  for (int64_t j = j_begin; j < j_end; j += NR)
+    run_tile<MR, NR, PF>(a, i0, j, min64(NR, j_end - j));
 }
 
 // Register tiles (16 ymm): MR x rows by NR weight rows, then smaller MR for leftover rows
 // and 1 x 8 for single rows (decode: 8 weight rows streaming at once).
-template <int MR, int NR>
+template <int MR, int NR, bool PF>
 void rows_tiled(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   for (int64_t jp = n0; jp < n1; jp += kPanelRows) {
     const int64_t jp_end = min64(jp + kPanelRows, n1);
     int64_t i = m0;
-    for (; i + MR <= m1; i += MR) run_tiles<MR, NR>(a, i, jp, jp_end);
+    for (; i + MR <= m1; i += MR) run_tiles<MR, NR, PF>(a, i, jp, jp_end);
     const int64_t left = m1 - i;
     if (left >= 2 && MR > 2) {
-      if (left == 3) run_tiles<3, NR>(a, i, jp, jp_end);
-      if (left == 2) run_tiles<2, NR>(a, i, jp, jp_end);
+      if (left == 3) run_tiles<3, NR, PF>(a, i, jp, jp_end);
+      if (left == 2) run_tiles<2, NR, PF>(a, i, jp, jp_end);
     } else if (left == 1) {
-      run_tiles<1, 8>(a, i, jp, jp_end);
+      run_tiles<1, 8, true>(a, i, jp, jp_end);
     }
   }
 }
@@ -215,10 +219,11 @@ int64_t linear_scratch_floats(int64_t, DType) {
 
 void linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float*) {
   // bf16 needs two x vectors per row (even, odd), so it takes fewer x rows per tile.
+  const bool stream = m1 - m0 <= kStreamRows;
   if (a.w_dtype == DType::bf16) {
-    rows_tiled<2, 4>(a, m0, m1, n0, n1);
+    stream ? rows_tiled<2, 4, true>(a, m0, m1, n0, n1) : rows_tiled<2, 4, false>(a, m0, m1, n0, n1);
   } else {
-    rows_tiled<4, 2>(a, m0, m1, n0, n1);
+    stream ? rows_tiled<4, 2, true>(a, m0, m1, n0, n1) : rows_tiled<4, 2, false>(a, m0, m1, n0, n1);
   }
 }
 
