@@ -16,7 +16,8 @@ namespace deepinfer::kernels {
 
 // y[m, n] = x[m, k] · w[n, k]^T (+ bias[n]). w is row-major [n, k] (the Hugging Face
 // Linear layout) in f32, bf16 or f16; x, y and bias are f32. bias may be null. y must not
-// overlap x. bf16/f16 weights are widened exactly to f32 and multiplied in f32.
+// overlap x. bf16/f16 weights are widened exactly to f32 and multiplied in f32 (bf16 weights:
+// unless MatmulPrecision::bf16 is set, below).
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
             const float* bias, float* y, ThreadPool& pool);
 
