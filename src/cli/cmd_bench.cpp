@@ -24,7 +24,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: deepinfer bench --mode offline --model DIR --num-prompts N --input-len L\n"
     "         --output-len M [--max-num-seqs S] [--json] [--seed 0] [--baseline-single]\n"
-    "         [--threads T] [--dtype auto|f32|bf16|f16] [--log-level info]\n"
+    "         [--threads T] [--dtype auto|f32|bf16|f16]\n"
+    "         [--matmul-precision f32|bf16] [--log-level info]\n"
     "  Random prompts of L tokens, M output tokens each (greedy, eos ignored), all submitted\n"
     "  at once. --baseline-single first runs one request alone and reports its decode rate\n"
     "  and the batched speed-up over it. Without --max-num-blocks / --kv-cache-memory the KV\n"

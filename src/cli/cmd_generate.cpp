@@ -24,6 +24,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: deepinfer generate --model DIR (--prompt-ids 1,2,3 | --prompt TEXT)\n"
     "         [--max-new-tokens N] [--temperature 0] [--threads T] [--dtype auto|f32|bf16|f16]\n"
+    "         [--matmul-precision f32|bf16]\n"
     "         [--ignore-eos] [--json] [--dump-logits FILE.npy] [--prefill-chunk N]\n"
     "         [--block-size 16] [--log-level info]\n"
     "   or: deepinfer generate --model DIR --prompts-file FILE.jsonl [--max-new-tokens N]\n"

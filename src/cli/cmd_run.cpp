@@ -31,7 +31,7 @@ constexpr const char* kUsage =
     "  --npu_devices 0,1    (alias --devices) CPU build: the number of devices listed sets the\n"
     "                       compute threads; more than one rank needs MPI (not built yet)\n"
     "overrides (win over the config file):\n"
-    "  --model DIR  --threads T  --dtype auto|f32|bf16|f16\n"
+    "  --model DIR  --threads T  --dtype auto|f32|bf16|f16  --matmul-precision f32|bf16\n"
     "  --block-size N  --max-num-blocks N | --kv-cache-memory GIB | --mem-fraction-static F\n"
     "  --kv-cache-dtype auto|f32|bf16|f16|int8  --max-num-seqs N  --max-num-batched-tokens N\n"
     "  --max-model-len N  --enable-prefix-caching  --scheduling-policy fifo|priority\n"
@@ -44,9 +44,10 @@ constexpr const char* kUsage =
 // Value flags that are settings (model_flags.h): the model and engine flags, and these. The
 // boolean ones are the engine's (--enable-prefix-caching).
 std::set<std::string> setting_value_flags() {
-  return with_engine_value_flags({"model", "threads", "dtype", "npu_devices", "devices",
-                                  "mem-fraction-static", "max-new-tokens", "temperature", "top-p",
-                                  "top-k", "repetition-penalty", "seed", "served-model-name"});
+  return with_engine_value_flags({"model", "threads", "dtype", "matmul-precision", "npu_devices",
+                                  "devices", "mem-fraction-static", "max-new-tokens", "temperature",
+                                  "top-p", "top-k", "repetition-penalty", "seed",
+                                  "served-model-name"});
 }
 
 int run_run(const std::vector<std::string>& argv) {

@@ -8,7 +8,7 @@
 namespace deepinfer::cli {
 namespace {
 
-const std::set<std::string> kModelSettingFlags = {"model", "threads", "dtype"};
+const std::set<std::string> kModelSettingFlags = {"model", "threads", "dtype", "matmul-precision"};
 
 }  // namespace
 

@@ -55,6 +55,8 @@ struct RecipeConfig {
   Setting<std::string> model_name;  // served model name (YAML model_config.model_name)
   std::vector<ExpectedValue> expected;
   Setting<std::string> dtype;  // weight dtype: auto | f32 | bf16 | f16 (atb.precision_mode)
+  // Activations of matmuls with bf16 weights: f32 (exact) | bf16 (rounded, vdpbf16ps).
+  Setting<std::string> matmul_precision;
   Setting<bool> attention_fusion;
   Setting<bool> moe_fusion;
 

@@ -61,6 +61,16 @@ void model_name(RecipeConfig& c, const Value& v, Mode m) {
   assign(c.model_name, std::move(name), v, m);
 }
 
+void matmul_precision(RecipeConfig& c, const Value& v, Mode m) {
+  const std::string name = lower(v.string());
+  if (name != "f32" && name != "bf16") {
+    v.reject(
+        "expected f32 (bf16 weights widened exactly) or bf16 (activations rounded to "
+        "bf16, as llama.cpp and PyTorch bf16 do)");
+  }
+  assign(c.matmul_precision, name, v, m);
+}
+
 void precision_mode(RecipeConfig& c, const Value& v, Mode m) {
   const std::string mode = lower(v.string());
   std::string dtype;

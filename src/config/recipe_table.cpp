@@ -51,6 +51,7 @@ const std::vector<Meaning>& meanings() {
       {set::enable_profiler, {{Y, "model_config.enable_profiler"}}},
       {set::with_ckpt, {{Y, "model_config.with_ckpt"}}},
       {set::precision_mode, {{J, "atb.precision_mode"}, {O, "precision_mode"}, {O, "dtype"}}},
+      {set::matmul_precision, {{J, "atb.matmul_precision"}, {O, "matmul_precision"}}},
       {set::atb_attention, {{J, "atb.enable_atb_attention"}, {O, "enable_atb_attention"}}},
       {set::atb_moe, {{J, "atb.enable_atb_moe"}, {O, "enable_atb_moe"}}},
       // Parallel layout.

@@ -7,6 +7,7 @@
 #include "config/apply.h"
 #include "config/progress.h"
 #include "core/log.h"
+#include "kernels/kernels.h"
 
 namespace deepinfer::config {
 namespace {
@@ -75,15 +76,19 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
          "directory needs its tokenizer");
   }
 
+  if (config.matmul_precision.has()) {
+    kernels::set_matmul_precision(kernels::parse_matmul_precision(*config.matmul_precision));
+  }
   log::info("loading model from ", s.dir);
   const auto start = Clock::now();
   prefault_checkpoint(s.dir, options.progress_bar);
   s.model = model::load_model(s.dir, load_options(config));
   if (has_tokenizer) s.tokenizer = tokenizer::Tokenizer::load_dir(s.dir);
-  log::info("model loaded in ",
-            fixed(std::chrono::duration<double>(Clock::now() - start).count(), 2), " s (",
-            model_config.architecture, ", ", model_config.num_hidden_layers, " layers, weights ",
-            config.dtype.value_or("auto") == "auto" ? "as stored" : *config.dtype, ")");
+  log::info(
+      "model loaded in ", fixed(std::chrono::duration<double>(Clock::now() - start).count(), 2),
+      " s (", model_config.architecture, ", ", model_config.num_hidden_layers, " layers, weights ",
+      config.dtype.value_or("auto") == "auto" ? "as stored" : *config.dtype, ", matmul precision ",
+      kernels::matmul_precision_name(kernels::matmul_precision()), ")");
 
   s.pool = std::make_unique<ThreadPool>(static_cast<int>(thread_count(config)));
   if (config.mem_fraction_static.has()) {

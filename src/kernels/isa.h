@@ -26,7 +26,8 @@ void clear_active_isa_override();
 // which must be supported. Throws Error naming the value and what this CPU supports.
 Isa resolve_isa_request(std::string_view value);
 
-// AVX512_BF16 (vdpbf16ps) is reported separately: no kernel needs it yet.
+// AVX512_BF16 (vdpbf16ps) is reported separately: only the opt-in bf16-activation linear
+// (MatmulPrecision::bf16, linear_dpbf16_avx512.cpp) uses it.
 bool cpu_has_avx512_bf16();
 
 }  // namespace deepinfer::kernels

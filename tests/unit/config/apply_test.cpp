@@ -85,6 +85,12 @@ TEST(RecipeOverrides, BadOverridesNameTheSetting) {
                       {"--temperature", "expected a number, got 'warm'"});
   expect_config_error([&] { apply_override(c, "exe_mode", "npugraph_ex", "exe_mode"); },
                       {"exe_mode = \"npugraph_ex\"", "eager"});
+  expect_config_error(
+      [&] { apply_override(c, "matmul_precision", "fp8", "--matmul-precision", true); },
+      {"--matmul-precision = \"fp8\"", "expected f32", "bf16"});
+  apply_override(c, "matmul_precision", "BF16", "--matmul-precision", true);
+  EXPECT_EQ(*c.matmul_precision, "bf16");
+  EXPECT_EQ(c.matmul_precision.origin, "--matmul-precision");
   // An explicit non-int8 dtype set earlier conflicts with int8 quantization.
   apply_override(c, "kv_cache_dtype", "fp32", "--kv-cache-dtype");
   expect_config_error([&] { apply_override(c, "enable_kv_cache_quant", true, "quant"); },
