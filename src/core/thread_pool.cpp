@@ -3,11 +3,39 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 
 namespace deepinfer {
 namespace {
 thread_local bool inside_pool_task = false;
+
+// A model step issues a parallel_for every few tens of microseconds; a futex sleep and
+// wake-up between them costs 5-25 us each. Workers and the caller therefore poll for this
+// long before they block, so back-to-back calls never sleep and an idle pool still does.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
 }
+
+// Polls `ready` for up to kSpin; true as soon as it holds.
+template <typename Ready>
+bool spin_until(Ready ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return ready();
+  }
+}
+
+}  // namespace
 
 int ThreadPool::online_cores() {
   const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
@@ -23,7 +51,7 @@ ThreadPool::ThreadPool(int num_threads)
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+    stopping_.store(true, std::memory_order_release);
   }
   wake_.notify_all();
   for (auto& worker : workers_) worker.join();
@@ -48,13 +76,17 @@ void ThreadPool::run_task(int index) {
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
+  const auto woken = [&] {
+    return stopping_.load(std::memory_order_acquire) ||
+           generation_.load(std::memory_order_acquire) != seen;
+  };
   for (;;) {
-    {
+    if (!spin_until(woken)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
+      wake_.wait(lock, woken);
     }
+    if (stopping_.load(std::memory_order_acquire)) return;
+    seen = generation_.load(std::memory_order_acquire);
     run_task(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -81,10 +113,11 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     task_chunks_ = chunks;
     error_ = nullptr;
     pending_.store(num_threads_ - 1, std::memory_order_release);
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);  // publishes the task to spinners
   }
   wake_.notify_all();
   run_task(0);
+  spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; });
   {
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });

@@ -44,10 +44,11 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t)>* task_ = nullptr;
   int64_t task_n_ = 0;
   int task_chunks_ = 0;
-  uint64_t generation_ = 0;
+  // Written under mutex_; atomic so that spinning threads can watch them without it.
+  std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::exception_ptr error_;
-  bool stopping_ = false;
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace deepinfer
