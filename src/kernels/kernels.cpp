@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/attend_rows.h"
 #include "kernels/backend.h"
 #include "kernels/isa.h"
 #include "kernels/linear_schedule.h"
@@ -253,9 +254,9 @@ constexpr int64_t kMaxWidenedContextBytes = int64_t{256} << 20;
 // result: a prefill widens each row once instead of once per query token.
 class WidenedContext {
  public:
-  WidenedContext(const PagedKv& kv, int64_t context, ThreadPool& pool) {
+  // v_in_k: V rows are the leading part of the K rows (detail::v_within_k).
+  WidenedContext(const PagedKv& kv, bool v_in_k, int64_t context, ThreadPool& pool) {
     const int64_t v_stride = kv.v_row_stride ? kv.v_row_stride : kv.v_head_dim;
-    const bool v_in_k = kv.v == kv.k && v_stride == kv.head_dim && kv.v_scale == kv.k_scale;
     const int64_t rows = context * kv.kv_heads;
     k_.resize(static_cast<size_t>(rows * kv.head_dim));
     if (!v_in_k) v_.resize(static_cast<size_t>(rows * kv.v_head_dim));
@@ -352,7 +353,7 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
   check_cache_dtype(args);
   if (kv.dtype != DType::f32 && tokens > 1 &&
       WidenedContext::bytes(kv, max_pos + 1) <= kMaxWidenedContextBytes) {
-    const WidenedContext widened(kv, max_pos + 1, pool);
+    const WidenedContext widened(kv, detail::v_within_k(args), max_pos + 1, pool);
     paged_attention(q, tokens, positions, heads, widened.view(), scale, out, pool);
     return;
   }
