@@ -65,9 +65,6 @@ class KvCache {
   void gather_k(int64_t layer, std::span<const int32_t> block_table, int64_t count,
                 float* out) const;
 
-  // Elements sharing one int8 scale (resolved quant_group); 0 for other dtypes.
-  int64_t quant_group() const { return group_; }
-
  private:
   // One of K or V for every layer: values [num_blocks, block_size, kv_heads, width] and, for
   // int8, scales [.., width / group].
@@ -83,7 +80,7 @@ class KvCache {
                   const int32_t* positions, int64_t tokens, const float* x);
 
   KvCacheSpec spec_;
-  int64_t group_ = 0;
+  int64_t group_ = 0;  // elements per int8 scale (resolved quant_group); 0 for other dtypes
   Store k_;
   Store v_;  // no layers for a K-only cache
   std::vector<int32_t> free_;
