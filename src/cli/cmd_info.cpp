@@ -48,6 +48,27 @@ std::string human_bytes(double bytes) {
                    : str_cat(config::fixed(bytes, 1), " ", units[unit]);
 }
 
+// One stored tensor as info counts it, whatever the file format.
+struct StoredTensor {
+  std::string name;
+  std::string dtype;  // as stored: f32, bf16, f8_e4m3, ...
+  int64_t numel = 0;
+  int64_t bytes = 0;
+};
+
+// The tensors of a checkpoint directory (safetensors, sharded or not). A GGUF file would list
+// its tensors here too (GgufFile::tensors(): name, ggml type, shape, nbytes).
+std::vector<StoredTensor> stored_tensors(const std::string& path) {
+  const io::Checkpoint checkpoint = io::Checkpoint::open(path);
+  std::vector<StoredTensor> out;
+  for (const auto& name : checkpoint.names()) {
+    const auto& info = checkpoint.info(name);
+    out.push_back({name, std::string(dtype_name(info.dtype)), shape_numel(info.shape),
+                   static_cast<int64_t>(info.data_end - info.data_begin)});
+  }
+  return out;
+}
+
 // "none" when config.json has no quantization_config, else its method and format.
 std::string quantization_of(const io::ModelConfig& model) {
   const auto it = model.raw.find("quantization_config");
@@ -73,7 +94,6 @@ int run_info(const std::vector<std::string>& argv) {
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   const std::string dir = args.require("model");
   const auto model = model::load_model(dir, load_options_from(args));
-  const io::Checkpoint checkpoint = io::Checkpoint::open(dir);
   const io::ModelConfig& mc = model->config();
 
   int64_t parameters = 0;
@@ -89,12 +109,12 @@ int run_info(const std::vector<std::string>& argv) {
       if (name == part) total += bytes;
     }
   };
-  for (const auto& name : checkpoint.names()) {
-    const auto& info = checkpoint.info(name);
-    const int64_t numel = shape_numel(info.shape);
-    parameters += numel;
-    dtype_counts[std::string(dtype_name(info.dtype))] += numel;
-    add_bytes(part_of(name), static_cast<int64_t>(info.data_end - info.data_begin));
+  int64_t weight_bytes = 0;
+  for (const StoredTensor& t : stored_tensors(dir)) {
+    parameters += t.numel;
+    weight_bytes += t.bytes;
+    dtype_counts[t.dtype] += t.numel;
+    add_bytes(part_of(t.name), t.bytes);
   }
   std::string dtype = "mixed";
   for (const auto& [name, count] : dtype_counts) {
@@ -119,7 +139,7 @@ int run_info(const std::vector<std::string>& argv) {
   out["dtype"] = dtype;
   out["stored_dtypes"] = dtype_counts;  // parameters per stored dtype
   out["quantization"] = quantization_of(mc);
-  out["weight_bytes"] = checkpoint.total_bytes();
+  out["weight_bytes"] = weight_bytes;
   out["layers"] = mc.num_hidden_layers;
   out["hidden_size"] = mc.hidden_size;
   out["vocab_size"] = mc.vocab_size;
@@ -170,7 +190,7 @@ int run_info(const std::vector<std::string>& argv) {
   for (const auto& [part, bytes] : part_bytes) {
     if (bytes > 0 || part != "other") row("  " + part, human_bytes(static_cast<double>(bytes)));
   }
-  row("  total", human_bytes(static_cast<double>(checkpoint.total_bytes())));
+  row("  total", human_bytes(static_cast<double>(weight_bytes)));
   row("  kv cache per token",
       str_cat(human_bytes(static_cast<double>(kv_bytes(DType::f32))), " (f32, the default), ",
               human_bytes(static_cast<double>(kv_bytes(DType::bf16))), " (bf16), ",
