@@ -7,6 +7,7 @@
 #include "config/apply.h"
 #include "config/progress.h"
 #include "core/log.h"
+#include "io/gguf_model.h"
 #include "kernels/kernels.h"
 
 namespace deepinfer::config {
@@ -69,7 +70,8 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
   s.generation = io::GenerationConfig::load(s.dir, model_config);
   s.sampling = sampling_defaults(config, s.generation);
   s.engine = engine_config(config, s.generation);
-  const bool has_tokenizer = fs::exists(fs::path(s.dir) / "tokenizer.json");
+  const bool has_tokenizer =
+      fs::exists(fs::path(s.dir) / "tokenizer.json") || io::gguf_model_file(s.dir).has_value();
   if (options.require_tokenizer && !has_tokenizer) {
     fail(s.dir,
          ": no tokenizer.json; serving, chatting and the Python API take text, so the model "

@@ -6,6 +6,8 @@
 
 #include "core/error.h"
 #include "core/text_file.h"
+#include "io/gguf_model.h"
+#include "io/gguf_tensors.h"
 #include "io/safetensors.h"
 
 namespace deepinfer::io {
@@ -48,6 +50,12 @@ void check_shard_name(const std::string& shard, const std::string& index_path,
 }  // namespace
 
 Checkpoint Checkpoint::open(const std::string& dir) {
+  if (const auto gguf = gguf_model_file(dir)) {
+    Checkpoint ckpt;
+    ckpt.dir_ = dir;
+    ckpt.gguf_ = GgufTensors::open(*gguf);
+    return ckpt;
+  }
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) fail(dir, ": not a directory (expected a model directory)");
   const fs::path root(dir);
@@ -114,22 +122,26 @@ Checkpoint Checkpoint::open(const std::string& dir) {
 }
 
 bool Checkpoint::contains(const std::string& name) const {
+  if (gguf_) return gguf_->contains(name);
   return owner_.count(name) != 0;
 }
 
 const TensorInfo& Checkpoint::info(const std::string& name) const {
+  if (gguf_) return gguf_->info(name);
   const auto it = owner_.find(name);
   if (it == owner_.end()) fail(dir_, ": checkpoint has no tensor named \"", name, "\"");
   return files_[it->second].info(name);
 }
 
 Tensor Checkpoint::get(const std::string& name) const {
+  if (gguf_) return gguf_->get(name);
   const auto it = owner_.find(name);
   if (it == owner_.end()) fail(dir_, ": checkpoint has no tensor named \"", name, "\"");
   return files_[it->second].get(name);
 }
 
 std::vector<std::string> Checkpoint::names() const {
+  if (gguf_) return gguf_->names();
   std::vector<std::string> out;
   out.reserve(owner_.size());
   for (const auto& entry : owner_) out.push_back(entry.first);
@@ -137,11 +149,23 @@ std::vector<std::string> Checkpoint::names() const {
 }
 
 size_t Checkpoint::total_bytes() const {
+  if (gguf_) return gguf_->total_bytes();
   size_t total = 0;
   for (const SafetensorsFile& file : files_) {
     for (const TensorInfo& t : file.tensors()) total += t.data_end - t.data_begin;
   }
   return total;
+}
+
+std::map<std::string, size_t> Checkpoint::bytes_by_type() const {
+  if (gguf_) return gguf_->bytes_by_type();
+  std::map<std::string, size_t> out;
+  for (const SafetensorsFile& file : files_) {
+    for (const TensorInfo& t : file.tensors()) {
+      out[std::string(safetensors_dtype_name(t.dtype))] += t.data_end - t.data_begin;
+    }
+  }
+  return out;
 }
 
 }  // namespace deepinfer::io

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/text_file.h"
+#include "io/gguf_model.h"
 #include "io/json_fields.h"
 
 namespace deepinfer::io {
@@ -168,6 +169,9 @@ ModelConfig ModelConfig::parse(const json& root, const std::string& source) {
 }
 
 ModelConfig ModelConfig::load(const std::string& dir) {
+  if (const auto gguf = gguf_model_file(dir)) {
+    return parse(gguf_config_json(GgufFile::open(*gguf)), *gguf);
+  }
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   return parse(read_json_file(path), path);
 }

@@ -1,0 +1,242 @@
+// config.json from a GGUF file's `<arch>.*` metadata, with the keys and spellings
+// transformers' own configs use, so the family builders read a GGUF model exactly as they
+// read a checkpoint directory. The mapping follows llama.cpp's LLM_KV names (llama-arch.cpp)
+// and its converter (convert_hf_to_gguf.py), which wrote them from those configs.
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <system_error>
+
+#include "core/error.h"
+#include "io/gguf_model.h"
+
+namespace deepinfer::io {
+namespace {
+
+using nlohmann::json;
+
+struct HfFamily {
+  const char* gguf_arch;
+  const char* architecture;
+  const char* model_type;
+};
+
+constexpr HfFamily kFamilies[] = {
+    {"llama", "LlamaForCausalLM", "llama"},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2"},
+    {"qwen3", "Qwen3ForCausalLM", "qwen3"},
+    {"qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe"},
+    {"deepseek2", "DeepseekV2ForCausalLM", "deepseek_v2"},
+};
+
+// GGUF keeps floats as f32: print the shortest decimal that reads back as that f32 (as
+// Python's repr of the original config value did before conversion), so 1e-05 stays 1e-05
+// rather than 9.999999747378752e-06.
+double f32_value(double stored) {
+  const float narrow = static_cast<float>(stored);
+  if (static_cast<double>(narrow) != stored) return stored;  // a real f64 value
+  char buf[64];
+  const auto end = std::to_chars(buf, buf + sizeof(buf), narrow).ptr;
+  double out = stored;
+  std::from_chars(buf, end, out);
+  return out;
+}
+
+class Metadata {
+ public:
+  Metadata(const GgufFile& file, std::string arch) : file_(file), arch_(std::move(arch)) {}
+
+  std::string key(const char* name) const { return arch_ + "." + name; }
+  std::optional<int64_t> integer(const char* name) const {
+    if (file_.get_array(key(name)) != nullptr) {
+      fail(file_.path(), ": metadata ", key(name),
+           " is a per-layer list; models whose layers differ in that value are not supported");
+    }
+    return file_.get_int(key(name));
+  }
+  int64_t required(const char* name) const {
+    const auto value = integer(name);
+    if (!value) fail(file_.path(), ": metadata ", key(name), " is missing");
+    if (*value <= 0) fail(file_.path(), ": metadata ", key(name), " must be > 0, got ", *value);
+    return *value;
+  }
+  std::optional<double> number(const char* name) const {
+    const auto value = file_.get_float(key(name));
+    return value ? std::optional<double>(f32_value(*value)) : std::nullopt;
+  }
+  std::optional<bool> boolean(const char* name) const { return file_.get_bool(key(name)); }
+
+ private:
+  const GgufFile& file_;
+  std::string arch_;
+};
+
+const HfFamily& family_of(const GgufFile& file, const std::string& arch) {
+  for (const HfFamily& family : kFamilies) {
+    if (arch == family.gguf_arch) return family;
+  }
+  std::string known;
+  for (const HfFamily& family : kFamilies)
+    known += std::string(known.empty() ? "" : ", ") + family.gguf_arch;
+  fail(file.path(), ": general.architecture '", arch,
+       "' is not supported from GGUF (supported: ", known, ")");
+}
+
+void set_rope(const GgufFile& file, const Metadata& m, json& c) {
+  c["rope_theta"] = m.number("rope.freq_base").value_or(10000.0);
+  if (file.find_tensor("rope_freqs.weight") != nullptr) {
+    fail(file.path(),
+         ": has rope_freqs.weight (Llama 3.1-style per-frequency rope factors); "
+         "that form of rope scaling is not supported from GGUF yet — load the "
+         "Hugging Face checkpoint directory instead");
+  }
+  const auto type = file.get_string(m.key("rope.scaling.type"));
+  if (!type || *type == "none") return;
+  json s;
+  const double factor = m.number("rope.scaling.factor").value_or(1.0);
+  s["factor"] = factor;
+  if (*type == "linear") {
+    s["rope_type"] = "linear";
+  } else if (*type == "yarn") {
+    s["rope_type"] = "yarn";
+    if (auto original = m.integer("rope.scaling.original_context_length")) {
+      s["original_max_position_embeddings"] = *original;
+    }
+    if (auto v = m.number("rope.scaling.yarn_beta_fast")) s["beta_fast"] = *v;
+    if (auto v = m.number("rope.scaling.yarn_beta_slow")) s["beta_slow"] = *v;
+    // llama.cpp folds DeepSeek's mscale_all_dim into yarn_log_multiplier = 0.1 * mscale_all_dim.
+    if (auto v = m.number("rope.scaling.yarn_log_multiplier")) {
+      s["mscale"] = 1.0;
+      s["mscale_all_dim"] = f32_value(*v / 0.1);
+    }
+  } else {
+    fail(file.path(), ": metadata ", m.key("rope.scaling.type"), " '", *type,
+         "' is not supported (none, linear, yarn)");
+  }
+  c["rope_scaling"] = s;
+}
+
+void set_moe(const GgufFile& file, const Metadata& m, const std::string& arch, json& c) {
+  const auto experts = m.integer("expert_count");
+  if (!experts || *experts == 0) return;
+  c["num_experts_per_tok"] = m.required("expert_used_count");
+  c["moe_intermediate_size"] = m.required("expert_feed_forward_length");
+  if (arch == "qwen3moe") {
+    c["num_experts"] = *experts;
+    c["norm_topk_prob"] = true;  // llama.cpp's qwen3moe graph always renormalizes
+    c["decoder_sparse_step"] = 1;
+    c["mlp_only_layers"] = json::array();
+    return;
+  }
+  // deepseek2
+  c["n_routed_experts"] = *experts;
+  c["n_shared_experts"] = m.integer("expert_shared_count").value_or(0);
+  c["first_k_dense_replace"] = m.integer("leading_dense_block_count").value_or(0);
+  c["moe_layer_freq"] = 1;
+  c["routed_scaling_factor"] = m.number("expert_weights_scale").value_or(1.0);
+  c["norm_topk_prob"] = m.boolean("expert_weights_norm").value_or(false);
+  const int64_t gating = m.integer("expert_gating_func").value_or(1);  // 1 softmax, 2 sigmoid
+  if (gating != 1 && gating != 2) {
+    fail(file.path(), ": metadata ", m.key("expert_gating_func"), " ", gating,
+         " is not supported (1 softmax, 2 sigmoid)");
+  }
+  const int64_t groups = m.integer("expert_group_count").value_or(1);
+  c["n_group"] = groups;
+  c["topk_group"] = m.integer("expert_group_used_count").value_or(groups);
+  if (gating == 2) {
+    c["architectures"] = json::array({"DeepseekV3ForCausalLM"});
+    c["model_type"] = "deepseek_v3";
+    c["scoring_func"] = "sigmoid";
+    c["topk_method"] = "noaux_tc";
+  } else {
+    c["scoring_func"] = "softmax";
+    c["topk_method"] = groups > 1 ? "group_limited_greedy" : "greedy";
+  }
+}
+
+void set_mla(const GgufFile& file, const Metadata& m, json& c) {
+  const int64_t heads = c["num_attention_heads"].get<int64_t>();
+  const int64_t rope_dim = m.required("rope.dimension_count");
+  c["qk_rope_head_dim"] = rope_dim;
+  c["kv_lora_rank"] = m.required("attention.kv_lora_rank");
+  const auto q_lora = m.integer("attention.q_lora_rank").value_or(0);
+  c["q_lora_rank"] = q_lora > 0 ? json(q_lora) : json(nullptr);
+  // Newer converters write the per-head sizes before absorption as *_mla keys.
+  const int64_t key =
+      m.integer("attention.key_length_mla").value_or(m.required("attention.key_length"));
+  const int64_t value =
+      m.integer("attention.value_length_mla").value_or(m.required("attention.value_length"));
+  if (key <= rope_dim)
+    fail(file.path(), ": attention key length ", key, " <= rope dims ", rope_dim);
+  c["qk_nope_head_dim"] = key - rope_dim;
+  c["v_head_dim"] = value;
+  c["head_dim"] = rope_dim;  // transformers' DeepSeek configs set head_dim to the rope part
+  c["num_key_value_heads"] = heads;
+}
+
+}  // namespace
+
+std::optional<std::string> gguf_model_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_regular_file(p, ec)) {
+    if (p.extension() == ".gguf") return path;
+    return std::nullopt;
+  }
+  if (!fs::is_directory(p, ec) || fs::exists(p / "config.json", ec)) return std::nullopt;
+  std::vector<std::string> found;
+  for (const auto& entry : fs::directory_iterator(p, ec)) {
+    if (entry.is_regular_file(ec) && entry.path().extension() == ".gguf") {
+      found.push_back(entry.path().string());
+    }
+  }
+  if (found.size() > 1) {
+    std::sort(found.begin(), found.end());
+    fail(path, ": holds ", found.size(), " .gguf files (", found[0], ", ", found[1],
+         found.size() > 2 ? ", ..." : "", "); pass the one to load as --model FILE.gguf");
+  }
+  if (found.empty()) return std::nullopt;
+  return found[0];
+}
+
+json gguf_config_json(const GgufFile& file) {
+  const auto arch = file.get_string("general.architecture");
+  if (!arch) fail(file.path(), ": metadata general.architecture is missing");
+  const HfFamily& family = family_of(file, *arch);
+  const Metadata m(file, *arch);
+
+  json c;
+  c["architectures"] = json::array({family.architecture});
+  c["model_type"] = family.model_type;
+  const GgufTensorInfo* embed = file.find_tensor("token_embd.weight");
+  if (embed == nullptr || embed->shape.size() != 2) {
+    fail(file.path(), ": has no 2-D token_embd.weight tensor");
+  }
+  c["vocab_size"] = embed->shape[0];
+  c["hidden_size"] = m.required("embedding_length");
+  if (embed->shape[1] != c["hidden_size"].get<int64_t>()) {
+    fail(file.path(), ": token_embd.weight has ", embed->shape[1], " columns but ",
+         m.key("embedding_length"), " is ", c["hidden_size"].get<int64_t>());
+  }
+  c["num_hidden_layers"] = m.required("block_count");
+  if (auto ff = m.integer("feed_forward_length"); ff && *ff > 0) c["intermediate_size"] = *ff;
+  const int64_t heads = m.required("attention.head_count");
+  c["num_attention_heads"] = heads;
+  c["num_key_value_heads"] = m.integer("attention.head_count_kv").value_or(heads);
+  if (auto key = m.integer("attention.key_length")) c["head_dim"] = *key;
+  if (auto ctx = m.integer("context_length")) c["max_position_embeddings"] = *ctx;
+  c["rms_norm_eps"] = m.number("attention.layer_norm_rms_epsilon").value_or(1e-6);
+  c["hidden_act"] = "silu";
+  c["tie_word_embeddings"] = file.find_tensor("output.weight") == nullptr;
+  c["attention_bias"] = file.find_tensor("blk.0.attn_q.bias") != nullptr;
+  c["mlp_bias"] = file.find_tensor("blk.0.ffn_up.bias") != nullptr;
+  if (auto bos = file.get_int("tokenizer.ggml.bos_token_id")) c["bos_token_id"] = *bos;
+  if (auto eos = file.get_int("tokenizer.ggml.eos_token_id")) c["eos_token_id"] = *eos;
+  set_rope(file, m, c);
+  if (*arch == "deepseek2") set_mla(file, m, c);
+  set_moe(file, m, *arch, c);
+  return c;
+}
+
+}  // namespace deepinfer::io
