@@ -29,17 +29,20 @@ constexpr HfFamily kFamilies[] = {
     {"deepseek2", "DeepseekV2ForCausalLM", "deepseek_v2"},
 };
 
-// GGUF keeps floats as f32: print the shortest decimal that reads back as that f32 (as
-// Python's repr of the original config value did before conversion), so 1e-05 stays 1e-05
-// rather than 9.999999747378752e-06.
-double f32_value(double stored) {
-  const float narrow = static_cast<float>(stored);
-  if (static_cast<double>(narrow) != stored) return stored;  // a real f64 value
+// The shortest decimal that reads back as the f32 nearest `value`: GGUF keeps floats as f32,
+// and the converter wrote them from config values such as 1e-05, which this recovers exactly
+// (rather than 9.999999747378752e-06). Values that are exact f64 numbers stay as they are.
+double shortest_f32(double value) {
+  const float narrow = static_cast<float>(value);
   char buf[64];
   const auto end = std::to_chars(buf, buf + sizeof(buf), narrow).ptr;
-  double out = stored;
+  double out = value;
   std::from_chars(buf, end, out);
   return out;
+}
+
+double f32_value(double stored) {
+  return static_cast<double>(static_cast<float>(stored)) == stored ? shortest_f32(stored) : stored;
 }
 
 class Metadata {
@@ -104,10 +107,13 @@ void set_rope(const GgufFile& file, const Metadata& m, json& c) {
     }
     if (auto v = m.number("rope.scaling.yarn_beta_fast")) s["beta_fast"] = *v;
     if (auto v = m.number("rope.scaling.yarn_beta_slow")) s["beta_slow"] = *v;
-    // llama.cpp folds DeepSeek's mscale_all_dim into yarn_log_multiplier = 0.1 * mscale_all_dim.
+    // The converter keeps DeepSeek's mscale_all_dim as yarn_log_multiplier = 0.1 *
+    // mscale_all_dim, and llama.cpp's graph takes the rotary mscale to equal it (the cos/sin
+    // factor mscale / mscale_all_dim is 1), as in every published DeepSeek config.
     if (auto v = m.number("rope.scaling.yarn_log_multiplier")) {
-      s["mscale"] = 1.0;
-      s["mscale_all_dim"] = f32_value(*v / 0.1);
+      const double mscale_all_dim = shortest_f32(*v / 0.1);
+      s["mscale"] = mscale_all_dim;
+      s["mscale_all_dim"] = mscale_all_dim;
     }
   } else {
     fail(file.path(), ": metadata ", m.key("rope.scaling.type"), " '", *type,
@@ -135,7 +141,12 @@ void set_moe(const GgufFile& file, const Metadata& m, const std::string& arch, j
   c["moe_layer_freq"] = 1;
   c["routed_scaling_factor"] = m.number("expert_weights_scale").value_or(1.0);
   c["norm_topk_prob"] = m.boolean("expert_weights_norm").value_or(false);
-  const int64_t gating = m.integer("expert_gating_func").value_or(1);  // 1 softmax, 2 sigmoid
+  // 1 softmax, 2 sigmoid. Absent: llama.cpp assumes softmax (DeepSeek-V2 files predate the
+  // key), but a file with routing biases (exp_probs_b, V3's e_score_correction_bias) can only
+  // be V3's sigmoid router, which older converters wrote without the key.
+  const bool has_bias =
+      file.find_tensor("blk." + c["first_k_dense_replace"].dump() + ".exp_probs_b.bias") != nullptr;
+  const int64_t gating = m.integer("expert_gating_func").value_or(has_bias ? 2 : 1);
   if (gating != 1 && gating != 2) {
     fail(file.path(), ": metadata ", m.key("expert_gating_func"), " ", gating,
          " is not supported (1 softmax, 2 sigmoid)");
