@@ -8,6 +8,7 @@
 #include "config/progress.h"
 #include "core/log.h"
 #include "io/gguf_model.h"
+#include "io/safetensors.h"
 #include "kernels/kernels.h"
 
 namespace deepinfer::config {
@@ -18,11 +19,7 @@ using Clock = std::chrono::steady_clock;
 
 uint64_t checkpoint_bytes(const std::string& dir) {
   uint64_t total = 0;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".safetensors") {
-      total += entry.file_size();
-    }
-  }
+  for (const auto& file : io::Checkpoint::weight_files(dir)) total += fs::file_size(file);
   return total;
 }
 

@@ -1,5 +1,6 @@
 // Checkpoint: a model directory holding model.safetensors or shards listed by
 // model.safetensors.index.json ({"metadata": {...}, "weight_map": {tensor: shard file}}).
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -119,6 +120,19 @@ Checkpoint Checkpoint::open(const std::string& dir) {
     }
   }
   return ckpt;
+}
+
+std::vector<std::string> Checkpoint::weight_files(const std::string& path) {
+  if (const auto gguf = gguf_model_file(path)) return {*gguf};
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    if (entry.is_regular_file(ec) && entry.path().extension() == ".safetensors") {
+      files.push_back(entry.path().string());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 bool Checkpoint::contains(const std::string& name) const {

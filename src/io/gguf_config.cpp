@@ -51,7 +51,9 @@ class Metadata {
 
   std::string key(const char* name) const { return arch_ + "." + name; }
   std::optional<int64_t> integer(const char* name) const {
-    if (file_.get_array(key(name)) != nullptr) {
+    const auto it = file_.metadata().find(key(name));
+    if (it != file_.metadata().end() &&
+        std::holds_alternative<std::shared_ptr<const GgufArray>>(it->second)) {
       fail(file_.path(), ": metadata ", key(name),
            " is a per-layer list; models whose layers differ in that value are not supported");
     }
@@ -240,7 +242,12 @@ json gguf_config_json(const GgufFile& file) {
   c["rms_norm_eps"] = m.number("attention.layer_norm_rms_epsilon").value_or(1e-6);
   c["hidden_act"] = "silu";
   c["tie_word_embeddings"] = file.find_tensor("output.weight") == nullptr;
-  c["attention_bias"] = file.find_tensor("blk.0.attn_q.bias") != nullptr;
+  bool attention_bias = false;
+  for (const char* bias : {"attn_q", "attn_q_a", "attn_kv_a_mqa", "attn_output"}) {
+    attention_bias =
+        attention_bias || file.find_tensor(std::string("blk.0.") + bias + ".bias") != nullptr;
+  }
+  c["attention_bias"] = attention_bias;
   c["mlp_bias"] = file.find_tensor("blk.0.ffn_up.bias") != nullptr;
   if (auto bos = file.get_int("tokenizer.ggml.bos_token_id")) c["bos_token_id"] = *bos;
   if (auto eos = file.get_int("tokenizer.ggml.eos_token_id")) c["eos_token_id"] = *eos;
@@ -248,6 +255,27 @@ json gguf_config_json(const GgufFile& file) {
   if (*arch == "deepseek2") set_mla(file, m, c);
   set_moe(file, m, *arch, c);
   return c;
+}
+
+json gguf_generation_config_json(const GgufFile& file) {
+  json g = json::object();
+  json eos = json::array();
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                          "tokenizer.ggml.eom_token_id"}) {
+    const auto id = file.get_int(key);
+    if (id && std::find(eos.begin(), eos.end(), json(*id)) == eos.end()) eos.push_back(*id);
+  }
+  if (!eos.empty()) g["eos_token_id"] = eos;
+  if (auto bos = file.get_int("tokenizer.ggml.bos_token_id")) g["bos_token_id"] = *bos;
+  if (auto pad = file.get_int("tokenizer.ggml.padding_token_id")) g["pad_token_id"] = *pad;
+  const auto temp = file.get_float("general.sampling.temp");
+  if (temp) g["temperature"] = shortest_f32(*temp);
+  if (auto top_p = file.get_float("general.sampling.top_p")) g["top_p"] = shortest_f32(*top_p);
+  if (auto top_k = file.get_int("general.sampling.top_k")) g["top_k"] = *top_k;
+  // transformers samples only with do_sample; a file that carries sampling settings came from
+  // a generation_config.json that had them for sampling.
+  g["do_sample"] = temp.has_value() && *temp > 0;
+  return g;
 }
 
 }  // namespace deepinfer::io

@@ -22,6 +22,10 @@ std::optional<std::string> gguf_model_file(const std::string& path);
 // for a missing or contradictory value and for an architecture we do not map.
 nlohmann::json gguf_config_json(const GgufFile& file);
 
+// generation_config.json from general.sampling.* (the converter's copy of the original's
+// sampling defaults) and the end-of-generation tokens (eos, eot, eom), as llama.cpp stops on.
+nlohmann::json gguf_generation_config_json(const GgufFile& file);
+
 // tokenizer.json / tokenizer_config.json equivalents from `tokenizer.ggml.*` and
 // `tokenizer.chat_template`; nullopt when the file carries no vocabulary.
 struct GgufTokenizerFiles {

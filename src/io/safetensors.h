@@ -69,6 +69,9 @@ class GgufTensors;
 class Checkpoint {
  public:
   static Checkpoint open(const std::string& dir);
+  // The files holding the weights of the model at `path` (its *.safetensors, or the .gguf),
+  // sorted; cheap (no file is parsed), for sizing and prefaulting before open().
+  static std::vector<std::string> weight_files(const std::string& path);
 
   const std::string& dir() const { return dir_; }
   bool contains(const std::string& name) const;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/error.h"
 #include "io/gguf.h"
 #include "io/gguf_model.h"
 #include "io/hf_config.h"
@@ -67,9 +68,9 @@ TEST_P(GgufModel, TokenizerFromTheFileEncodesAsTokenizerJson) {
        {"Hello world", "The fox said: hello, 12345 times!", "  spaces\n\nand\ttabs  ",
         "<|im_start|>user\nhi<|im_end|>\n", "don't you'll WE'RE", "naïve café — 日本語 😀",
         "x = f(a[1], b) + 3.14159;"}) {
-    EXPECT_EQ(gguf.encode(text), hf.encode(text)) << text;
-    const auto ids = hf.encode(text);
-    EXPECT_EQ(gguf.decode(ids), hf.decode(ids)) << text;
+    EXPECT_EQ(gguf.encode(text, true), hf.encode(text, true)) << text;
+    const auto ids = hf.encode(text, true);
+    EXPECT_EQ(gguf.decode(ids, false), hf.decode(ids, false)) << text;
   }
 }
 
