@@ -160,6 +160,7 @@ ModelConfig ModelConfig::parse(const json& root, const std::string& source) {
   parse_rope(top, source, c);
   c.tie_word_embeddings = top.boolean("tie_word_embeddings").value_or(false);
   c.attention_bias = top.boolean("attention_bias");
+  c.mlp_bias = top.boolean("mlp_bias");
   c.hidden_act = top.string("hidden_act").value_or(c.hidden_act);
   // transformers 5 writes "dtype", 4.x "torch_dtype"; the newer key wins if both are present.
   c.torch_dtype = top.string("dtype").value_or(top.string("torch_dtype").value_or(""));
