@@ -4,10 +4,12 @@
 // and its converter (convert_hf_to_gguf.py), which wrote them from those configs.
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <system_error>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "io/gguf_model.h"
 
 namespace deepinfer::io {
@@ -87,13 +89,63 @@ const HfFamily& family_of(const GgufFile& file, const std::string& arch) {
        "' is not supported from GGUF (supported: ", known, ")");
 }
 
+// Llama 3.1's rope scaling: the converter stores only the per-frequency factors it computed
+// from (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings). The
+// parameters are recovered by recomputing the factors for the published values (factor =
+// the largest factor; low 1, high 4 and the original context a power of two in every Llama 3.x
+// release) and keeping the set that reproduces the file's factors.
+json llama3_from_factors(const GgufFile& file, const Tensor& stored, double base, int64_t dim) {
+  const Tensor f32 = stored.to(DType::f32);
+  const auto factors = f32.span<const float>();
+  DI_CHECK(static_cast<int64_t>(factors.size()) * 2 == dim, file.path(), ": rope_freqs.weight has ",
+           factors.size(), " factors for rotary dimension ", dim);
+  const double factor = *std::max_element(factors.begin(), factors.end());
+  const auto reproduces = [&](double low, double high, double original) {
+    for (int64_t i = 0; i < dim / 2; ++i) {
+      const float freq = 1.0f / std::pow(static_cast<float>(base),
+                                         static_cast<float>(2 * i) / static_cast<float>(dim));
+      const double wavelen = 2 * M_PI / freq;
+      double want = factor;
+      if (wavelen < original / high) {
+        want = 1.0;
+      } else if (wavelen <= original / low) {
+        const double smooth = (original / wavelen - low) / (high - low);
+        want = 1.0 / ((1 - smooth) / factor + smooth);
+      }
+      if (std::fabs(want - factors[static_cast<size_t>(i)]) > 1e-6 * want) return false;
+    }
+    return true;
+  };
+  for (const double low : {1.0, 2.0}) {
+    for (const double high : {4.0, 2.0, 8.0}) {
+      for (int64_t original = 16; original <= (int64_t{1} << 24); original *= 2) {
+        if (reproduces(low, high, static_cast<double>(original))) {
+          return {{"rope_type", "llama3"},
+                  {"factor", factor},
+                  {"low_freq_factor", low},
+                  {"high_freq_factor", high},
+                  {"original_max_position_embeddings", original}};
+        }
+      }
+    }
+  }
+  fail(file.path(),
+       ": rope_freqs.weight holds per-frequency rope factors that no Llama 3 "
+       "rope scaling (factor ",
+       factor,
+       ", low/high frequency factors, original "
+       "context) reproduces; this file's rope scaling is not supported");
+}
+
 void set_rope(const GgufFile& file, const Metadata& m, json& c) {
   c["rope_theta"] = m.number("rope.freq_base").value_or(10000.0);
-  if (file.find_tensor("rope_freqs.weight") != nullptr) {
-    fail(file.path(),
-         ": has rope_freqs.weight (Llama 3.1-style per-frequency rope factors); "
-         "that form of rope scaling is not supported from GGUF yet — load the "
-         "Hugging Face checkpoint directory instead");
+  if (const GgufTensorInfo* freqs = file.find_tensor("rope_freqs.weight")) {
+    const auto head_dim = c.contains("head_dim") ? c["head_dim"].get<int64_t>()
+                                                 : c["hidden_size"].get<int64_t>() /
+                                                       c["num_attention_heads"].get<int64_t>();
+    const int64_t dim = m.integer("rope.dimension_count").value_or(head_dim);
+    c["rope_scaling"] = llama3_from_factors(file, file.to_tensor(*freqs), c["rope_theta"], dim);
+    return;
   }
   const auto type = file.get_string(m.key("rope.scaling.type"));
   if (!type || *type == "none") return;

@@ -169,6 +169,7 @@ std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path) {
     if (result_dtype(t.type) == DType::f32 && t.type != GgmlType::f32) {
       ++dequantized[std::string(quant_traits(t.type).name)];
     }
+    if (t.name == "rope_freqs.weight") continue;  // read into config.json's rope_scaling
     if (const auto g = global_names().find(t.name); g != global_names().end()) {
       add(g->second, plain(g->second, t));
       continue;

@@ -23,8 +23,8 @@ std::string gguf_path(const std::string& model, const std::string& type) {
   return model_dir("gguf-models/" + model + "-" + type + ".gguf");
 }
 
-const char* const kModels[] = {"tiny-qwen2", "tiny-qwen3", "tiny-deepseek-v2",
-                               "tiny-deepseek-v2-lite"};
+const char* const kModels[] = {"tiny-qwen2",      "tiny-qwen3",       "tiny-llama",
+                               "tiny-llama-bias", "tiny-deepseek-v2", "tiny-deepseek-v2-lite"};
 
 class GgufModel : public ::testing::TestWithParam<const char*> {};
 
@@ -44,6 +44,11 @@ TEST_P(GgufModel, ConfigMatchesTheCheckpointItWasConvertedFrom) {
   EXPECT_EQ(gguf.rope_theta, hf.rope_theta);
   EXPECT_EQ(gguf.rope_scaling.type, hf.rope_scaling.type);
   EXPECT_EQ(gguf.rope_scaling.factor, hf.rope_scaling.factor);
+  EXPECT_EQ(gguf.rope_scaling.original_max_position_embeddings,
+            hf.rope_scaling.original_max_position_embeddings);
+  EXPECT_EQ(gguf.rope_scaling.low_freq_factor, hf.rope_scaling.low_freq_factor);
+  EXPECT_EQ(gguf.rope_scaling.high_freq_factor, hf.rope_scaling.high_freq_factor);
+  if (hf.attention_bias) EXPECT_EQ(gguf.attention_bias, hf.attention_bias);
   EXPECT_EQ(gguf.tie_word_embeddings, hf.tie_word_embeddings);
 }
 
