@@ -7,6 +7,8 @@
 #include "config/apply.h"
 #include "config/progress.h"
 #include "core/log.h"
+#include "io/gguf_model.h"
+#include "io/safetensors.h"
 #include "kernels/kernels.h"
 
 namespace deepinfer::config {
@@ -17,11 +19,7 @@ using Clock = std::chrono::steady_clock;
 
 uint64_t checkpoint_bytes(const std::string& dir) {
   uint64_t total = 0;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".safetensors") {
-      total += entry.file_size();
-    }
-  }
+  for (const auto& file : io::Checkpoint::weight_files(dir)) total += fs::file_size(file);
   return total;
 }
 
@@ -69,7 +67,8 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
   s.generation = io::GenerationConfig::load(s.dir, model_config);
   s.sampling = sampling_defaults(config, s.generation);
   s.engine = engine_config(config, s.generation);
-  const bool has_tokenizer = fs::exists(fs::path(s.dir) / "tokenizer.json");
+  const bool has_tokenizer =
+      fs::exists(fs::path(s.dir) / "tokenizer.json") || io::gguf_model_file(s.dir).has_value();
   if (options.require_tokenizer && !has_tokenizer) {
     fail(s.dir,
          ": no tokenizer.json; serving, chatting and the Python API take text, so the model "
