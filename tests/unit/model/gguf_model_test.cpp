@@ -48,7 +48,9 @@ TEST_P(GgufModel, ConfigMatchesTheCheckpointItWasConvertedFrom) {
             hf.rope_scaling.original_max_position_embeddings);
   EXPECT_EQ(gguf.rope_scaling.low_freq_factor, hf.rope_scaling.low_freq_factor);
   EXPECT_EQ(gguf.rope_scaling.high_freq_factor, hf.rope_scaling.high_freq_factor);
-  if (hf.attention_bias) EXPECT_EQ(gguf.attention_bias, hf.attention_bias);
+  if (hf.attention_bias) {
+    EXPECT_EQ(gguf.attention_bias, hf.attention_bias);
+  }
   EXPECT_EQ(gguf.tie_word_embeddings, hf.tie_word_embeddings);
 }
 
