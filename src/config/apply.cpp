@@ -46,6 +46,11 @@ bool same(const nlohmann::json& expected, const nlohmann::json& actual) {
 
 }  // namespace
 
+static bool is_gguf_file(const fs::path& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec) && path.extension() == ".gguf";
+}
+
 std::string resolve_model_path(const RecipeConfig& config) {
   if (!config.model_path.has()) {
     throw ConfigError(str_cat(config.source.empty() ? "no config" : config.source,
@@ -54,14 +59,14 @@ std::string resolve_model_path(const RecipeConfig& config) {
   }
   const fs::path given(*config.model_path);
   if (given.is_absolute() || fs::exists(given) || config.source.empty()) {
-    if (!fs::is_directory(given)) {
+    if (!fs::is_directory(given) && !is_gguf_file(given)) {
       throw ConfigError(str_cat(config.model_path.origin, " = \"", given.string(),
-                                "\": not a checkpoint directory"));
+                                "\": not a checkpoint directory or .gguf file"));
     }
     return given.string();
   }
   const fs::path beside = fs::path(config.source).parent_path() / given;
-  if (!fs::is_directory(beside)) {
+  if (!fs::is_directory(beside) && !is_gguf_file(beside)) {
     throw ConfigError(str_cat(config.model_path.origin, " = \"", given.string(),
                               "\": no such directory (looked in the working directory and in ",
                               fs::path(config.source).parent_path().string(),

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/mapped_file.h"
+#include "io/safetensors.h"
 
 namespace deepinfer::config {
 namespace {
@@ -92,15 +93,9 @@ uint64_t memory_available_bytes() {
 
 uint64_t prefault_checkpoint(const std::string& model_dir, bool progress,
                              uint64_t bar_threshold_bytes) {
-  std::vector<fs::path> files;
+  const std::vector<std::string> files = io::Checkpoint::weight_files(model_dir);
   uint64_t total = 0;
-  for (const auto& entry : fs::directory_iterator(model_dir)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".safetensors") {
-      files.push_back(entry.path());
-      total += entry.file_size();
-    }
-  }
-  std::sort(files.begin(), files.end());
+  for (const auto& file : files) total += fs::file_size(file);
   const uint64_t available = memory_available_bytes();
   if (available != 0 && total > available / 10 * 9) {
     log::info("checkpoint (", gib(total), " GiB) exceeds the memory available (", gib(available),
@@ -112,7 +107,7 @@ uint64_t prefault_checkpoint(const std::string& model_dir, bool progress,
   constexpr size_t kPage = 4096;
   volatile unsigned char sink = 0;
   for (const auto& path : files) {
-    const auto file = MappedFile::open(path.string());
+    const auto file = MappedFile::open(path);
     const auto* bytes = reinterpret_cast<const unsigned char*>(file->data());
     const size_t size = file->size();
     // One read per page faults it in; accumulate so the reads are not optimised away.

@@ -7,6 +7,8 @@
 #include "config/apply.h"
 #include "config/progress.h"
 #include "core/log.h"
+#include "io/gguf_model.h"
+#include "io/safetensors.h"
 #include "kernels/kernels.h"
 
 namespace deepinfer::config {
@@ -17,11 +19,7 @@ using Clock = std::chrono::steady_clock;
 
 uint64_t checkpoint_bytes(const std::string& dir) {
   uint64_t total = 0;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".safetensors") {
-      total += entry.file_size();
-    }
-  }
+  for (const auto& file : io::Checkpoint::weight_files(dir)) total += fs::file_size(file);
   return total;
 }
 
@@ -76,7 +74,9 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
                               "\": not a directory (it holds tokenizer.json and "
                               "tokenizer_config.json)"));
   }
-  const bool has_tokenizer = fs::exists(fs::path(tokenizer_dir) / "tokenizer.json");
+  // A GGUF file carries its own tokenizer (tokenizer.ggml.*).
+  const bool has_tokenizer = fs::exists(fs::path(tokenizer_dir) / "tokenizer.json") ||
+                             (!config.tokenizer_path.has() && io::gguf_model_file(s.dir));
   if (config.tokenizer_path.has() && !has_tokenizer) {
     throw ConfigError(str_cat(config.tokenizer_path.origin, " = \"", tokenizer_dir,
                               "\": no tokenizer.json there"));

@@ -1,11 +1,14 @@
 // Checkpoint: a model directory holding model.safetensors or shards listed by
 // model.safetensors.index.json ({"metadata": {...}, "weight_map": {tensor: shard file}}).
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
 
 #include "core/error.h"
 #include "core/text_file.h"
+#include "io/gguf_model.h"
+#include "io/gguf_tensors.h"
 #include "io/safetensors.h"
 
 namespace deepinfer::io {
@@ -48,6 +51,12 @@ void check_shard_name(const std::string& shard, const std::string& index_path,
 }  // namespace
 
 Checkpoint Checkpoint::open(const std::string& dir) {
+  if (const auto gguf = gguf_model_file(dir)) {
+    Checkpoint ckpt;
+    ckpt.dir_ = dir;
+    ckpt.gguf_ = GgufTensors::open(*gguf);
+    return ckpt;
+  }
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) fail(dir, ": not a directory (expected a model directory)");
   const fs::path root(dir);
@@ -113,23 +122,40 @@ Checkpoint Checkpoint::open(const std::string& dir) {
   return ckpt;
 }
 
+std::vector<std::string> Checkpoint::weight_files(const std::string& path) {
+  if (const auto gguf = gguf_model_file(path)) return {*gguf};
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    if (entry.is_regular_file(ec) && entry.path().extension() == ".safetensors") {
+      files.push_back(entry.path().string());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 bool Checkpoint::contains(const std::string& name) const {
+  if (gguf_) return gguf_->contains(name);
   return owner_.count(name) != 0;
 }
 
 const TensorInfo& Checkpoint::info(const std::string& name) const {
+  if (gguf_) return gguf_->info(name);
   const auto it = owner_.find(name);
   if (it == owner_.end()) fail(dir_, ": checkpoint has no tensor named \"", name, "\"");
   return files_[it->second].info(name);
 }
 
 Tensor Checkpoint::get(const std::string& name) const {
+  if (gguf_) return gguf_->get(name);
   const auto it = owner_.find(name);
   if (it == owner_.end()) fail(dir_, ": checkpoint has no tensor named \"", name, "\"");
   return files_[it->second].get(name);
 }
 
 std::vector<std::string> Checkpoint::names() const {
+  if (gguf_) return gguf_->names();
   std::vector<std::string> out;
   out.reserve(owner_.size());
   for (const auto& entry : owner_) out.push_back(entry.first);
@@ -137,11 +163,23 @@ std::vector<std::string> Checkpoint::names() const {
 }
 
 size_t Checkpoint::total_bytes() const {
+  if (gguf_) return gguf_->total_bytes();
   size_t total = 0;
   for (const SafetensorsFile& file : files_) {
     for (const TensorInfo& t : file.tensors()) total += t.data_end - t.data_begin;
   }
   return total;
+}
+
+std::map<std::string, size_t> Checkpoint::bytes_by_type() const {
+  if (gguf_) return gguf_->bytes_by_type();
+  std::map<std::string, size_t> out;
+  for (const SafetensorsFile& file : files_) {
+    for (const TensorInfo& t : file.tensors()) {
+      out[std::string(safetensors_dtype_name(t.dtype))] += t.data_end - t.data_begin;
+    }
+  }
+  return out;
 }
 
 }  // namespace deepinfer::io

@@ -25,11 +25,11 @@ namespace deepinfer::io {
 // A metadata value. Integer types are widened to int64_t / uint64_t, floats to double; an
 // array holds one of these vectors (GGUF arrays are homogeneous; nested arrays are refused).
 struct GgufArray;
-using GgufValue = std::variant<uint64_t, int64_t, double, bool, std::string,
-                               std::shared_ptr<const GgufArray>>;
+using GgufValue =
+    std::variant<uint64_t, int64_t, double, bool, std::string, std::shared_ptr<const GgufArray>>;
 struct GgufArray {
-  std::variant<std::vector<uint64_t>, std::vector<int64_t>, std::vector<double>,
-               std::vector<bool>, std::vector<std::string>>
+  std::variant<std::vector<uint64_t>, std::vector<int64_t>, std::vector<double>, std::vector<bool>,
+               std::vector<std::string>>
       values;
   size_t size() const;
 };
@@ -37,8 +37,8 @@ struct GgufArray {
 struct GgufTensorInfo {
   std::string name;
   GgmlType type = GgmlType::f32;
-  Shape shape;              // row-major (reversed ggml ne)
-  size_t data_begin = 0;    // absolute byte offset in the file
+  Shape shape;            // row-major (reversed ggml ne)
+  size_t data_begin = 0;  // absolute byte offset in the file
   size_t nbytes = 0;
 };
 

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/text_file.h"
+#include "io/gguf_model.h"
 #include "io/json_fields.h"
 
 namespace deepinfer::io {
@@ -159,6 +160,7 @@ ModelConfig ModelConfig::parse(const json& root, const std::string& source) {
   parse_rope(top, source, c);
   c.tie_word_embeddings = top.boolean("tie_word_embeddings").value_or(false);
   c.attention_bias = top.boolean("attention_bias");
+  c.mlp_bias = top.boolean("mlp_bias");
   c.hidden_act = top.string("hidden_act").value_or(c.hidden_act);
   // transformers 5 writes "dtype", 4.x "torch_dtype"; the newer key wins if both are present.
   c.torch_dtype = top.string("dtype").value_or(top.string("torch_dtype").value_or(""));
@@ -168,6 +170,9 @@ ModelConfig ModelConfig::parse(const json& root, const std::string& source) {
 }
 
 ModelConfig ModelConfig::load(const std::string& dir) {
+  if (const auto gguf = gguf_model_file(dir)) {
+    return parse(gguf_config_json(GgufFile::open(*gguf)), *gguf);
+  }
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   return parse(read_json_file(path), path);
 }
@@ -176,12 +181,18 @@ GenerationConfig GenerationConfig::load(const std::string& dir, const ModelConfi
   GenerationConfig g;
   g.eos_token_ids = model.eos_token_ids;
   g.bos_token_id = model.bos_token_id;
-  const std::filesystem::path path = std::filesystem::path(dir) / "generation_config.json";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return g;
-
-  const std::string source = path.string();
-  const json root = read_json_file(source);
+  json root;
+  std::string source;
+  if (const auto gguf = gguf_model_file(dir)) {
+    root = gguf_generation_config_json(GgufFile::open(*gguf));
+    source = *gguf;
+  } else {
+    const std::filesystem::path path = std::filesystem::path(dir) / "generation_config.json";
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return g;
+    source = path.string();
+    root = read_json_file(source);
+  }
   if (!root.is_object()) fail(source, ": expected a JSON object, got ", root.type_name());
   const JsonFields r(root, source);
   if (r.has("eos_token_id")) g.eos_token_ids = r.token_ids("eos_token_id");

@@ -45,6 +45,7 @@ struct ModelConfig {
   double partial_rotary_factor = 1.0;
   bool tie_word_embeddings = false;
   std::optional<bool> attention_bias;  // absent: the family's default
+  std::optional<bool> mlp_bias;        // Llama's gate/up/down_proj bias; absent: the default
   std::string hidden_act = "silu";
   std::string torch_dtype;  // "float32", "bfloat16", ... ("dtype" in 5.x)
   std::optional<int64_t> bos_token_id;

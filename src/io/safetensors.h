@@ -60,21 +60,31 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
+class GgufTensors;
+
 // A model directory: one model.safetensors, or shards listed by model.safetensors.index.json
-// (its weight_map must name existing files and each tensor must be in the shard it names).
+// (its weight_map must name existing files and each tensor must be in the shard it names);
+// or a llama.cpp .gguf file (the path of the file, or of a directory holding only it),
+// whose tensors appear under their Hugging Face names (io/gguf_tensors.h).
 class Checkpoint {
  public:
   static Checkpoint open(const std::string& dir);
+  // The files holding the weights of the model at `path` (its *.safetensors, or the .gguf),
+  // sorted; cheap (no file is parsed), for sizing and prefaulting before open().
+  static std::vector<std::string> weight_files(const std::string& path);
 
   const std::string& dir() const { return dir_; }
   bool contains(const std::string& name) const;
   Tensor get(const std::string& name) const;  // throws Error naming the tensor and directory
   const TensorInfo& info(const std::string& name) const;
   std::vector<std::string> names() const;  // sorted
-  size_t total_bytes() const;              // of all tensor data
+  size_t total_bytes() const;              // of all tensor data (as stored)
+  // Stored bytes per storage type ("BF16", "Q4_1", ...).
+  std::map<std::string, size_t> bytes_by_type() const;
 
  private:
   std::string dir_;
+  std::shared_ptr<const GgufTensors> gguf_;  // set for a .gguf model
   std::vector<SafetensorsFile> files_;
   std::map<std::string, size_t> owner_;  // tensor name -> index into files_
 };

@@ -14,6 +14,8 @@ const std::vector<ModelFamily>& model_families() {
       {"Qwen2ForCausalLM", build_qwen2},
       {"Qwen3ForCausalLM", build_qwen3},
       {"Qwen3MoeForCausalLM", build_qwen3_moe},
+      {"LlamaForCausalLM", build_llama},
+      {"MistralForCausalLM", build_mistral},
       {"Glm4MoeForCausalLM", build_glm4_moe},
       {"GlmForCausalLM", build_glm},
       {"Glm4ForCausalLM", build_glm4},

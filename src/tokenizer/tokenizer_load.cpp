@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/text_file.h"
+#include "io/gguf_model.h"
 #include "tokenizer/json_fields.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/tokenizer_json.h"
@@ -186,6 +187,12 @@ Tokenizer Tokenizer::load(const std::string& tokenizer_json_path, const Tokenize
 }
 
 Tokenizer Tokenizer::load_dir(const std::string& model_dir) {
+  if (const auto gguf = io::gguf_model_file(model_dir)) {
+    const auto files = io::gguf_tokenizer_files(io::GgufFile::open(*gguf));
+    DI_CHECK(files.has_value(), *gguf, ": carries no tokenizer (no tokenizer.ggml.model)");
+    return from_json_text(files->tokenizer.dump(), *gguf,
+                          TokenizerConfig::parse(files->tokenizer_config, *gguf));
+  }
   const auto dir = std::filesystem::path(model_dir);
   const auto json_path = dir / "tokenizer.json";
   DI_CHECK(std::filesystem::exists(json_path), model_dir,

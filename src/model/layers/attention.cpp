@@ -6,17 +6,18 @@
 namespace deepinfer::model {
 
 std::unique_ptr<GqaAttention> GqaAttention::load(WeightLoader& weights, const std::string& prefix,
-                                                 const AttentionShape& shape, bool qkv_bias,
-                                                 bool qk_norm, double norm_eps) {
+                                                 const AttentionShape& shape,
+                                                 const GqaTensors& tensors, double norm_eps) {
   auto attn = std::make_unique<GqaAttention>();
   attn->shape_ = shape;
   const int64_t q_width = shape.heads * shape.head_dim;
   const int64_t kv_width = shape.kv_heads * shape.head_dim;
+  const bool qkv_bias = tensors.qkv_bias;
   attn->q_proj_ = Linear::load(weights, prefix + ".q_proj", shape.hidden, q_width, qkv_bias);
   attn->k_proj_ = Linear::load(weights, prefix + ".k_proj", shape.hidden, kv_width, qkv_bias);
   attn->v_proj_ = Linear::load(weights, prefix + ".v_proj", shape.hidden, kv_width, qkv_bias);
-  attn->o_proj_ = Linear::load(weights, prefix + ".o_proj", q_width, shape.hidden, false);
-  if (qk_norm) {
+  attn->o_proj_ = Linear::load(weights, prefix + ".o_proj", q_width, shape.hidden, tensors.o_bias);
+  if (tensors.qk_norm) {
     attn->q_norm_ = RmsNorm::load(weights, prefix + ".q_norm.weight", shape.head_dim, norm_eps);
     attn->k_norm_ = RmsNorm::load(weights, prefix + ".k_norm.weight", shape.head_dim, norm_eps);
   }

@@ -1,7 +1,7 @@
 #pragma once
 // Grouped-query self-attention (MHA when kv_heads == heads) over the paged KV cache:
 // q/k/v projections (optional bias), optional per-head q/k RMSNorm (Qwen3), RoPE,
-// cache write, paged attention per sequence, output projection.
+// cache write, paged attention per sequence, output projection (optional bias).
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,12 +24,19 @@ struct AttentionShape {
   kernels::RopeLayout rope_layout = kernels::RopeLayout::half_split;
 };
 
+// The optional tensors of a GQA layer, beyond the four projection weights.
+struct GqaTensors {
+  bool qkv_bias = false;  // q/k/v_proj.bias (Qwen2, GLM, Llama's attention_bias)
+  bool o_bias = false;    // o_proj.bias (Llama's attention_bias)
+  bool qk_norm = false;   // per-head q_norm / k_norm RMSNorm before RoPE (Qwen3)
+};
+
 class GqaAttention : public AttentionLayer {
  public:
-  // Loads <prefix>.{q,k,v,o}_proj (+ q_norm/k_norm when qk_norm).
+  // Loads <prefix>.{q,k,v,o}_proj (+ biases and q_norm/k_norm as `tensors` says).
   static std::unique_ptr<GqaAttention> load(WeightLoader& weights, const std::string& prefix,
-                                            const AttentionShape& shape, bool qkv_bias,
-                                            bool qk_norm, double norm_eps);
+                                            const AttentionShape& shape, const GqaTensors& tensors,
+                                            double norm_eps);
 
   void forward(const float* x, const ForwardBatch& batch, const float* cos, const float* sin,
                cache::KvCache& cache, int64_t layer, float* out, ThreadPool& pool) const override;

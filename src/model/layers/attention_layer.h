@@ -1,5 +1,5 @@
 #pragma once
-// The attention slot of a decoder layer: GQA/MHA (Qwen, GLM) or MLA (DeepSeek).
+// The attention slot of a decoder layer: GQA/MHA (Qwen, GLM, Llama) or MLA (DeepSeek).
 #include <cstdint>
 
 #include "cache/kv_cache.h"

@@ -7,11 +7,11 @@
 namespace deepinfer::model {
 
 std::unique_ptr<GatedMlp> GatedMlp::load(WeightLoader& weights, const std::string& prefix,
-                                         int64_t hidden, int64_t intermediate) {
+                                         int64_t hidden, int64_t intermediate, bool with_bias) {
   auto mlp = std::make_unique<GatedMlp>();
-  mlp->gate_proj_ = Linear::load(weights, prefix + ".gate_proj", hidden, intermediate, false);
-  mlp->up_proj_ = Linear::load(weights, prefix + ".up_proj", hidden, intermediate, false);
-  mlp->down_proj_ = Linear::load(weights, prefix + ".down_proj", intermediate, hidden, false);
+  mlp->gate_proj_ = Linear::load(weights, prefix + ".gate_proj", hidden, intermediate, with_bias);
+  mlp->up_proj_ = Linear::load(weights, prefix + ".up_proj", hidden, intermediate, with_bias);
+  mlp->down_proj_ = Linear::load(weights, prefix + ".down_proj", intermediate, hidden, with_bias);
   return mlp;
 }
 

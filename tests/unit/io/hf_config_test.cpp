@@ -77,6 +77,7 @@ TEST(HfConfig, Qwen2ValuesAndDefaults) {
   EXPECT_EQ(c.partial_rotary_factor, 1.0);
   EXPECT_TRUE(c.tie_word_embeddings);
   EXPECT_FALSE(c.attention_bias.has_value());
+  EXPECT_FALSE(c.mlp_bias.has_value());
   EXPECT_EQ(c.torch_dtype, "bfloat16");
   EXPECT_EQ(c.bos_token_id, 151643);
   EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{151643}));
@@ -109,11 +110,13 @@ TEST(HfConfig, Qwen3ExplicitHeadDimAndListEos) {
                                                           {"head_dim", 128},
                                                           {"num_key_value_heads", 8},
                                                           {"attention_bias", false},
+                                                          {"mlp_bias", true},
                                                           {"eos_token_id", {151645, 151643}},
                                                           {"dtype", "float32"}}),
                                            "cfg.json");
   EXPECT_EQ(c.head_dim, 128);
   EXPECT_EQ(c.attention_bias, false);
+  EXPECT_EQ(c.mlp_bias, true);
   EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{151645, 151643}));
   EXPECT_EQ(c.torch_dtype, "float32");  // 5.x "dtype" wins over 4.x "torch_dtype"
 }
@@ -218,6 +221,7 @@ TEST(HfConfig, WrongTypes) {
                       {"intermediate_size: expected an integer, got number"});
   expect_config_error(with(qwen2(), {{"tie_word_embeddings", "yes"}}),
                       {"tie_word_embeddings: expected true or false"});
+  expect_config_error(with(qwen2(), {{"mlp_bias", 1}}), {"mlp_bias: expected true or false"});
   expect_config_error(with(qwen2(), {{"rms_norm_eps", "1e-6"}}),
                       {"rms_norm_eps: expected a number"});
   expect_config_error(with(qwen2(), {{"hidden_act", 3}}), {"hidden_act: expected a string"});
