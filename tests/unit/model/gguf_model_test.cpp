@@ -99,7 +99,8 @@ TEST(GgufDeepseekV3, EqualsTheCheckpointWithTheRopeMscaleTheFileCanHold) {
   auto hf = load_model(scratch.dir(), {});
   auto gguf = load_model(gguf_path("tiny-deepseek-v3", "f32"), {});
   EXPECT_EQ(gguf->config().architecture, "DeepseekV3ForCausalLM");
-  for (const auto& c : load_golden("tiny-deepseek-v3")["cases"]) {
+  const auto golden = load_golden("tiny-deepseek-v3");  // kept alive for the loop
+  for (const auto& c : golden["cases"]) {
     const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
     const GenerationRun want = run_greedy(*hf, prompt, 2);
     const GenerationRun got = run_greedy(*gguf, prompt, 2);
@@ -111,7 +112,8 @@ TEST(GgufDeepseekV3, EqualsTheCheckpointWithTheRopeMscaleTheFileCanHold) {
 // Q8_0 blocks (dequantized at load) stay within the bf16 bound of the transformers golden.
 TEST(GgufQ8_0, StaysWithinTwoPercentOfTheGolden) {
   auto model = load_model(gguf_path("tiny-qwen2", "q8_0"), {});
-  for (const auto& c : load_golden("tiny-qwen2")["cases"]) {
+  const auto golden = load_golden("tiny-qwen2");
+  for (const auto& c : golden["cases"]) {
     const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
     const GenerationRun got = run_greedy(*model, prompt, 2);
     EXPECT_LE(relative_l2(got.logits, c["last_logits"].get<std::vector<float>>()), 2e-2);
