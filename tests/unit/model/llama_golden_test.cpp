@@ -30,7 +30,9 @@ TEST_P(LlamaGolden, F32LogitsAndGreedyMatchTransformersWithOneAndTwoThreads) {
 // bf16-rounded matrices (last_logits_bf16_weights), which pins the bf16 path itself.
 TEST_P(LlamaGolden, Bf16WeightsMatchTransformersOnRoundedWeights) {
   auto model = load_model(model_dir(GetParam()), LoadOptions{DType::bf16});
-  for (const auto& c : load_golden(GetParam())["cases"]) {
+  // Named: a range-for over a temporary's ["cases"] reads freed memory (C++20).
+  const nlohmann::json golden = load_golden(GetParam());
+  for (const auto& c : golden["cases"]) {
     const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
     const GenerationRun got = run_greedy(*model, prompt, 2);
     EXPECT_LE(relative_l2(got.logits, c["last_logits"].get<std::vector<float>>()), 2e-2)

@@ -1,0 +1,39 @@
+// Activation rows to 8-bit blocks for the block-weight linear (backend.h, quantize_x_blocks).
+// Baseline code called by every ISA's path, so all of them multiply the same integers.
+#include <cmath>
+
+#include "kernels/backend.h"
+
+namespace deepinfer::kernels::detail {
+
+void quantize_x_blocks(const float* x, int64_t m, int64_t k, int8_t* q, float* d, int32_t* s) {
+  const int64_t blocks = k / kQuantBlock;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* v = x + i * k + b * kQuantBlock;
+      int8_t* out = q + i * k + b * kQuantBlock;
+      float amax = 0.0f;
+      bool nan = false;
+      for (int64_t e = 0; e < kQuantBlock; ++e) {
+        const float a = std::fabs(v[e]);
+        if (std::isnan(a)) nan = true;
+        if (a > amax) amax = a;
+      }
+      // A NaN anywhere makes the block's scale NaN, so it reaches the outputs as in f32.
+      const float scale = nan ? NAN : amax / 127.0f;
+      const float inverse = scale > 0.0f ? 1.0f / scale : 0.0f;
+      for (int64_t e = 0; e < kQuantBlock; ++e) {
+        float r = v[e] * inverse;
+        if (std::isnan(r)) r = 0.0f;  // inf * 0 (an infinite block); the scale carries it
+        r = std::fmin(127.0f, std::fmax(-127.0f, r));
+        out[e] = static_cast<int8_t>(std::nearbyint(r));
+      }
+      d[i * blocks + b] = scale;
+      for (int64_t l = 0; l < 8; ++l) {
+        s[(i * blocks + b) * 8 + l] = out[4 * l] + out[4 * l + 1] + out[4 * l + 2] + out[4 * l + 3];
+      }
+    }
+  }
+}
+
+}  // namespace deepinfer::kernels::detail
