@@ -155,6 +155,7 @@ std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path) {
   const bool permuted_qk = arch == "llama";
 
   std::map<std::string, int64_t> dequantized;  // type name -> tensors (no DType for it)
+  std::map<std::string, int64_t> in_pieces;    // ... native block tensors read by element
   const auto add = [&](const std::string& name, std::shared_ptr<Entry> entry) {
     const bool fresh = out->entries_.emplace(name, std::move(entry)).second;
     DI_CHECK(fresh, path, ": two GGUF tensors map to '", name, "'");
@@ -189,6 +190,7 @@ std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path) {
     const std::string prefix = "model.layers." + std::to_string(layer) + ".";
     if (const auto x = expert_names().find(kind); x != expert_names().end()) {
       DI_CHECK(t.shape.size() == 3, path, ": ", t.name, " is not a 3-D expert stack");
+      if (is_block_dtype(result_dtype(t.type))) ++in_pieces[std::string(quant_traits(t.type).name)];
       for (int64_t e = 0; e < t.shape[0]; ++e) {
         const std::string name =
             prefix + "mlp.experts." + std::to_string(e) + "." + x->second + param;
@@ -219,6 +221,7 @@ std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path) {
       DI_CHECK(t.shape.size() == 3 && v->shape.size() == 3, path, ": ", t.name, " / ", v_name,
                " are not 3-D");
       entry->info = info_of(name, t, {t.shape[0] * (t.shape[2] + v->shape[1]), t.shape[1]});
+      if (is_block_dtype(entry->info.dtype)) ++in_pieces[std::string(quant_traits(t.type).name)];
       if (t.type != v->type || is_block_dtype(entry->info.dtype)) entry->info.dtype = DType::f32;
       add(name, entry);
       continue;
@@ -245,6 +248,11 @@ std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path) {
     log::info(path, ": ", count, " ", type,
               " tensors are dequantized to f32 at load (deepinfer has no native kernel for ", type,
               " yet)");
+  }
+  for (const auto& [type, count] : in_pieces) {
+    log::info(path, ": ", count, " ", type,
+              " MoE expert stacks / DeepSeek attn_k_b are dequantized to f32 at load (block-"
+              "quantized experts and kv_b do not run natively yet)");
   }
   return out;
 }
