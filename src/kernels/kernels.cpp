@@ -87,14 +87,14 @@ uint16_t* bf16_x_buffer(size_t elements) {
 struct QuantizedX {
   std::vector<int8_t> q;
   std::vector<float> d;
-  std::vector<int32_t> s;
+  std::vector<int32_t> t;
 };
 QuantizedX& quantized_x_buffer(int64_t m, int64_t k) {
   thread_local QuantizedX buffer;
   const auto elements = static_cast<size_t>(m * k);
   if (buffer.q.size() < elements) buffer.q.resize(elements);
-  if (buffer.d.size() < elements / 32) buffer.d.resize(elements / 32);
-  if (buffer.s.size() < elements / 4) buffer.s.resize(elements / 4);
+  if (buffer.d.size() < elements / 4) buffer.d.resize(elements / 4);
+  if (buffer.t.size() < elements / 4) buffer.t.resize(elements / 4);
   return buffer;
 }
 
@@ -171,11 +171,11 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
   if (blocks) {
     // Each x row is quantized once here; every weight row then reuses it.
     QuantizedX& xq = quantized_x_buffer(m, k);
-    detail::quantize_x_blocks(x, m, k, xq.q.data(), xq.d.data(), xq.s.data());
+    detail::quantize_x_blocks(x, m, k, w_dtype, xq.q.data(), xq.d.data(), xq.t.data());
     args.x = nullptr;
     args.xq = xq.q.data();
     args.xd = xq.d.data();
-    args.xs = xq.s.data();
+    args.xt = xq.t.data();
     q_rows = block_rows(isa);
   } else if (dpbf16) {
     const int64_t stride = detail::avx512::linear_bf16_x_stride(k);

@@ -27,22 +27,31 @@ inline __m256i unsigned_dot(__m256i acc, __m256i u, __m256i s) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 }
 
-// The lane dot products of one weight block with one x block (offset: see XBlock).
+// The 32 weight integers of a block in element order: q8_0 as stored; q4 as unsigned nibbles
+// (q4_0's -8 enters through the x lane term).
 template <DType W>
-inline __m256i block_dot(const uint8_t* block, __m256i xq, __m256i offset) {
+inline __m256i block_quants(const uint8_t* block) {
   if constexpr (W == DType::q8_0) {
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
-    return unsigned_dot(offset, _mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w));
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
   } else {
     const __m256i qs = _mm256_broadcastsi128_si256(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQuantsAt<W>)));
-    const __m256i nibbles = _mm256_and_si256(_mm256_srlv_epi64(qs, _mm256_set_epi64x(4, 4, 0, 0)),
-                                             _mm256_set1_epi8(0x0f));
-    return unsigned_dot(offset, nibbles, xq);
+    return _mm256_and_si256(_mm256_srlv_epi64(qs, _mm256_set_epi64x(4, 4, 0, 0)),
+                            _mm256_set1_epi8(0x0f));
   }
 }
 
-// One x block: quants, d_x broadcast, q4_0's -8 s lane offsets, q4_1's d_x * s.
+// The lane dot products of a block's quants (block_quants; |w| for q8_0 in wabs) with x.
+template <DType W>
+inline __m256i block_dot(__m256i w, __m256i wabs, __m256i xq, __m256i offset) {
+  if constexpr (W == DType::q8_0) {
+    return unsigned_dot(offset, wabs, _mm256_sign_epi8(xq, w));
+  } else {
+    return unsigned_dot(offset, w, xq);
+  }
+}
+
+// One x block: quants, d_x broadcast and its lane term (q4_0: -8 s offsets; q4_1: d_x * s).
 struct XBlock {
   __m256i q;
   __m256 d;
@@ -53,14 +62,12 @@ struct XBlock {
 template <DType W>
 inline XBlock x_block(const LinearArgs& a, int64_t i, int64_t b, int64_t blocks) {
   XBlock x;
+  const int64_t at = (i * blocks + b) * 8;
   x.q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xq + i * a.k + b * kQuantBlock));
-  x.d = _mm256_set1_ps(a.xd[i * blocks + b]);
-  const __m256i s =
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xs + (i * blocks + b) * 8));
-  x.offset = _mm256_setzero_si256();
-  x.ds = _mm256_setzero_ps();
-  if constexpr (W == DType::q4_0) x.offset = _mm256_sub_epi32(x.offset, _mm256_slli_epi32(s, 3));
-  if constexpr (W == DType::q4_1) x.ds = _mm256_mul_ps(x.d, _mm256_cvtepi32_ps(s));
+  x.d = _mm256_loadu_ps(a.xd + at);
+  const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xt + at));
+  x.offset = W == DType::q4_0 ? t : _mm256_setzero_si256();
+  x.ds = _mm256_castsi256_ps(t);
   return x;
 }
 
@@ -89,9 +96,11 @@ void q_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
         _mm_prefetch(reinterpret_cast<const char*>(block + NR * row_bytes), _MM_HINT_T0);
       const float dw = f16_at(block);
       const __m256 mw = W == DType::q4_1 ? _mm256_set1_ps(f16_at(block + 2)) : _mm256_setzero_ps();
+      const __m256i w = block_quants<W>(block);
+      const __m256i wabs = W == DType::q8_0 ? _mm256_sign_epi8(w, w) : w;
       DEEPINFER_UNROLL
       for (int r = 0; r < MR; ++r) {
-        const __m256i t = block_dot<W>(block, x[r].q, x[r].offset);
+        const __m256i t = block_dot<W>(w, wabs, x[r].q, x[r].offset);
         const __m256 d = _mm256_mul_ps(_mm256_set1_ps(dw), x[r].d);
         into[r][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(t), into[r][c]);
         if constexpr (W == DType::q4_1) into[r][c] = _mm256_fmadd_ps(mw, x[r].ds, into[r][c]);

@@ -19,7 +19,12 @@
 namespace deepinfer::kernels::detail::avx512 {
 namespace {
 
-constexpr int64_t kQPanelRows = 64;  // weight rows kept in L2 while every x tile passes over them
+constexpr int64_t kQPanelRows = 64;
+
+template <bool V>
+struct Flag {
+  static constexpr bool value = V;
+};  // weight rows kept in L2 while every x tile passes over them
 
 // ggml's block layouts: bytes per block, offset of the quants; d (f16) at 0, q4_1's m at 2.
 template <DType W>
@@ -29,15 +34,15 @@ constexpr int64_t kBlockBytes = W == DType::q8_0   ? 34
 template <DType W>
 constexpr int64_t kQuantsAt = W == DType::q4_1 ? 4 : 2;
 
-// 16 lanes: the first 8 from p0[0], the last 8 from p1[0] (two f16 scalars, widened).
-inline __m512 pair_f16(const uint8_t* p0, const uint8_t* p1) {
-  const __m128i h = _mm_unpacklo_epi16(_mm_loadu_si16(p0), _mm_loadu_si16(p1));
+// The weight scales of blocks p0, p1 as 16 lanes (the first 8 from p0, the last 8 from p1):
+// d, and for q4_1 m (the f16 after d), from one 32-bit load per block.
+template <DType W>
+inline void pair_scales(const uint8_t* p0, const uint8_t* p1, __m512& d, __m512& m) {
+  const __m128i h = _mm_unpacklo_epi32(_mm_loadu_si32(p0), _mm_loadu_si32(p1));  // d0 m0 d1 m1
   const __m512 f = _mm512_castps128_ps512(_mm_cvtph_ps(h));
-  return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), f);
-}
-
-inline __m512 pair_f32(float a, float b) {
-  return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
+  d = _mm512_permutexvar_ps(_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0), f);
+  if constexpr (W == DType::q4_1)
+    m = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1), f);
 }
 
 // The 64 weight integers of blocks p0, p1 in element order: q8_0 as stored (signed); q4 as
@@ -60,8 +65,9 @@ inline __m512i pair_quants(const uint8_t* p0, const uint8_t* p1) {
   }
 }
 
-// What one x row contributes to a step: its quants, d_x per block half, and the per-lane
-// integer offset (q4_0: -8 s; q8_0 with Dot::kQ8Offset: -128 s) or, for q4_1, d_x * s.
+// What one x row contributes to a step (quantize_x_blocks laid it out for these loads): its
+// quants, d_x per block half, and the lane term as the accumulator's integer start (q4_0:
+// -8 s; q8_0 with Dot::kQ8Offset: -128 s) or, for q4_1, d_x * s.
 struct XStep {
   __m512i q;
   __m512 d;
@@ -69,23 +75,25 @@ struct XStep {
   __m512 ds;
 };
 
-template <class Dot, DType W>
-inline XStep x_step(const LinearArgs& a, int64_t i, int64_t b, __mmask16 lanes, __mmask64 bytes,
-                    int64_t blocks) {
+// Lone: the last block of an odd count, in lanes 0-7 (lanes 8-15 masked off).
+template <class Dot, DType W, bool Lone>
+inline XStep x_step(const LinearArgs& a, int64_t i, int64_t b, int64_t blocks) {
   XStep x;
-  x.q = _mm512_maskz_loadu_epi8(bytes, a.xq + i * a.k + b * kQuantBlock);
-  const float* d = a.xd + i * blocks + b;
-  x.d = pair_f32(d[0], lanes == 0xffff ? d[1] : 0.0f);
-  const __m512i s = _mm512_maskz_loadu_epi32(lanes, a.xs + (i * blocks + b) * 8);
-  x.offset = _mm512_setzero_si512();
-  x.ds = _mm512_setzero_ps();
-  if constexpr (W == DType::q4_0) {
-    x.offset = _mm512_sub_epi32(x.offset, _mm512_slli_epi32(s, 3));
-  } else if constexpr (W == DType::q8_0 && Dot::kQ8Offset) {
-    x.offset = _mm512_sub_epi32(x.offset, _mm512_slli_epi32(s, 7));
-  } else if constexpr (W == DType::q4_1) {
-    x.ds = _mm512_mul_ps(x.d, _mm512_cvtepi32_ps(s));
+  const int64_t at = (i * blocks + b) * 8;
+  const int8_t* q = a.xq + i * a.k + b * kQuantBlock;
+  __m512i t;
+  if constexpr (Lone) {
+    x.q = _mm512_maskz_loadu_epi8(0xffffffffull, q);
+    x.d = _mm512_maskz_loadu_ps(0x00ff, a.xd + at);
+    t = _mm512_maskz_loadu_epi32(0x00ff, a.xt + at);
+  } else {
+    x.q = _mm512_loadu_si512(q);
+    x.d = _mm512_loadu_ps(a.xd + at);
+    t = _mm512_loadu_si512(a.xt + at);
   }
+  const bool offset = W == DType::q4_0 || (W == DType::q8_0 && Dot::kQ8Offset);
+  x.offset = offset ? t : _mm512_setzero_si512();
+  x.ds = _mm512_castsi512_ps(t);
   return x;
 }
 
@@ -106,23 +114,22 @@ void q_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   for (int r = 0; r < MR; ++r) DEEPINFER_UNROLL
   for (int c = 0; c < NR; ++c) acc[r][c] = _mm512_setzero_ps();
 
-  for (int64_t b = 0; b < blocks; b += 2) {
-    const bool pair = b + 1 < blocks;
-    const __mmask16 lanes = pair ? 0xffff : 0x00ff;
-    const __mmask64 bytes = pair ? ~0ull : 0xffffffffull;
+  // Blocks b, b + 1 (Lone: b only, into lanes 0-7; its lanes 8-15 read block b again and
+  // are masked off).
+  auto step = [&](int64_t b, auto lone) {
+    constexpr bool kLone = decltype(lone)::value;
     XStep x[MR];
     DEEPINFER_UNROLL
-    for (int r = 0; r < MR; ++r) x[r] = x_step<Dot, W>(a, i0 + r, b, lanes, bytes, blocks);
+    for (int r = 0; r < MR; ++r) x[r] = x_step<Dot, W, kLone>(a, i0 + r, b, blocks);
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
       const uint8_t* p0 = wr[c] + b * kBlockBytes<W>;
-      const uint8_t* p1 = pair ? p0 + kBlockBytes<W> : p0;  // a lone last block reads itself
+      const uint8_t* p1 = kLone ? p0 : p0 + kBlockBytes<W>;
       if constexpr (PF)
         _mm_prefetch(reinterpret_cast<const char*>(p0 + NR * row_bytes), _MM_HINT_T0);
       const __m512i wq = pair_quants<W>(p0, p1);
-      const __m512 dw = pair_f16(p0, p1);
-      __m512 mw = _mm512_setzero_ps();
-      if constexpr (W == DType::q4_1) mw = pair_f16(p0 + 2, p1 + 2);
+      __m512 dw, mw = _mm512_setzero_ps();
+      pair_scales<W>(p0, p1, dw, mw);
       DEEPINFER_UNROLL
       for (int r = 0; r < MR; ++r) {
         __m512i t;
@@ -132,12 +139,20 @@ void q_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
           t = Dot::unsigned_dot(x[r].offset, wq, x[r].q);
         }
         const __m512 d = _mm512_mul_ps(dw, x[r].d);
-        acc[r][c] = _mm512_mask3_fmadd_ps(d, _mm512_cvtepi32_ps(t), acc[r][c], lanes);
-        if constexpr (W == DType::q4_1)
-          acc[r][c] = _mm512_mask3_fmadd_ps(mw, x[r].ds, acc[r][c], lanes);
+        if constexpr (kLone) {
+          acc[r][c] = _mm512_mask3_fmadd_ps(d, _mm512_cvtepi32_ps(t), acc[r][c], 0x00ff);
+          if constexpr (W == DType::q4_1)
+            acc[r][c] = _mm512_mask3_fmadd_ps(mw, x[r].ds, acc[r][c], 0x00ff);
+        } else {
+          acc[r][c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(t), acc[r][c]);
+          if constexpr (W == DType::q4_1) acc[r][c] = _mm512_fmadd_ps(mw, x[r].ds, acc[r][c]);
+        }
       }
     }
-  }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) step(b, Flag<false>{});
+  if (b < blocks) step(b, Flag<true>{});
   DEEPINFER_UNROLL
   for (int r = 0; r < MR; ++r) {
     float* yr = a.y + (i0 + r) * a.n + j0;
@@ -162,13 +177,13 @@ void q_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
   for (int64_t jp = n0; jp < n1; jp += kQPanelRows) {
     const int64_t jp_end = min64(jp + kQPanelRows, n1);
     int64_t i = m0;
-    for (; i + 4 <= m1; i += 4) q_tiles<Dot, W, 4, 2, PF>(a, i, jp, jp_end);
+    for (; i + 4 <= m1; i += 4) q_tiles<Dot, W, 4, 4, PF>(a, i, jp, jp_end);
     switch (m1 - i) {
       case 3:
-        q_tiles<Dot, W, 3, 2, PF>(a, i, jp, jp_end);
+        q_tiles<Dot, W, 3, 4, PF>(a, i, jp, jp_end);
         break;
       case 2:
-        q_tiles<Dot, W, 2, 2, PF>(a, i, jp, jp_end);
+        q_tiles<Dot, W, 2, 4, PF>(a, i, jp, jp_end);
         break;
       case 1:
         q_tiles<Dot, W, 1, 4, true>(a, i, jp, jp_end);

@@ -2,6 +2,7 @@
 // the fallback when the CPU has no AVX2, and the plainest statement of the arithmetic in
 // kernels.h that the SIMD paths reproduce bit for bit.
 #include <cmath>
+#include <cstring>
 
 #include "kernels/backend.h"
 
@@ -41,21 +42,25 @@ void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int
     const auto* row = static_cast<const uint8_t*>(a.w) + j * blocks * bb;
     for (int64_t i = m0; i < m1; ++i) {
       const int8_t* xq = a.xq + i * a.k;
-      const float* xd = a.xd + i * blocks;
-      const int32_t* xs = a.xs + i * blocks * 8;
+      const float* xd = a.xd + i * blocks * 8;
+      const int32_t* xt = a.xt + i * blocks * 8;
       float acc[16] = {};
       for (int64_t b = 0; b < blocks; ++b) {
         const uint8_t* block = row + b * bb;
         int32_t w[32];
         block_ints(block, a.w_dtype, w);
-        const float d = f16_at(block) * xd[b];
+        const float d = f16_at(block) * xd[b * 8];
         const float mw = with_min ? f16_at(block + 2) : 0.0f;
         for (int l = 0; l < 8; ++l) {
           int32_t t = 0;
           for (int e = 4 * l; e < 4 * l + 4; ++e) t += w[e] * xq[b * kQuantBlock + e];
           float& lane = acc[8 * (b % 2) + l];
           lane = std::fma(d, static_cast<float>(t), lane);
-          if (with_min) lane = std::fma(mw, xd[b] * static_cast<float>(xs[b * 8 + l]), lane);
+          if (with_min) {
+            float ds;  // d_x * float(s[l]), as quantize_x_blocks computed it
+            std::memcpy(&ds, &xt[b * 8 + l], sizeof(ds));
+            lane = std::fma(mw, ds, lane);
+          }
         }
       }
       float h[8];

@@ -1,12 +1,14 @@
 // Activation rows to 8-bit blocks for the block-weight linear (backend.h, quantize_x_blocks).
 // Baseline code called by every ISA's path, so all of them multiply the same integers.
 #include <cmath>
+#include <cstring>
 
 #include "kernels/backend.h"
 
 namespace deepinfer::kernels::detail {
 
-void quantize_x_blocks(const float* x, int64_t m, int64_t k, int8_t* q, float* d, int32_t* s) {
+void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8_t* q, float* d,
+                       int32_t* t) {
   const int64_t blocks = k / kQuantBlock;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t b = 0; b < blocks; ++b) {
@@ -28,9 +30,16 @@ void quantize_x_blocks(const float* x, int64_t m, int64_t k, int8_t* q, float* d
         r = std::fmin(127.0f, std::fmax(-127.0f, r));
         out[e] = static_cast<int8_t>(std::nearbyint(r));
       }
-      d[i * blocks + b] = scale;
+      const int64_t at = (i * blocks + b) * 8;
       for (int64_t l = 0; l < 8; ++l) {
-        s[(i * blocks + b) * 8 + l] = out[4 * l] + out[4 * l + 1] + out[4 * l + 2] + out[4 * l + 3];
+        const int32_t sum = out[4 * l] + out[4 * l + 1] + out[4 * l + 2] + out[4 * l + 3];
+        d[at + l] = scale;
+        if (w_dtype == DType::q4_1) {
+          const float term = scale * static_cast<float>(sum);
+          std::memcpy(&t[at + l], &term, sizeof(term));
+        } else {
+          t[at + l] = (w_dtype == DType::q4_0 ? -8 : -128) * sum;
+        }
       }
     }
   }

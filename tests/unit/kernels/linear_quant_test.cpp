@@ -198,9 +198,9 @@ TEST(KernelsLinearBlocksAvx512, BwAndVnniVariantsEqualTheReference) {
       std::vector<float> want(static_cast<size_t>(m * n));
       reference::linear(x.data(), m, k, w.data(), dtype, n, nullptr, want.data());
       std::vector<int8_t> q(static_cast<size_t>(m * k));
-      std::vector<float> d(static_cast<size_t>(m * k / 32));
-      std::vector<int32_t> s(static_cast<size_t>(m * k / 4));
-      detail::quantize_x_blocks(x.data(), m, k, q.data(), d.data(), s.data());
+      std::vector<float> d(static_cast<size_t>(m * k / 4));
+      std::vector<int32_t> t(static_cast<size_t>(m * k / 4));
+      detail::quantize_x_blocks(x.data(), m, k, dtype, q.data(), d.data(), t.data());
       for (RowsFn rows : variants) {
         std::vector<float> got(want.size(), NAN);
         detail::LinearArgs args;
@@ -211,7 +211,7 @@ TEST(KernelsLinearBlocksAvx512, BwAndVnniVariantsEqualTheReference) {
         args.y = got.data();
         args.xq = q.data();
         args.xd = d.data();
-        args.xs = s.data();
+        args.xt = t.data();
         rows(args, 0, m, 0, n);
         EXPECT_TRUE(bitwise_equal(got.data(), want.data(), got.size()))
             << (rows == variants.front() ? "AVX-512BW" : "AVX-512 VNNI");
