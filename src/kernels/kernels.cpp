@@ -137,6 +137,8 @@ MatmulPrecision env_matmul_precision() {
 // Rows of x handled by one work item when m is large, so that prefill of a narrow projection
 // still gives every thread work. A multiple of every backend's row tile.
 constexpr int64_t kLinearRowBlock = 256;
+// Activation elements from which quantizing x for block weights is split between threads.
+constexpr int64_t kMinQuantizeSplit = int64_t{1} << 15;
 // Below this many multiply-adds per thread, waking workers costs more than it saves.
 constexpr int64_t kMinMacsPerThread = int64_t{1} << 16;
 
@@ -171,7 +173,16 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
   if (blocks) {
     // Each x row is quantized once here; every weight row then reuses it.
     QuantizedX& xq = quantized_x_buffer(m, k);
-    detail::quantize_x_blocks(x, m, k, w_dtype, xq.q.data(), xq.d.data(), xq.t.data());
+    const auto quantize = [&, x](int64_t r0, int64_t r1) {
+      detail::quantize_x_blocks(x + r0 * k, r1 - r0, k, w_dtype, xq.q.data() + r0 * k,
+                                xq.d.data() + r0 * k / 4, xq.t.data() + r0 * k / 4);
+    };
+    // Rows are quantized independently, so a prefill's rows can be split between threads.
+    if (m * k >= kMinQuantizeSplit && pool.size() > 1) {
+      pool.parallel_for(m, quantize);
+    } else {
+      quantize(0, m);
+    }
     args.x = nullptr;
     args.xq = xq.q.data();
     args.xd = xq.d.data();

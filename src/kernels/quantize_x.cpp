@@ -27,8 +27,12 @@ void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8
       for (int64_t e = 0; e < kQuantBlock; ++e) {
         float r = v[e] * inverse;
         if (std::isnan(r)) r = 0.0f;  // inf * 0 (an infinite block); the scale carries it
-        r = std::fmin(127.0f, std::fmax(-127.0f, r));
-        out[e] = static_cast<int8_t>(std::nearbyint(r));
+        r = r > 127.0f ? 127.0f : (r < -127.0f ? -127.0f : r);
+        // nearbyint() without a libm call (the baseline ISA has no roundss): adding and
+        // subtracting 1.5 * 2^23 rounds |r| < 2^22 to an integer, to nearest even as the
+        // default rounding mode does.
+        const float rounded = (r + 12582912.0f) - 12582912.0f;
+        out[e] = static_cast<int8_t>(static_cast<int>(rounded));
       }
       const int64_t at = (i * blocks + b) * 8;
       for (int64_t l = 0; l < 8; ++l) {
