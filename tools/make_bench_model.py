@@ -291,7 +291,9 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     nbytes = write_safetensors(out / "model.safetensors", tensor_specs(args.shape), args.seed)
-    (out / "config.json").write_text(json.dumps(SHAPES[args.shape]["config"], indent=2) + "\n")
+    # Random weights: deepinfer's info / generate say so ("random-weight test model").
+    config = {**SHAPES[args.shape]["config"], "deepinfer_test_model": True}
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     (out / "generation_config.json").write_text(json.dumps(SHAPES[args.shape]["generation"], indent=2) + "\n")
     # The shared Qwen3 tokenizer only fits the Qwen vocabularies.
     if not args.no_tokenizer and SHAPES[args.shape]["config"]["model_type"].startswith("qwen"):

@@ -224,6 +224,18 @@ def make_goldens(spec, tok, prompts):
     raise RuntimeError(f"{spec['name']}: no seed in {SEED_TRIES} tries gives separated logits")
 
 
+# deepinfer's `info` / `generate` say "random-weight test model" for a config.json with this
+# key; transformers keeps unknown config keys as attributes, so the model means the same.
+TEST_MODEL_KEY = "deepinfer_test_model"
+
+
+def mark_test_model(config_path):
+    """Adds TEST_MODEL_KEY to a config.json written by save_pretrained (sorted keys, indent 2)."""
+    data = json.loads(config_path.read_text())
+    data[TEST_MODEL_KEY] = True
+    config_path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
 # Family scripts that check the bf16 path set spec["accept"] = accept_bf16: a seed is accepted only
 # if transformers on bf16-rounded matrices stays this close (relative L2) to the f32 logits, 3/4 of
 # the C++ tests' 2e-2 bound.
@@ -256,6 +268,7 @@ def write_model_dir(out, spec, model, tok_json, tok_cfg, seed, cases, script="to
         bos_token_id=eos[1], pad_token_id=eos[1], eos_token_id=eos, **GENERATION_DEFAULTS[spec["family"]]
     )
     model.save_pretrained(out)
+    mark_test_model(out / "config.json")
     (out / "tokenizer.json").write_text(json.dumps(tok_json, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     (out / "tokenizer_config.json").write_text(json.dumps(tok_cfg, ensure_ascii=False, indent=2) + "\n",
                                                encoding="utf-8")

@@ -3,6 +3,7 @@
 #include "config/runtime.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/text_file.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -30,7 +31,10 @@ const std::set<std::string> kServerFlags = {"host",
                                             "max-waiting-requests",
                                             "shutdown-timeout",
                                             "http-threads",
-                                            "tool-call-parser"};
+                                            "tool-call-parser",
+                                            "max-logprobs"};
+
+const std::set<std::string> kServerBoolFlags = {"disable-log-requests", "enable-auto-tool-choice"};
 
 server::ServerOptions server_options_from(const Args& args) {
   server::ServerOptions options;
@@ -51,13 +55,16 @@ server::ServerOptions server_options_from(const Args& args) {
   DI_CHECK(threads >= 1 && threads <= 4096, "--http-threads must be in [1, 4096], got ", threads);
   options.http_threads = static_cast<int>(threads);
   options.tool_call_parser = args.get_or("tool-call-parser", options.tool_call_parser);
+  options.log_requests = !args.flag("disable-log-requests");
+  const int64_t max_logprobs = args.get_int("max-logprobs", 20);
+  DI_CHECK(max_logprobs >= 0 && max_logprobs <= 20,
+           "--max-logprobs must be in [0, 20] (OpenAI's limit), got ", max_logprobs);
   return options;
 }
 
 int serve_api(const Args& args, const config::RecipeConfig& config, const ApiOptions& options) {
-  server::ApiServer server(server_options_from(args));
+  server::ApiServer server(server_options_from(args));  // logs "listening on URL"
   const std::string url = str_cat("http://", args.get_or("host", "127.0.0.1"), ":", server.port());
-  log::info("listening on ", url, " (/health answers 503 until the model is ready)");
   config::RuntimeOptions runtime_options;
   runtime_options.warm_up = options.warm_up;
   const auto rt = config::Runtime::start(config, runtime_options);
@@ -65,6 +72,13 @@ int serve_api(const Args& args, const config::RecipeConfig& config, const ApiOpt
       server::model_info_from(rt->model_dir(), rt->engine(), rt->generation(), rt->tokenizer(),
                               rt->served_name(), options.generation_defaults);
   info.defaults = request_defaults(*rt, options.generation_defaults);
+  info.max_logprobs = args.get_int("max-logprobs", info.max_logprobs);
+  if (config.chat_template.has()) {
+    // --chat-template replaces every template of the tokenizer, the tool_use one too.
+    info.chat_template = std::make_shared<const tokenizer::ChatTemplate>(
+        tokenizer::ChatTemplate::parse(read_text_file(*config.chat_template)));
+    info.tool_template = nullptr;
+  }
   if (!info.chat_template) {
     log::warn(rt->model_dir(), " has no chat template: /v1/chat/completions will answer 400");
   }

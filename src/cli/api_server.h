@@ -12,8 +12,10 @@
 namespace deepinfer::cli {
 
 // --host --port --api-key --max-body-bytes --max-waiting-requests --shutdown-timeout
-// --http-threads
+// --http-threads --tool-call-parser --max-logprobs
 extern const std::set<std::string> kServerFlags;
+// --disable-log-requests --enable-auto-tool-choice (accepted: tools are always on)
+extern const std::set<std::string> kServerBoolFlags;
 
 // The server flags, checked (Error naming the flag).
 server::ServerOptions server_options_from(const Args& args);

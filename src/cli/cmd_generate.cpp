@@ -1,4 +1,7 @@
-// deepinfer generate: load a checkpoint and greedily continue one prompt.
+// deepinfer generate: load a checkpoint and continue one prompt (or a chat), greedily or
+// sampled; --prompts-file runs many through the engine (generate_batch.h).
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -6,13 +9,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/chat_prompt.h"
 #include "cli/command.h"
 #include "cli/engine_flags.h"
 #include "cli/generate_batch.h"
 #include "cli/model_flags.h"
+#include "cli/sampling_flags.h"
+#include "config/progress.h"
 #include "config/setup.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/engine.h"
 #include "engine/greedy.h"
 #include "io/hf_config.h"
 #include "io/npy.h"
@@ -21,93 +28,233 @@
 namespace deepinfer::cli {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: deepinfer generate --model DIR (--prompt-ids 1,2,3 | --prompt TEXT)\n"
-    "         [--max-new-tokens N] [--temperature 0] [--threads T] [--dtype auto|f32|bf16|f16]\n"
-    "         [--matmul-precision f32|bf16]\n"
-    "         [--ignore-eos] [--json] [--dump-logits FILE.npy] [--prefill-chunk N]\n"
-    "         [--block-size 16] [--log-level info]\n"
-    "   or: deepinfer generate --model DIR --prompts-file FILE.jsonl [--max-new-tokens N]\n"
-    "         [--temperature 0] [--ignore-eos] [engine flags]   (one JSON line per prompt)\n";
+using Clock = std::chrono::steady_clock;
 
-// --prompt TEXT is encoded as transformers' tokenizer(text) does (add_special_tokens).
-std::vector<int32_t> prompt_ids_from(const Args& args, const model::CausalLM& model,
-                                     const tokenizer::Tokenizer* tok) {
-  DI_CHECK(args.has("prompt-ids") != args.has("prompt"),
-           "give exactly one of --prompt-ids and --prompt");
+constexpr const char* kUsage =
+    "usage: deepinfer generate -m MODEL (-p TEXT | --prompt-ids 1,2,3 | --chat -p TEXT |\n"
+    "         --messages FILE.json) [-n MAX_NEW_TOKENS] [sampling] [flags]\n"
+    "   or: deepinfer generate -m MODEL --prompts-file FILE.jsonl [sampling] [engine flags]\n"
+    "  -m, --model DIR           checkpoint directory\n"
+    "  -p, --prompt TEXT         text, encoded as transformers' tokenizer(text) does\n"
+    "  --prompt-ids LIST         token ids instead of text\n"
+    "  --chat                    render --prompt as one user message through the model's chat\n"
+    "                            template (add_generation_prompt), as render-chat does\n"
+    "  --messages FILE           a JSON list of {role, content} messages (implies --chat)\n"
+    "  --chat-template FILE      a Jinja file instead of the model's chat template\n"
+    "  --tokenizer DIR           tokenizer.json / tokenizer_config.json from another directory\n"
+    "  -n, --max-new-tokens N    default 16\n"
+    "  -c, --max-model-len N     context: prompt + output never exceed it\n"
+    "  -t, --threads T           compute threads (default: every core)\n"
+    "  --stream / --no-stream    print text as it is generated (default: on for --chat when\n"
+    "                            stdout is a terminal and --json is not given)\n"
+    "  --ignore-eos  --json  --dtype auto|f32|bf16|f16  --matmul-precision f32|bf16\n"
+    "  --log-level info  --block-size 16  --kv-cache-dtype auto|f32|bf16|f16|int8\n"
+    "  sampling (default greedy): --temperature T  --top-p P  --top-k K  --min-p P\n"
+    "                             --repetition-penalty R  --seed S (same seed, same tokens)\n"
+    "  greedy only: --dump-logits FILE.npy (next-token logits at the last prompt position)\n"
+    "               --prefill-chunk N\n"
+    "  --prompts-file: one JSON line per prompt ({\"prompt\": ...} or {\"prompt_ids\": [...]},\n"
+    "                  sampling keys per line); the flags above are the defaults\n";
+
+const ArgsOptions kShortFlags = {.aliases = {{"m", "model"},
+                                             {"p", "prompt"},
+                                             {"n", "max-new-tokens"},
+                                             {"c", "max-model-len"},
+                                             {"t", "threads"}}};
+
+// Engine flags that mean something for one prompt; the rest size a multi-request engine.
+const std::set<std::string> kSinglePromptEngineFlags = {
+    "block-size", "kv-cache-dtype", "max-model-len", "allow-long-max-model-len"};
+
+// The prompt's token ids: text (as transformers' tokenizer(text)), a chat rendered through
+// the template (its special tokens are in the text), or ids.
+std::vector<int32_t> prompt_ids_from(const Args& args, const config::ModelSetup& loaded,
+                                     bool chat) {
+  const tokenizer::Tokenizer* tok = loaded.tokenizer ? &*loaded.tokenizer : nullptr;
+  const int given = static_cast<int>(args.has("prompt-ids")) +
+                    static_cast<int>(args.has("prompt")) + static_cast<int>(args.has("messages"));
+  DI_CHECK(given == 1, "give exactly one of --prompt, --prompt-ids and --messages");
+  if (chat) {
+    DI_CHECK(!args.has("prompt-ids"),
+             "--chat renders text through the chat template: give --prompt or --messages");
+    DI_CHECK(tok != nullptr, "--chat needs tokenizer.json in ", loaded.dir,
+             " (or --tokenizer DIR)");
+    const nlohmann::ordered_json messages =
+        args.has("messages")
+            ? read_messages_file(*args.get("messages"), "--messages")
+            : nlohmann::ordered_json::array({{{"role", "user"}, {"content", *args.get("prompt")}}});
+    const std::string rendered =
+        render_chat_prompt(*tok, loaded.dir, messages, args.get("chat-template"));
+    return tok->encode(rendered, false);
+  }
   if (const auto text = args.get("prompt")) {
     DI_CHECK(tok != nullptr,
              "--prompt needs tokenizer.json in the model directory; use --prompt-ids");
     return tok->encode(*text, true);
   }
   std::vector<int32_t> ids;
+  const int64_t vocab = loaded.model->vocab_size();
   for (int64_t id : args.get_int_list("prompt-ids")) {
-    DI_CHECK(id >= 0 && id < model.vocab_size(), "--prompt-ids: token id ", id,
-             " is outside the vocabulary [0, ", model.vocab_size(), ")");
+    DI_CHECK(id >= 0 && id < vocab, "--prompt-ids: token id ", id,
+             " is outside the vocabulary [0, ", vocab, ")");
     ids.push_back(static_cast<int32_t>(id));
   }
   return ids;
 }
 
+struct Generated {
+  std::vector<int32_t> output_ids;
+  std::string finish_reason;
+  std::vector<float> prompt_logits;  // greedy loop only
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+  int64_t decode_steps = 0;
+  bool streamed = false;  // the text is already on stdout
+};
+
+// Plain greedy decoding: the simplest loop, with the prompt's logits for --dump-logits.
+Generated run_greedy(const Args& args, config::ModelSetup& loaded,
+                     const std::vector<int32_t>& prompt, const engine::SamplingParams& params) {
+  const int64_t block_size = loaded.engine.block_size;
+  const auto total = static_cast<int64_t>(prompt.size()) + params.max_new_tokens;
+  cache::KvCache cache(model::kv_cache_spec(*loaded.model, block_size,
+                                            (total + block_size - 1) / block_size,
+                                            loaded.engine.kv_cache_dtype));
+  engine::GreedyOptions options;
+  options.max_new_tokens = params.max_new_tokens;
+  options.eos_token_ids = loaded.generation.eos_token_ids;
+  options.ignore_eos = params.ignore_eos;
+  options.prefill_chunk = args.get_int("prefill-chunk", 0);
+  auto result = engine::greedy_generate(*loaded.model, cache, prompt, options, *loaded.pool);
+  return {.output_ids = std::move(result.output_ids),
+          .finish_reason = result.stopped_at_eos ? "stop" : "length",
+          .prompt_logits = std::move(result.prompt_logits),
+          .prefill_seconds = result.prefill_seconds,
+          .decode_seconds = result.decode_seconds,
+          .decode_steps = result.decode_steps};
+}
+
+// Sampling and streaming: the serving engine with one sequence, its pool sized to exactly
+// this prompt + output (the sampler is the server's: same seed, same tokens).
+Generated run_engine(config::ModelSetup& loaded, const std::vector<int32_t>& prompt,
+                     const engine::SamplingParams& params, bool stream) {
+  engine::EngineConfig ec = loaded.engine;
+  const auto total =
+      static_cast<int64_t>(prompt.size()) + std::max<int64_t>(params.max_new_tokens, 1);
+  ec.max_num_seqs = 1;
+  ec.max_num_blocks = (total + ec.block_size - 1) / ec.block_size;
+  ec.kv_cache_memory_gib = 0;
+  ec.max_model_len = total;
+  ec.max_num_batched_tokens = std::max<int64_t>(ec.max_num_batched_tokens, total);
+  const tokenizer::Tokenizer* tok = loaded.tokenizer ? &*loaded.tokenizer : nullptr;
+  engine::Engine engine(*loaded.model, *loaded.pool, ec, tok);
+
+  Generated out;
+  out.streamed = stream;
+  const auto start = Clock::now();
+  std::optional<Clock::time_point> first_token;
+  engine::Completion completion;
+  engine.add_request(prompt, params);
+  while (engine.has_unfinished()) {
+    for (const auto& step : engine.step()) {
+      if (!step.error.empty()) fail(step.error);
+      for (const auto& delta : step.completions) {
+        if (!first_token && !delta.token_ids.empty()) first_token = Clock::now();
+        engine::accumulate(completion, delta);
+        if (stream && !delta.text.empty()) {
+          std::fwrite(delta.text.data(), 1, delta.text.size(), stdout);
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  const auto end = Clock::now();
+  out.output_ids = completion.token_ids;
+  out.finish_reason = engine::finish_reason_name(completion.finish_reason);
+  out.prefill_seconds = std::chrono::duration<double>(first_token.value_or(end) - start).count();
+  out.decode_seconds = std::chrono::duration<double>(end - first_token.value_or(end)).count();
+  out.decode_steps = std::max<int64_t>(0, static_cast<int64_t>(out.output_ids.size()) - 1);
+  return out;
+}
+
 int run_generate(const std::vector<std::string>& argv) {
-  if (!argv.empty() && argv[0] == "--help") {
+  if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
     std::printf("%s%s", kUsage, kEngineFlagsUsage);
     return 0;
   }
-  const Args args(argv,
-                  with_engine_value_flags(with_model_flags(
-                      {"prompt-ids", "prompt", "max-new-tokens", "temperature", "dump-logits",
-                       "prefill-chunk", "block-size", "prompts-file"})),
-                  with_engine_bool_flags({"json", "ignore-eos"}));
+  const Args args(
+      argv,
+      with_engine_value_flags(with_sampling_value_flags(
+          with_model_flags({"prompt-ids", "prompt", "messages", "chat-template", "tokenizer",
+                            "dump-logits", "prefill-chunk", "prompts-file"}))),
+      with_engine_bool_flags({"json", "ignore-eos", "chat", "stream", "no-stream"}), kShortFlags);
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
-  if (args.has("prompts-file")) return run_prompts_file(args);
-  // A single prompt runs without the serving engine: of its flags only --block-size and
-  // --kv-cache-dtype apply (with --dump-logits, a precision check of a reduced cache).
+  if (args.has("prompts-file")) {
+    DI_CHECK(!args.has("chat") && !args.has("messages") && !args.has("stream"),
+             "--prompts-file prints one JSON line per prompt: --chat, --messages and --stream "
+             "apply to a single prompt");
+    return run_prompts_file(args);
+  }
+  // One prompt: of the engine flags only these apply (the rest size a many-request pool).
   for (const auto& flag : with_engine_value_flags(with_engine_bool_flags({}))) {
-    DI_CHECK(flag == "block-size" || flag == "kv-cache-dtype" || !args.has(flag), "--", flag,
+    DI_CHECK(kSinglePromptEngineFlags.contains(flag) || !args.has(flag), "--", flag,
              " applies to the engine, i.e. with --prompts-file");
   }
-  const double temperature = args.get_double("temperature", 0.0);
-  DI_CHECK(temperature == 0.0,
-           "--temperature: a single prompt runs greedily (0); sample with --prompts-file; got ",
-           temperature);
-  const int64_t max_new = args.get_int("max-new-tokens", 16);
-  DI_CHECK(max_new >= 0, "--max-new-tokens must be >= 0");
-  config::ModelSetup loaded =
-      config::load_model_setup(recipe_from_flags(args, true), {.require_tokenizer = false});
-  const int64_t block_size = loaded.engine.block_size;
-  auto& model = loaded.model;
-  auto& pool = loaded.pool;
-  const auto& generation = loaded.generation;
-  const auto& tok = loaded.tokenizer;
-  const std::vector<int32_t> prompt = prompt_ids_from(args, *model, tok ? &*tok : nullptr);
-  DI_CHECK(!prompt.empty(), "the prompt encodes to no tokens");
+  DI_CHECK(!(args.flag("stream") && args.flag("no-stream")),
+           "give one of --stream and --no-stream");
+  DI_CHECK(!(args.flag("stream") && args.flag("json")),
+           "--stream prints text as it comes and --json one object at the end: give one");
+  const bool chat = args.flag("chat") || args.has("messages");
+  DI_CHECK(chat || !args.has("chat-template"), "--chat-template applies with --chat / --messages");
+  const bool stream = args.flag("stream") || (chat && !args.flag("no-stream") &&
+                                              !args.flag("json") && isatty(STDOUT_FILENO) == 1);
+  engine::SamplingParams params = sampling_from_flags(args);
+  const bool sampled = samples(params);
+  if (sampled || stream) {
+    for (const char* flag : {"dump-logits", "prefill-chunk"}) {
+      DI_CHECK(!args.has(flag), "--", flag,
+               " runs the greedy loop: it does not go with sampling (--temperature > 0, "
+               "--repetition-penalty) or --stream");
+    }
+  }
 
-  const auto total = static_cast<int64_t>(prompt.size()) + max_new;
-  cache::KvCache cache(model::kv_cache_spec(
-      *model, block_size, (total + block_size - 1) / block_size, loaded.engine.kv_cache_dtype));
-  engine::GreedyOptions options;
-  options.max_new_tokens = max_new;
-  options.eos_token_ids = generation.eos_token_ids;
-  options.ignore_eos = args.flag("ignore-eos");
-  options.prefill_chunk = args.get_int("prefill-chunk", 0);
-  const auto result = engine::greedy_generate(*model, cache, prompt, options, *pool);
+  config::RecipeConfig recipe = recipe_from_flags(args, true);
+  apply_setting_flags(recipe, args, {"tokenizer"});
+  config::ModelSetup loaded = config::load_model_setup(recipe, {.require_tokenizer = false});
+  const std::vector<int32_t> prompt = prompt_ids_from(args, loaded, chat);
+  DI_CHECK(!prompt.empty(), "the prompt encodes to no tokens");
+  params.validate(loaded.model->vocab_size());
+  if (loaded.engine.max_model_len > 0) {
+    // -c / --max-model-len: the context holds prompt and output (as llama.cpp's -c).
+    const auto room = loaded.engine.max_model_len - static_cast<int64_t>(prompt.size());
+    DI_CHECK(room > 0, "the prompt has ", prompt.size(), " tokens and leaves no room within ",
+             "--max-model-len ", loaded.engine.max_model_len);
+    params.max_new_tokens = std::min(params.max_new_tokens, room);
+  }
+  const auto& tok = loaded.tokenizer;
+  DI_CHECK(!stream || tok.has_value(), "--stream prints text: it needs tokenizer.json in ",
+           loaded.dir);
+
+  const Generated result = sampled || stream ? run_engine(loaded, prompt, params, stream)
+                                             : run_greedy(args, loaded, prompt, params);
 
   if (const auto path = args.get("dump-logits")) {
     io::write_npy_f32(*path, result.prompt_logits,
                       {static_cast<int64_t>(result.prompt_logits.size())});
   }
-  const auto decoded = static_cast<double>(result.output_ids.size());
   if (args.flag("json")) {
     nlohmann::ordered_json out;
     out["prompt_ids"] = prompt;
     out["output_ids"] = result.output_ids;
     if (tok) out["text"] = tok->decode(result.output_ids, true);
-    out["finish_reason"] = result.stopped_at_eos ? "stop" : "length";
+    out["finish_reason"] = result.finish_reason;
+    if (params.seed) out["seed"] = *params.seed;
     out["prefill_seconds"] = result.prefill_seconds;
     out["decode_seconds"] = result.decode_seconds;
     out["decode_steps"] = result.decode_steps;
-    std::printf("%s\n", out.dump().c_str());
+    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else if (result.streamed) {
+    std::printf("\n");
   } else if (tok) {
     std::printf("%s\n", tok->decode(result.output_ids, true).c_str());
   } else {
@@ -116,12 +263,21 @@ int run_generate(const std::vector<std::string>& argv) {
     }
     std::printf("\n");
   }
+  const auto decoded = static_cast<double>(result.output_ids.size());
   log::info("prefill ", prompt.size(), " tokens in ", result.prefill_seconds, " s; decode ",
-            decoded, " tokens in ", result.decode_seconds, " s");
+            decoded, " tokens in ", result.decode_seconds, " s",
+            result.decode_seconds > 0
+                ? str_cat(" (",
+                          config::fixed(
+                              static_cast<double>(result.decode_steps) / result.decode_seconds, 1),
+                          " tok/s)")
+                : std::string());
   return 0;
 }
 
-const Registration registration("generate", "greedy generation from a prompt", &run_generate);
+const Registration registration("generate",
+                                "continue a prompt or a chat (greedy or sampled, -m -p -n)",
+                                &run_generate);
 
 }  // namespace
 }  // namespace deepinfer::cli

@@ -9,7 +9,9 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/text_file.h"
+#include "io/gguf_model.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_config.h"
 
 namespace deepinfer::cli {
@@ -41,9 +43,14 @@ int run_render_chat(const std::vector<std::string>& argv) {
   const Args args(argv, {"model", "messages", "tools", "template", "kwargs"},
                   {"add-generation-prompt"});
   const std::string dir = args.require("model");
-  DI_CHECK(std::filesystem::is_directory(dir), "--model ", dir, ": not a directory");
-  const auto config = tokenizer::TokenizerConfig::load(
-      (std::filesystem::path(dir) / "tokenizer_config.json").string());
+  // A GGUF file carries its tokenizer_config (chat template, special tokens) in its metadata.
+  const bool gguf = io::gguf_model_file(dir).has_value();
+  DI_CHECK(gguf || std::filesystem::is_directory(dir), "--model ", dir,
+           ": not a directory or .gguf file");
+  const tokenizer::TokenizerConfig config =
+      gguf ? tokenizer::Tokenizer::load_dir(dir).config()
+           : tokenizer::TokenizerConfig::load(
+                 (std::filesystem::path(dir) / "tokenizer_config.json").string());
 
   const auto messages = read_ordered_json(args.require("messages"), "--messages");
   nlohmann::ordered_json tools = nullptr;

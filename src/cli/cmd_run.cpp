@@ -34,12 +34,15 @@ constexpr const char* kUsage =
     "  --model DIR  --threads T  --dtype auto|f32|bf16|f16  --matmul-precision f32|bf16\n"
     "  --block-size N  --max-num-blocks N | --kv-cache-memory GIB | --mem-fraction-static F\n"
     "  --kv-cache-dtype auto|f32|bf16|f16|int8  --max-num-seqs N  --max-num-batched-tokens N\n"
-    "  --max-model-len N  --enable-prefix-caching  --scheduling-policy fifo|priority\n"
+    "  --gpu-memory-utilization F (= --mem-fraction-static)\n"
+    "  --max-model-len N  --allow-long-max-model-len\n"
+    "  --enable-prefix-caching | --no-enable-prefix-caching  --scheduling-policy fifo|priority\n"
     "  --max-new-tokens N  --temperature T  --top-p P  --top-k K  --repetition-penalty R\n"
-    "  --seed S  --log-level debug|info|warn|error\n"
+    "  --seed S  --chat-template FILE  --tokenizer DIR  --log-level debug|info|warn|error\n"
     "api mode: --host 127.0.0.1  --port 8000  --api-key KEY  --served-model-name NAME\n"
     "          --max-body-bytes N  --max-waiting-requests N  --shutdown-timeout S\n"
-    "          --http-threads N\n";
+    "          --http-threads N  --tool-call-parser P  --max-logprobs N\n"
+    "          --disable-log-requests  --enable-auto-tool-choice (accepted: tools are on)\n";
 
 // Value flags that are settings (model_flags.h): the model and engine flags, and these. The
 // boolean ones are the engine's (--enable-prefix-caching).
@@ -47,7 +50,7 @@ std::set<std::string> setting_value_flags() {
   return with_engine_value_flags({"model", "threads", "dtype", "matmul-precision", "npu_devices",
                                   "devices", "mem-fraction-static", "max-new-tokens", "temperature",
                                   "top-p", "top-k", "repetition-penalty", "seed",
-                                  "served-model-name"});
+                                  "served-model-name", "chat-template", "tokenizer"});
 }
 
 int run_run(const std::vector<std::string>& argv) {
@@ -58,7 +61,7 @@ int run_run(const std::vector<std::string>& argv) {
   std::set<std::string> value_flags = setting_value_flags();
   value_flags.insert(kServerFlags.begin(), kServerFlags.end());
   value_flags.insert({"config", "mode", "prompt", "log-level"});
-  const Args args(argv, value_flags, with_engine_bool_flags({}));
+  const Args args(argv, value_flags, with_engine_bool_flags(kServerBoolFlags));
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
 
   const std::string mode = args.get_or("mode", "local");
@@ -68,15 +71,17 @@ int run_run(const std::vector<std::string>& argv) {
   DI_CHECK(mode == "local" || !args.has("prompt"),
            "--prompt answers once in local mode; the api mode takes prompts over HTTP");
   if (mode == "local") {
-    for (const auto& flag : kServerFlags) {
-      DI_CHECK(!args.has(flag), "--", flag, " applies to --mode api");
+    for (const auto& flags : {kServerFlags, kServerBoolFlags}) {
+      for (const auto& flag : flags) {
+        DI_CHECK(!args.has(flag), "--", flag, " applies to --mode api");
+      }
     }
   }
 
   config::RecipeConfig config;
   if (const auto path = args.get("config")) config = config::load_recipe(*path);
   apply_setting_flags(config, args, setting_value_flags());
-  apply_setting_flags(config, args, with_engine_bool_flags({}));
+  apply_engine_flags(config, args);
 
   if (mode == "api") return serve_api(args, config, {});
 

@@ -13,26 +13,30 @@ namespace deepinfer::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: deepinfer serve --model DIR [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
-    "         [--served-model-name NAME] [--max-body-bytes 8388608] [--max-waiting-requests N]\n"
-    "         [--shutdown-timeout 30] [--http-threads 256] [--generation-config auto|vllm]\n"
-    "         [--tool-call-parser auto|none|hermes|deepseek_v3|deepseek_v31|glm45]\n"
-    "         [--threads T] [--dtype auto|f32|bf16|f16]\n"
-    "         [--matmul-precision f32|bf16] [--log-level info] [engine flags]\n"
-    "  --model DIR             Hugging Face model directory (config.json, safetensors,\n"
+    "usage: deepinfer serve MODEL [--host 127.0.0.1] [--port 8000] [flags]   (as vllm serve)\n"
+    "   or: deepinfer serve --model MODEL [flags]\n"
+    "  MODEL                   Hugging Face model directory (config.json, safetensors,\n"
     "                          tokenizer.json; the chat template from tokenizer_config.json)\n"
     "  --host / --port         where to listen (--port 0: any free port, logged)\n"
     "  --api-key KEY           /v1/* requests need 'Authorization: Bearer KEY' (else 401)\n"
     "  --served-model-name N   the model id clients use (default: the directory's name)\n"
+    "  --tokenizer DIR         tokenizer.json / tokenizer_config.json from another directory\n"
+    "  --chat-template FILE    a Jinja file instead of the tokenizer's chat template(s)\n"
+    "  --seed S                seeds the seeds of requests that give none (reproducible runs)\n"
+    "  --max-logprobs N        most top logprobs a request may ask for (default 20)\n"
     "  --max-body-bytes N      larger request bodies get 413\n"
     "  --max-waiting-requests N  503 + Retry-After while N requests wait for their first\n"
     "                          token (0: no limit)\n"
     "  --shutdown-timeout S    on SIGTERM, in-flight requests get S seconds, then are aborted\n"
-    "  --tool-call-parser P    how tool calls are read from the model's output (auto: from the\n"
-    "                          chat template's markup; none: left in the content)\n"
+    "  --http-threads N        connections served at once (each open stream holds one)\n"
+    "  --tool-call-parser P    auto|none|hermes|deepseek_v3|deepseek_v31|glm45: how tool calls\n"
+    "                          are read from the model's output (auto: from the chat template)\n"
+    "  --enable-auto-tool-choice  accepted for vLLM compatibility: tool calls are always on\n"
+    "  --disable-log-requests  never log requests (they are logged at --log-level debug)\n"
     "  --generation-config     auto: generation_config.json supplies temperature / top_p /\n"
     "                          top_k / min_p / repetition_penalty a request omits (as vLLM);\n"
     "                          vllm: it does not (OpenAI's defaults)\n"
+    "  --threads T  --dtype auto|f32|bf16|f16  --matmul-precision f32|bf16  --log-level info\n"
     "  (a recipe config: deepinfer run --config FILE --mode api)\n";
 
 int run_serve(const std::vector<std::string>& argv) {
@@ -41,20 +45,21 @@ int run_serve(const std::vector<std::string>& argv) {
     return 0;
   }
   std::set<std::string> value_flags = kServerFlags;
-  value_flags.insert({"served-model-name", "generation-config", "config"});
+  value_flags.insert(
+      {"served-model-name", "generation-config", "config", "seed", "chat-template", "tokenizer"});
   const Args args(argv, with_engine_value_flags(with_model_flags(value_flags)),
-                  with_engine_bool_flags({}));
+                  with_engine_bool_flags(kServerBoolFlags), {.positional = "model"});
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   DI_CHECK(!args.has("config"),
            "--config: serve a recipe config with deepinfer run --config FILE --mode api");
   const std::string generation_mode = args.get_or("generation-config", "auto");
   DI_CHECK(generation_mode == "auto" || generation_mode == "vllm",
            "--generation-config: expected auto or vllm, got '", generation_mode, "'");
-  (void)args.require("model");
+  DI_CHECK(args.has("model"), "give the model: deepinfer serve MODEL (or --model MODEL)");
   (void)server_options_from(args);  // bad server flags fail before the settings are read
 
   config::RecipeConfig config = recipe_from_flags(args, true);
-  apply_setting_flags(config, args, {"served-model-name"});
+  apply_setting_flags(config, args, {"served-model-name", "seed", "chat-template", "tokenizer"});
   return serve_api(args, config,
                    {.warm_up = false, .generation_defaults = generation_mode == "auto"});
 }

@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/text_file.h"
+#include "io/gguf_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::cli {
@@ -21,7 +22,7 @@ namespace {
 constexpr const char* kTokenizeUsage =
     "usage: deepinfer tokenize (--model DIR | --tokenizer FILE) (--text TEXT | --text-file FILE)\n"
     "         [--add-special-tokens]\n"
-    "  --model DIR           directory with tokenizer.json and tokenizer_config.json\n"
+    "  --model DIR           directory with tokenizer.json and tokenizer_config.json, or a .gguf\n"
     "  --tokenizer FILE      a tokenizer.json (tokenizer_config.json beside it is used too)\n"
     "  --text TEXT           text to encode (invalid UTF-8 is decoded lossily first)\n"
     "  --text-file FILE      read the text from a file, byte for byte\n"
@@ -31,7 +32,7 @@ constexpr const char* kTokenizeUsage =
 constexpr const char* kDetokenizeUsage =
     "usage: deepinfer detokenize (--model DIR | --tokenizer FILE) --ids 1,2,3\n"
     "         [--skip-special-tokens]\n"
-    "  --model DIR            directory with tokenizer.json and tokenizer_config.json\n"
+    "  --model DIR            directory with tokenizer.json and tokenizer_config.json, or a .gguf\n"
     "  --tokenizer FILE       a tokenizer.json (tokenizer_config.json beside it is used too)\n"
     "  --ids LIST             comma-separated token ids (unknown ids are skipped)\n"
     "  --skip-special-tokens  leave special tokens out of the text\n"
@@ -43,7 +44,8 @@ tokenizer::Tokenizer load_tokenizer(const Args& args) {
   DI_CHECK(model.has_value() != file.has_value(),
            "give exactly one of --model DIR or --tokenizer FILE");
   if (model) {
-    DI_CHECK(std::filesystem::is_directory(*model), "--model ", *model, ": not a directory");
+    DI_CHECK(std::filesystem::is_directory(*model) || io::gguf_model_file(*model), "--model ",
+             *model, ": not a directory or .gguf file");
     return tokenizer::Tokenizer::load_dir(*model);
   }
   const auto config_path = std::filesystem::path(*file).parent_path() / "tokenizer_config.json";

@@ -12,6 +12,8 @@ namespace deepinfer::cli {
 extern const char* const kEngineFlagsUsage;
 
 std::set<std::string> with_engine_value_flags(std::set<std::string> value_flags);
+// --no-enable-prefix-caching (vLLM's negation) is not a setting of its own: see
+// apply_engine_flags (model_flags.h).
 std::set<std::string> with_engine_bool_flags(std::set<std::string> bool_flags);
 
 // Peak resident set size of this process in MiB (VmHWM of /proc/self/status); 0 if unknown.

@@ -8,6 +8,7 @@
 
 #include "cli/engine_flags.h"
 #include "cli/model_flags.h"
+#include "cli/sampling_flags.h"
 #include "config/setup.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -138,10 +139,8 @@ int run_prompts_file(const Args& args) {
            "--prompts-file runs the engine: --prompt, --prompt-ids, --dump-logits and "
            "--prefill-chunk do not apply");
   const std::string path = args.require("prompts-file");
-  engine::SamplingParams defaults;
-  defaults.temperature = args.get_double("temperature", 0.0);
-  defaults.max_new_tokens = args.get_int("max-new-tokens", 16);
-  defaults.ignore_eos = args.flag("ignore-eos");
+  // The sampling flags are every line's defaults (greedy unless they say otherwise).
+  const engine::SamplingParams defaults = sampling_from_flags(args);
 
   // Parse every line before loading anything: a bad file fails fast and runs nothing.
   std::ifstream in(path);
@@ -161,8 +160,9 @@ int run_prompts_file(const Args& args) {
   }
   DI_CHECK(!lines.empty(), "--prompts-file ", path, " holds no prompts");
 
-  config::ModelSetup loaded =
-      config::load_model_setup(recipe_from_flags(args, true), {.require_tokenizer = false});
+  config::RecipeConfig recipe = recipe_from_flags(args, true);
+  apply_setting_flags(recipe, args, {"tokenizer"});
+  config::ModelSetup loaded = config::load_model_setup(recipe, {.require_tokenizer = false});
   const std::string& dir = loaded.dir;
   const auto& tok = loaded.tokenizer;
   engine::Engine engine(*loaded.model, *loaded.pool, loaded.engine, tok ? &*tok : nullptr);

@@ -4,6 +4,7 @@
 
 #include "cli/engine_flags.h"
 #include "config/apply.h"
+#include "core/error.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -29,13 +30,22 @@ void apply_setting_flags(config::RecipeConfig& config, const Args& args,
   }
 }
 
+void apply_engine_flags(config::RecipeConfig& config, const Args& args) {
+  apply_setting_flags(config, args, with_engine_value_flags({}));
+  DI_CHECK(!(args.flag("enable-prefix-caching") && args.flag("no-enable-prefix-caching")),
+           "give one of --enable-prefix-caching and --no-enable-prefix-caching");
+  std::set<std::string> bools = with_engine_bool_flags({});
+  bools.erase("no-enable-prefix-caching");
+  apply_setting_flags(config, args, bools);
+  if (args.flag("no-enable-prefix-caching")) {
+    config::apply_override(config, "enable_prefix_caching", false, "--no-enable-prefix-caching");
+  }
+}
+
 config::RecipeConfig recipe_from_flags(const Args& args, bool engine_flags) {
   config::RecipeConfig config;
   apply_setting_flags(config, args, kModelSettingFlags);
-  if (engine_flags) {
-    apply_setting_flags(config, args, with_engine_value_flags({}));
-    apply_setting_flags(config, args, with_engine_bool_flags({}));
-  }
+  if (engine_flags) apply_engine_flags(config, args);
   return config;
 }
 

@@ -21,6 +21,10 @@ std::set<std::string> with_model_flags(std::set<std::string> value_flags);
 void apply_setting_flags(config::RecipeConfig& config, const Args& args,
                          const std::set<std::string>& flags);
 
+// The engine flags of engine_flags.h, --no-enable-prefix-caching included (as
+// enable_prefix_caching = false; giving both spellings is an error).
+void apply_engine_flags(config::RecipeConfig& config, const Args& args);
+
 // A config from --model / --threads / --dtype and, with `engine_flags`, the engine flags of
 // engine_flags.h (block size, KV pool and dtype, scheduler budgets, prefix caching, policy).
 config::RecipeConfig recipe_from_flags(const Args& args, bool engine_flags);

@@ -1,5 +1,6 @@
 #include "config/apply.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -117,6 +118,47 @@ int64_t thread_count(const RecipeConfig& config) {
   return 0;
 }
 
+int64_t derived_max_model_len(const io::ModelConfig& model) {
+  const int64_t base = model.max_position_embeddings;
+  if (base <= 0) return 0;
+  const io::RopeScaling& rope = model.rope_scaling;
+  if (rope.factor <= 1.0) return base;
+  if (rope.type == "linear" || rope.type == "dynamic") {
+    return static_cast<int64_t>(static_cast<double>(base) * rope.factor);
+  }
+  if (rope.type == "yarn") {
+    const int64_t original =
+        rope.original_max_position_embeddings > 0 ? rope.original_max_position_embeddings : base;
+    return std::max(base, static_cast<int64_t>(static_cast<double>(original) * rope.factor));
+  }
+  return base;
+}
+
+void check_max_model_len(const RecipeConfig& config, const engine::EngineConfig& engine,
+                         const io::ModelConfig& model, const std::string& model_dir) {
+  const int64_t derived = derived_max_model_len(model);
+  if (engine.max_model_len <= derived || derived <= 0 ||
+      config.allow_long_max_model_len.value_or(false)) {
+    return;
+  }
+  const std::string origin =
+      config.max_model_len.has()
+          ? config.max_model_len.origin
+          : str_cat(config.max_prompt_len.origin, " + max_new_tokens (max_model_len)");
+  const bool scaled = derived != model.max_position_embeddings;
+  throw ConfigError(str_cat(
+      origin, " = ", engine.max_model_len, " is greater than the derived max_model_len ", derived,
+      " (", scaled ? "rope scaling of " : "",
+      "max_position_embeddings = ", model.max_position_embeddings, " in ", model_dir,
+      "/config.json): positions beyond it were never trained and give wrong output; lower it, "
+      "or pass --allow-long-max-model-len (key allow_long_max_model_len) to use it anyway"));
+}
+
+bool is_test_model(const io::ModelConfig& model) {
+  const auto it = model.raw.find("deepinfer_test_model");
+  return it != model.raw.end() && it->is_boolean() && it->get<bool>();
+}
+
 engine::EngineConfig engine_config(const RecipeConfig& config,
                                    const io::GenerationConfig& generation) {
   engine::EngineConfig out;
@@ -155,6 +197,7 @@ engine::EngineConfig engine_config(const RecipeConfig& config,
   out.scheduling_policy =
       engine::parse_scheduling_policy(config.scheduling_policy.value_or("fifo"));
   out.eos_token_ids = generation.eos_token_ids;
+  if (config.seed.has()) out.seed = *config.seed;
   return out;
 }
 

@@ -34,6 +34,22 @@ model::LoadOptions load_options(const RecipeConfig& config);
 // Compute threads: `threads`, else the number of devices listed, else 0 (all cores).
 int64_t thread_count(const RecipeConfig& config);
 
+// The longest context a checkpoint was trained for, as vLLM derives it: max_position_embeddings,
+// times the rope scaling factor for linear / dynamic scaling, or original_max_position_embeddings
+// times the factor for yarn (llama3 and longrope already count in max_position_embeddings).
+// 0 when config.json does not say.
+int64_t derived_max_model_len(const io::ModelConfig& model);
+
+// Refuses a max_model_len (the config's, or input_truncated_len + max_new_tokens) beyond
+// derived_max_model_len unless allow_long_max_model_len is set, as vLLM does: ConfigError
+// naming both numbers.
+void check_max_model_len(const RecipeConfig& config, const engine::EngineConfig& engine,
+                         const io::ModelConfig& model, const std::string& model_dir);
+
+// True when config.json marks a random-weight test checkpoint ("deepinfer_test_model": true,
+// written by tools/make_tiny_models.py): its output is not meaningful text.
+bool is_test_model(const io::ModelConfig& model);
+
 // Block size, pool size, scheduler budgets, prefix caching, policy; eos ids from
 // generation_config.json. max_model_len defaults to max_prompt_len + max_new_tokens when the
 // YAML's input_truncated_len is given. mem_fraction_static needs the loaded model: see

@@ -59,6 +59,10 @@ struct RecipeConfig {
   Setting<std::string> matmul_precision;
   Setting<bool> attention_fusion;
   Setting<bool> moe_fusion;
+  // Another directory's tokenizer.json / tokenizer_config.json (vLLM's --tokenizer).
+  Setting<std::string> tokenizer_path;
+  // A Jinja file used instead of the tokenizer's chat template (vLLM's --chat-template).
+  Setting<std::string> chat_template;
 
   // Parallel layout. Only 1 is accepted by this build (checked while parsing); kept for the
   // start-up log.
@@ -80,6 +84,9 @@ struct RecipeConfig {
   // Scheduler.
   Setting<int64_t> max_num_seqs;
   Setting<int64_t> max_model_len;
+  // max_model_len may exceed what the checkpoint was trained for (max_position_embeddings,
+  // scaled by its rope scaling): vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.
+  Setting<bool> allow_long_max_model_len;
   Setting<int64_t> max_num_batched_tokens;
   Setting<int64_t> max_prompt_len;  // YAML data_config.input_truncated_len
   Setting<bool> enable_prefix_caching;

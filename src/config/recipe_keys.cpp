@@ -89,18 +89,18 @@ void precision_mode(RecipeConfig& c, const Value& v, Mode m) {
 void atb_attention(RecipeConfig& c, const Value& v, Mode m) {
   assign(c.attention_fusion,
          require_bool(v, true,
-                      "fused attention cannot be turned off: deepinfer's attention kernels are "
-                      "fused by construction (QKV projection, scores and output over the paged "
-                      "cache in one pass); remove the key or set it to true"),
+                      "fused attention cannot be turned off: deepinfer's attention is one "
+                      "flash-style kernel over the paged KV cache (scores, softmax and the "
+                      "weighted sum of values in one pass); remove the key or set it to true"),
          v, m);
 }
 
 void atb_moe(RecipeConfig& c, const Value& v, Mode m) {
   assign(c.moe_fusion,
          require_bool(v, true,
-                      "fused MoE cannot be turned off: the MoE layer is fused by construction "
-                      "(routing, grouped expert GEMMs and the weighted sum in one layer); remove "
-                      "the key or set it to true"),
+                      "grouped MoE cannot be turned off: the MoE layer always groups the tokens "
+                      "routed to each expert into one GEMM per expert; remove the key or set it "
+                      "to true"),
          v, m);
 }
 
@@ -214,6 +214,19 @@ void max_num_seqs(RecipeConfig& c, const Value& v, Mode m) {
 }
 void max_model_len(RecipeConfig& c, const Value& v, Mode m) {
   assign(c.max_model_len, v.positive(), v, m);
+}
+void allow_long_max_model_len(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.allow_long_max_model_len, v.boolean(), v, m);
+}
+void tokenizer_path(RecipeConfig& c, const Value& v, Mode m) {
+  std::string path = v.string();
+  if (path.empty()) v.reject("must name a directory with tokenizer.json");
+  assign(c.tokenizer_path, std::move(path), v, m);
+}
+void chat_template(RecipeConfig& c, const Value& v, Mode m) {
+  std::string path = v.string();
+  if (path.empty()) v.reject("must name a Jinja chat template file");
+  assign(c.chat_template, std::move(path), v, m);
 }
 void max_num_batched_tokens(RecipeConfig& c, const Value& v, Mode m) {
   assign(c.max_num_batched_tokens, v.positive(), v, m);

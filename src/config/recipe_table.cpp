@@ -54,6 +54,8 @@ const std::vector<Meaning>& meanings() {
       {set::matmul_precision, {{J, "atb.matmul_precision"}, {O, "matmul_precision"}}},
       {set::atb_attention, {{J, "atb.enable_atb_attention"}, {O, "enable_atb_attention"}}},
       {set::atb_moe, {{J, "atb.enable_atb_moe"}, {O, "enable_atb_moe"}}},
+      {set::tokenizer_path, {{O, "tokenizer"}, {O, "tokenizer_path"}}},
+      {set::chat_template, {{O, "chat_template"}}},
       // Parallel layout.
       {set::world_size, {{Y, "parallel_config.world_size"}, {O, "world_size"}}},
       {set::tensor_parallel_size,
@@ -95,7 +97,9 @@ const std::vector<Meaning>& meanings() {
        {{J, "kv_cache.max_num_blocks"}, {M, "max_num_blocks"}, {O, "max_num_blocks"}}},
       {set::kv_cache_memory, {{O, "kv_cache_memory"}}},
       {set::mem_fraction_static,
-       {{Y, "scheduler_config.mem_fraction_static"}, {O, "mem_fraction_static"}}},
+       {{Y, "scheduler_config.mem_fraction_static"},
+        {O, "mem_fraction_static"},
+        {O, "gpu_memory_utilization"}}},  // vLLM's spelling: weights + KV within the share
       {set::kv_cache_dtype, {{M, "kv_cache_dtype"}, {O, "kv_cache_dtype"}}},
       {set::enable_kv_cache_quant, {{M, "enable_kv_cache_quant"}, {O, "enable_kv_cache_quant"}}},
       // Scheduler.
@@ -106,6 +110,7 @@ const std::vector<Meaning>& meanings() {
         {O, "max_batch_size"}}},
       {set::max_model_len,
        {{J, "inference.max_seq_len"}, {O, "max_model_len"}, {O, "max_seq_len"}}},
+      {set::allow_long_max_model_len, {{O, "allow_long_max_model_len"}}},
       {set::max_num_batched_tokens,
        {{Y, "scheduler_config.max_prefill_tokens"}, {O, "max_num_batched_tokens"}}},
       {set::dataset, {{Y, "data_config.dataset"}}},

@@ -7,6 +7,7 @@
 #include "config/apply.h"
 #include "config/progress.h"
 #include "core/log.h"
+#include "core/text_file.h"
 
 namespace deepinfer::config {
 namespace {
@@ -48,13 +49,14 @@ void log_layout(const RecipeConfig& config, const model::CausalLM& model, int th
                 ": nothing to convert, the all-to-all of one process is an in-memory copy");
     }
   }
+  // Only what the layers actually call (model/layers): the Q/K/V/O projections and RMSNorm
+  // are separate kernels; attention and the expert GEMMs are the fused / grouped parts.
   log::info(
-      "loading fused operators: attention (QKV projection + scores + output over the "
-      "paged KV cache)",
-      experts > 0 ? ", MoE (routing + grouped expert GEMMs + weighted sum)" : "",
-      ", RMSNorm fused with its neighbours");
+      "loading fused operators: paged attention (one flash-style kernel per layer: scores, "
+      "online softmax and the weighted sum of values over the paged KV cache)",
+      experts > 0 ? "; grouped MoE (the tokens routed to each expert in one GEMM per expert)" : "");
   log::info("attention fusion: enabled, MoE fusion: ",
-            experts > 0 ? "enabled" : "enabled (this model has no MoE layers)");
+            experts > 0 ? "enabled" : "not applicable (no MoE layers)");
 }
 
 }  // namespace
@@ -67,7 +69,16 @@ std::unique_ptr<Runtime> Runtime::start(const RecipeConfig& config, const Runtim
       config, {.require_tokenizer = true, .progress_bar = options.setup.progress_bar});
   ModelSetup& s = rt->setup_;
   const tokenizer::TokenizerConfig& tc = s.tokenizer->config();
-  if (tc.chat_template || tc.named_templates.contains("default")) {
+  if (config.chat_template.has()) {
+    try {
+      rt->chat_ = std::make_unique<tokenizer::ChatTemplate>(
+          tokenizer::ChatTemplate::parse(read_text_file(*config.chat_template)));
+    } catch (const Error& e) {
+      throw ConfigError(str_cat(config.chat_template.origin, " = \"", *config.chat_template,
+                                "\": the template does not parse: ", e.what()));
+    }
+    log::info("chat template: ", *config.chat_template, " (", config.chat_template.origin, ")");
+  } else if (tc.chat_template || tc.named_templates.contains("default")) {
     try {
       rt->chat_ = std::make_unique<tokenizer::ChatTemplate>(
           tokenizer::ChatTemplate::parse(tokenizer::select_chat_template(tc, false)));

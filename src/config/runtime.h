@@ -5,7 +5,8 @@
 // serve` and the Python binding, logging the start-up lines the articles show
 // (SEED_INTERFACES.md §1):
 //   loading model from PATH / model loaded in N s / parallel layout / experts distributed /
-//   loading fused operators / attention fusion: enabled, MoE fusion: enabled / warming up /
+//   loading fused operators (only those that run) / attention fusion: enabled, MoE fusion:
+//   enabled (or not applicable) / warming up /
 //   warm-up completed in N s
 // ("ready" is the caller's line: it knows what it is ready for).
 #include <string_view>
@@ -45,6 +46,9 @@ class Runtime {
   const tokenizer::Tokenizer& tokenizer() const { return *setup_.tokenizer; }
   const engine::SamplingParams& sampling_defaults() const { return setup_.sampling; }
   bool has_chat_template() const { return chat_ != nullptr; }
+  // The template chats are rendered with: chat_template's file when the config names one,
+  // else the tokenizer's; nullptr when there is none.
+  const tokenizer::ChatTemplate* chat_template() const { return chat_.get(); }
 
   // Text prompt ids as transformers' tokenizer(text) gives them (special tokens added).
   std::vector<int32_t> encode_prompt(std::string_view text) const;

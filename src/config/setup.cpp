@@ -67,12 +67,28 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
   s.generation = io::GenerationConfig::load(s.dir, model_config);
   s.sampling = sampling_defaults(config, s.generation);
   s.engine = engine_config(config, s.generation);
-  const bool has_tokenizer =
-      fs::exists(fs::path(s.dir) / "tokenizer.json") || io::gguf_model_file(s.dir).has_value();
+  check_max_model_len(config, s.engine, model_config, s.dir);
+  const std::string tokenizer_dir = config.tokenizer_path.value_or(s.dir);
+  if (config.tokenizer_path.has() && !fs::is_directory(tokenizer_dir)) {
+    throw ConfigError(str_cat(config.tokenizer_path.origin, " = \"", tokenizer_dir,
+                              "\": not a directory (it holds tokenizer.json and "
+                              "tokenizer_config.json)"));
+  }
+  // A GGUF file carries its own tokenizer (tokenizer.ggml.*).
+  const bool has_tokenizer = fs::exists(fs::path(tokenizer_dir) / "tokenizer.json") ||
+                             (!config.tokenizer_path.has() && io::gguf_model_file(s.dir));
+  if (config.tokenizer_path.has() && !has_tokenizer) {
+    throw ConfigError(str_cat(config.tokenizer_path.origin, " = \"", tokenizer_dir,
+                              "\": no tokenizer.json there"));
+  }
   if (options.require_tokenizer && !has_tokenizer) {
     fail(s.dir,
          ": no tokenizer.json; serving, chatting and the Python API take text, so the model "
-         "directory needs its tokenizer");
+         "directory needs its tokenizer (or pass --tokenizer DIR)");
+  }
+  if (config.chat_template.has() && !fs::is_regular_file(*config.chat_template)) {
+    throw ConfigError(str_cat(config.chat_template.origin, " = \"", *config.chat_template,
+                              "\": no such file (a Jinja chat template)"));
   }
 
   if (config.matmul_precision.has()) {
@@ -82,12 +98,17 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
   const auto start = Clock::now();
   prefault_checkpoint(s.dir, options.progress_bar);
   s.model = model::load_model(s.dir, load_options(config));
-  if (has_tokenizer) s.tokenizer = tokenizer::Tokenizer::load_dir(s.dir);
+  if (has_tokenizer) s.tokenizer = tokenizer::Tokenizer::load_dir(tokenizer_dir);
   log::info(
       "model loaded in ", fixed(std::chrono::duration<double>(Clock::now() - start).count(), 2),
       " s (", model_config.architecture, ", ", model_config.num_hidden_layers, " layers, weights ",
       config.dtype.value_or("auto") == "auto" ? "as stored" : *config.dtype, ", matmul precision ",
       kernels::matmul_precision_name(kernels::matmul_precision()), ")");
+  if (is_test_model(model_config)) {
+    log::warn(s.dir,
+              " is a random-weight test model (config.json: \"deepinfer_test_model\": true): "
+              "its output is not meaningful text");
+  }
 
   s.pool = std::make_unique<ThreadPool>(static_cast<int>(thread_count(config)));
   if (config.mem_fraction_static.has()) {

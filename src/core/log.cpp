@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <mutex>
 
 namespace deepinfer::log {
@@ -60,14 +61,19 @@ Level parse_level(std::string_view name) {
 
 void write(Level level, std::string_view message) {
   static std::mutex mutex;
+  // Local wall-clock time to the millisecond, as people read it ("2026-12-01 08:36:45.123").
   using clock = std::chrono::system_clock;
+  const auto now = clock::now();
+  const std::time_t seconds = clock::to_time_t(now);
   const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(clock::now().time_since_epoch())
-          .count();
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm local{};
+  localtime_r(&seconds, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &local);
   std::lock_guard<std::mutex> lock(mutex);
-  std::fprintf(stderr, "[%lld.%03lld] [%s] %.*s\n", static_cast<long long>(ms / 1000),
-               static_cast<long long>(ms % 1000), tag(level), static_cast<int>(message.size()),
-               message.data());
+  std::fprintf(stderr, "%s.%03lld [%s] %.*s\n", stamp, static_cast<long long>(ms), tag(level),
+               static_cast<int>(message.size()), message.data());
 }
 
 }  // namespace deepinfer::log

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "engine/stop_text.h"
 #include "tokenizer/tokenizer.h"
 
@@ -48,6 +49,17 @@ EngineConfig resolve(const model::CausalLM& model, EngineConfig config) {
     if (config.kv_cache_memory_gib > 0) {
       config.max_num_blocks = cache::BlockManager::blocks_for_memory(
           config.kv_cache_memory_gib, bytes_per_token, config.block_size);
+      const int64_t len = config.max_model_len > 0 ? config.max_model_len : model_max;
+      const int64_t usable =
+          len > 0 ? config.max_num_seqs * ((len + config.block_size - 1) / config.block_size) : 0;
+      if (usable > 0 && config.max_num_blocks > usable) {
+        log::info("KV cache: --kv-cache-memory ", config.kv_cache_memory_gib, " GiB holds ",
+                  config.max_num_blocks, " blocks, but ", config.max_num_seqs, " sequences (",
+                  "max_num_seqs) of ", len, " tokens (",
+                  config.max_model_len > 0 ? "max_model_len" : "max_position_embeddings",
+                  ") use at most ", usable, ": capped at ", usable, " blocks");
+        config.max_num_blocks = usable;
+      }
     } else {
       const int64_t len = config.max_model_len > 0 ? config.max_model_len
                           : model_max > 0          ? std::min<int64_t>(model_max, 8192)
@@ -83,7 +95,7 @@ Engine::Engine(model::CausalLM& model, ThreadPool& pool, const EngineConfig& con
       blocks_(config_.max_num_blocks, config_.block_size, config_.enable_prefix_caching),
       scheduler_({config_.max_num_seqs, config_.max_num_batched_tokens, config_.scheduling_policy},
                  blocks_),
-      seed_source_(std::random_device{}()) {}
+      seed_source_(config.seed ? *config.seed : std::random_device{}()) {}
 
 Engine::~Engine() = default;
 

@@ -38,7 +38,9 @@ namespace deepinfer::engine {
 struct EngineConfig {
   int64_t block_size = 16;
   // KV pool size: max_num_blocks if > 0, else kv_cache_memory_gib if > 0, else enough for
-  // max_num_seqs sequences of max_model_len tokens, capped at kDefaultKvMemoryGib.
+  // max_num_seqs sequences of max_model_len tokens, capped at kDefaultKvMemoryGib. A pool sized
+  // by memory never holds more blocks than max_num_seqs sequences of max_model_len (or the
+  // model's max_position_embeddings) can use: the rest would be allocated and never touched.
   int64_t max_num_blocks = 0;
   double kv_cache_memory_gib = 0;
   DType kv_cache_dtype = DType::f32;  // see cache::parse_kv_cache_dtype
@@ -50,6 +52,9 @@ struct EngineConfig {
   bool enable_prefix_caching = false;
   SchedulingPolicy scheduling_policy = SchedulingPolicy::fifo;
   std::vector<int64_t> eos_token_ids;  // from generation_config.json; honoured unless ignore_eos
+  // Seeds the seeds of requests that give none (vLLM's --seed): the same requests in the same
+  // order then sample the same tokens. Unset: a random seed per engine.
+  std::optional<uint64_t> seed;
 
   static constexpr double kDefaultKvMemoryGib = 2.0;
 };

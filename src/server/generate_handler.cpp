@@ -194,6 +194,11 @@ void ApiServer::Impl::handle_generation(Api api, const httplib::Request& req,
   const auto body = parse_json_body(req.body);
   GenerationRequest r = api == Api::chat ? parse_chat_request(body, info.defaults)
                                          : parse_completion_request(body, info.defaults);
+  if (r.logprobs && r.top_logprobs > info.max_logprobs) {
+    bad_param(api == Api::chat ? "top_logprobs" : "logprobs",
+              str_cat("Requested ", r.top_logprobs, " logprobs, more than this server's maximum ",
+                      info.max_logprobs, " (--max-logprobs)"));
+  }
   if (!r.model.empty() && r.model != info.name) {
     throw ApiError(404, str_cat("The model `", r.model, "` does not exist."), "model",
                    "model_not_found");

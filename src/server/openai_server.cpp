@@ -204,7 +204,7 @@ void ApiServer::Impl::install_routes() {
         send_error(res, ApiError(500, str_cat("internal server error: ", what)));
       });
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    log::debug(req.method, " ", req.path, " -> ", res.status);
+    if (options.log_requests) log::debug(req.method, " ", req.path, " -> ", res.status);
     if (state.load() != ServerState::starting && shared) {
       shared->metrics.count_http_response(endpoint_label(req.path), res.status);
     }
@@ -254,7 +254,8 @@ ApiServer::ApiServer(ServerOptions options) : impl_(std::make_unique<Impl>(std::
     sigaction(SIGINT, &action, nullptr);
   }
   s.listener = std::thread([&s] { s.http.listen_after_bind(); });
-  log::info("listening on http://", o.host, ":", s.port);
+  log::info("listening on http://", o.host, ":", s.port,
+            " (/health answers 503 until the model is ready)");
 }
 
 ApiServer::~ApiServer() {

@@ -47,6 +47,9 @@ struct ServerOptions {
   // markup the chat template shows), "none" (never parsed: calls stay in `content`), or a
   // family: "hermes", "deepseek_v3", "deepseek_v31", "glm45". Checked by the constructor.
   std::string tool_call_parser = "auto";
+  // Each request is logged at debug level ("POST /v1/completions -> 200"); false: never
+  // (vLLM's --disable-log-requests).
+  bool log_requests = true;
 };
 
 // Request defaults taken from generation_config.json, used when a request omits the field
@@ -76,6 +79,8 @@ struct ModelInfo {
   std::shared_ptr<const tokenizer::ChatTemplate> tool_template;
   std::string bos_token;  // template variables ("" when the tokenizer has none)
   std::string eos_token;
+  // Most top logprobs a request may ask for (vLLM's --max-logprobs); larger asks get 400.
+  int64_t max_logprobs = 20;
 };
 
 // Fills ModelInfo from a loaded engine; `name` empty: the directory's base name. Throws Error

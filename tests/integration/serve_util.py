@@ -17,9 +17,10 @@ TINY = DATA / "tiny-qwen3"
 
 
 class ServeProcess:
-    def __init__(self, binary, *flags, model=TINY, wait_ready=True, timeout=120):
-        args = [binary, "serve", "--model", str(model), "--port", "0", "--threads", "2",
-                *map(str, flags)]
+    def __init__(self, binary, *flags, model=TINY, wait_ready=True, timeout=120, positional=False):
+        # positional: `serve MODEL ...` as vllm serve takes it, else `serve --model MODEL`.
+        model_args = [str(model)] if positional else ["--model", str(model)]
+        args = [binary, "serve", *model_args, "--port", "0", "--threads", "2", *map(str, flags)]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, errors="replace")
         self.log = []

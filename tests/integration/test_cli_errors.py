@@ -79,7 +79,7 @@ def test_missing_tensor_is_named(run_cli, tmp_path):
 
 
 @pytest.mark.parametrize("flags, needle", [
-    (["--temperature", "0.7"], "--temperature"),
+    (["--temperature", "-1"], "temperature"),
     (["--threads", "x"], "--threads"),
     (["--dtype", "f64"], "--dtype"),
     (["--bogus"], "--bogus"),

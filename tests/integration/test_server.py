@@ -19,8 +19,8 @@ MESSAGES = [{"role": "system", "content": "You are terse."},
 @pytest.fixture(scope="module")
 def server(deepinfer_bin):
     # A long context (the tiny model's RoPE has no limit) so streams can run for a while.
-    s = ServeProcess(deepinfer_bin, "--max-model-len", 4096, "--max-num-seqs", 16,
-                     "--enable-prefix-caching")
+    s = ServeProcess(deepinfer_bin, "--max-model-len", 4096, "--allow-long-max-model-len",
+                     "--max-num-seqs", 16, "--enable-prefix-caching")
     yield s
     assert s.stop() == 0
 
@@ -163,7 +163,8 @@ def test_chat_prompt_is_the_rendered_template(deepinfer_bin, thinking_model, tmp
             [deepinfer_bin, "tokenize", "--model", str(thinking_model), "--text-file",
              str(tmp_path / "p.txt")], capture_output=True, text=True, check=True).stdout)
 
-    server = ServeProcess(deepinfer_bin, "--max-model-len", 2048, model=thinking_model)
+    server = ServeProcess(deepinfer_bin, "--max-model-len", 2048, "--allow-long-max-model-len",
+                          model=thinking_model)
     try:
         seen = []
         for kwargs in ({}, {"enable_thinking": False}):

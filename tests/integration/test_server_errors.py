@@ -16,7 +16,7 @@ GOOD = {"model": "tiny-qwen3", "prompt": "Hello", "max_tokens": 3, "temperature"
 @pytest.fixture(scope="module")
 def server(deepinfer_bin):
     s = ServeProcess(deepinfer_bin, "--max-body-bytes", 65536, "--max-model-len", 8192,
-                     "--max-num-seqs", 4)
+                     "--allow-long-max-model-len", "--max-num-seqs", 4)
     yield s
     assert s.stop() == 0
 
@@ -176,7 +176,7 @@ def test_client_disconnect_aborts_and_frees_blocks(server):
 
 def test_overload_gives_503_with_retry_after(deepinfer_bin):
     s = ServeProcess(deepinfer_bin, "--max-num-seqs", 1, "--max-waiting-requests", 1,
-                     "--max-model-len", 8192)
+                     "--max-model-len", 8192, "--allow-long-max-model-len")
     try:
         running, _ = raw_stream(s, "/v1/completions", LONG)  # holds the only sequence slot
         # The chat stream's role chunk comes at submission: this one is queued.

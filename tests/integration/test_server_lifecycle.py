@@ -63,7 +63,8 @@ def test_health_is_503_or_200_only(deepinfer_bin):
 
 
 def test_sigterm_finishes_in_flight_requests(deepinfer_bin):
-    s = ServeProcess(deepinfer_bin, "--max-model-len", 8192, "--shutdown-timeout", 600)
+    s = ServeProcess(deepinfer_bin, "--max-model-len", 8192, "--allow-long-max-model-len",
+                     "--shutdown-timeout", 600)
     results = {}
     body = {**LONG, "max_tokens": 3000}
 
@@ -103,7 +104,8 @@ def test_sigterm_finishes_in_flight_requests(deepinfer_bin):
 
 
 def test_shutdown_timeout_aborts_the_rest(deepinfer_bin):
-    s = ServeProcess(deepinfer_bin, "--max-model-len", 8192, "--shutdown-timeout", 0.2)
+    s = ServeProcess(deepinfer_bin, "--max-model-len", 8192, "--allow-long-max-model-len",
+                     "--shutdown-timeout", 0.2)
     sock, _ = raw_stream(s, "/v1/completions", LONG)
     start = time.monotonic()
     s.proc.send_signal(signal.SIGTERM)

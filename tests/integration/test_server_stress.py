@@ -95,7 +95,8 @@ def run_phase(url, phase, tally):
 
 def test_64_streaming_clients_three_phases(deepinfer_bin):
     s = ServeProcess(deepinfer_bin, "--max-num-seqs", 32, "--max-waiting-requests", 24,
-                     "--max-model-len", 1024, "--enable-prefix-caching")
+                     "--max-model-len", 1024, "--allow-long-max-model-len",
+                     "--enable-prefix-caching")
     try:
         rss = []
         tallies = []

@@ -23,7 +23,8 @@ ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 @pytest.fixture(scope="module")
 def server(deepinfer_bin):
-    s = ServeProcess(deepinfer_bin, "--max-model-len", 4096, "--max-num-seqs", 4)
+    s = ServeProcess(deepinfer_bin, "--max-model-len", 4096, "--allow-long-max-model-len",
+                     "--max-num-seqs", 4)
     yield s
     assert s.stop() == 0
 

@@ -135,6 +135,52 @@ TEST(RecipeApply, EngineConfigMapsTheKeys) {
                       {"input_truncated_len = 40", "no room"});
 }
 
+// vLLM's derived max_model_len: linear / dynamic scale max_position_embeddings, yarn scales
+// original_max_position_embeddings, llama3 already counts in max_position_embeddings.
+TEST(RecipeApply, DerivedMaxModelLenFollowsRopeScaling) {
+  EXPECT_EQ(derived_max_model_len(io::ModelConfig::load(tiny("tiny-qwen3"))), 256);
+  EXPECT_EQ(derived_max_model_len(io::ModelConfig::load(tiny("tiny-qwen2-linear"))), 512);
+  EXPECT_EQ(derived_max_model_len(io::ModelConfig::load(tiny("tiny-qwen3-yarn"))), 128);
+  EXPECT_EQ(derived_max_model_len(io::ModelConfig::load(tiny("tiny-qwen2-llama3"))), 256);
+}
+
+TEST(RecipeApply, MaxModelLenBeyondTheModelIsRefusedUnlessAllowed) {
+  const auto model = io::ModelConfig::load(tiny("tiny-qwen3"));
+  io::GenerationConfig generation;
+  RecipeConfig c;
+  apply_override(c, "max_model_len", 256, "--max-model-len");
+  EXPECT_NO_THROW(check_max_model_len(c, engine_config(c, generation), model, "m"));
+  apply_override(c, "max_model_len", 4096, "--max-model-len");
+  expect_config_error(
+      [&] { check_max_model_len(c, engine_config(c, generation), model, "m"); },
+      {"--max-model-len = 4096", "derived max_model_len 256", "max_position_embeddings = 256",
+       "m/config.json", "--allow-long-max-model-len"});
+  apply_override(c, "allow_long_max_model_len", true, "--allow-long-max-model-len");
+  EXPECT_NO_THROW(check_max_model_len(c, engine_config(c, generation), model, "m"));
+  // The YAML's input_truncated_len + max_new_tokens is a max_model_len too.
+  RecipeConfig y;
+  parse_yaml_recipe(y, "data_config:\n  input_truncated_len: 300\n", "r.yaml");
+  expect_config_error([&] { check_max_model_len(y, engine_config(y, generation), model, "m"); },
+                      {"input_truncated_len", "812", "256"});
+}
+
+TEST(RecipeApply, TestModelMarkerAndVllmSpellings) {
+  EXPECT_TRUE(is_test_model(io::ModelConfig::load(tiny("tiny-qwen3"))));
+  io::ModelConfig plain = io::ModelConfig::load(tiny("tiny-qwen3"));
+  plain.raw.erase("deepinfer_test_model");
+  EXPECT_FALSE(is_test_model(plain));
+  RecipeConfig c;
+  apply_override(c, "gpu_memory_utilization", "0.5", "--gpu-memory-utilization", true);
+  EXPECT_EQ(*c.mem_fraction_static, 0.5);
+  EXPECT_EQ(c.mem_fraction_static.origin, "--gpu-memory-utilization");
+  apply_override(c, "tokenizer", "dir", "--tokenizer", true);
+  apply_override(c, "chat_template", "t.jinja", "--chat-template", true);
+  apply_override(c, "seed", "5", "--seed", true);
+  EXPECT_EQ(*c.tokenizer_path, "dir");
+  EXPECT_EQ(*c.chat_template, "t.jinja");
+  EXPECT_EQ(engine_config(c, io::GenerationConfig{}).seed, std::optional<uint64_t>(5));
+}
+
 TEST(RecipeApply, KvCacheDtypeReachesTheEngineConfig) {
   const io::GenerationConfig generation;
   const auto dtype_of = [&](const RecipeConfig& c) {

@@ -121,9 +121,9 @@ TEST(RecipeJson, ParallelismBeyondOneProcessIsExplained) {
 
 TEST(RecipeJson, FusionSwitchesCannotBeTurnedOff) {
   expect_config_error([] { parse_infer(R"({"atb": {"enable_atb_attention": false}})"); },
-                      {"atb.enable_atb_attention = false", "fused by construction"});
+                      {"atb.enable_atb_attention = false", "one flash-style kernel"});
   expect_config_error([] { parse_infer(R"({"atb": {"enable_atb_moe": false}})"); },
-                      {"atb.enable_atb_moe = false", "fused by construction"});
+                      {"atb.enable_atb_moe = false", "one GEMM per expert"});
   expect_config_error([] { parse_infer(R"({"kv_cache": {"use_paged_attention": false}})"); },
                       {"kv_cache.use_paged_attention = false", "always paged"});
 }

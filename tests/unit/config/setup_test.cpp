@@ -81,5 +81,28 @@ TEST(ModelSetup, TokenizerIsOptionalOnlyWhenAskedAndBadConfigsLoadNothing) {
   expect_config_error([&] { load_model_setup(RecipeConfig{}, kQuiet); }, {"no model", "--model"});
 }
 
+// --tokenizer DIR (vLLM's): the tokenizer of another directory; checked before loading.
+TEST(ModelSetup, TokenizerFromAnotherDirectory) {
+  log::set_level(log::Level::warn);
+  const auto dir = scratch_dir("othertok");
+  for (const char* file : {"config.json", "model.safetensors"}) {
+    fs::copy_file(fs::path(tiny("tiny-qwen3")) / file, dir / file);
+  }
+  RecipeConfig c;
+  apply_override(c, "model", dir.string(), "--model");
+  apply_override(c, "tokenizer", tiny("tiny-qwen3"), "--tokenizer");
+  const ModelSetup s = load_model_setup(c, kQuiet);
+  ASSERT_TRUE(s.tokenizer.has_value());
+  EXPECT_EQ(s.tokenizer->encode("hello there", true),
+            tokenizer::Tokenizer::load_dir(tiny("tiny-qwen3")).encode("hello there", true));
+  RecipeConfig bad = c;
+  apply_override(bad, "tokenizer", dir.string(), "--tokenizer");
+  expect_config_error([&] { load_model_setup(bad, kQuiet); }, {"--tokenizer", "no tokenizer.json"});
+  RecipeConfig no_template = c;
+  apply_override(no_template, "chat_template", (dir / "nope.jinja").string(), "--chat-template");
+  expect_config_error([&] { load_model_setup(no_template, kQuiet); },
+                      {"--chat-template", "nope.jinja", "no such file"});
+}
+
 }  // namespace
 }  // namespace deepinfer::config

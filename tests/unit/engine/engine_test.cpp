@@ -230,6 +230,44 @@ TEST(Engine, RejectsRequestsThatCanNeverRun) {
   EXPECT_THROW(capped.add_request(std::vector<int32_t>(41, 1), greedy_params(1)), Error);
 }
 
+// A pool sized by memory holds at most what max_num_seqs sequences of max_model_len can use:
+// tiny-qwen3 takes 1 KiB per token, so 4 GiB would be 262144 blocks of 16, never touched.
+TEST(Engine, MemorySizedPoolIsCappedAtWhatTheSequencesCanUse) {
+  EngineConfig config;
+  config.kv_cache_memory_gib = 4;
+  config.max_num_seqs = 3;
+  config.max_model_len = 100;  // 7 blocks of 16 each
+  Engine engine(tiny_qwen3(), test_pool(), config);
+  EXPECT_EQ(engine.config().max_num_blocks, 3 * 7);
+  // Without max_model_len the model's max_position_embeddings (256) bounds a sequence.
+  config.max_model_len = 0;
+  Engine by_model(tiny_qwen3(), test_pool(), config);
+  EXPECT_EQ(by_model.config().max_num_blocks, 3 * (256 / 16));
+  EXPECT_EQ(by_model.config().max_model_len, 256);
+  // A smaller memory budget stays as it is: 64 KiB = 64 tokens = 4 blocks.
+  config.kv_cache_memory_gib = 64.0 / (1024 * 1024);
+  Engine small(tiny_qwen3(), test_pool(), config);
+  EXPECT_EQ(small.config().max_num_blocks, 4);
+}
+
+// EngineConfig::seed (serve --seed) seeds the requests that give no seed of their own.
+TEST(Engine, EngineSeedMakesUnseededSamplingReproducible) {
+  SamplingParams sampled = greedy_params(12);
+  sampled.temperature = 1.0;
+  const auto run = [&](std::optional<uint64_t> seed) {
+    EngineConfig config;
+    config.max_num_blocks = 16;
+    config.seed = seed;
+    Engine engine(tiny_qwen3(), test_pool(), config);
+    return engine.generate({{1, 2, 3}, {4, 5}}, {sampled, sampled});
+  };
+  const auto a = run(7), b = run(7), c = run(8);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].completions[0].token_ids, b[i].completions[0].token_ids);
+  }
+  EXPECT_NE(a[0].completions[0].token_ids, c[0].completions[0].token_ids);
+}
+
 TEST(Engine, GenerationStopsAtMaxModelLenStopTokensAndEos) {
   std::mt19937 rng(3);
   const auto prompt = random_prompt(rng, 10);

@@ -28,19 +28,8 @@ TEST_P(GlmGolden, F32LogitsAndGreedyMatchTransformersWithOneAndTwoThreads) {
 // bf16 weights: close to the f32 golden, and tightly equal to transformers run with the same
 // bf16-rounded matrices (last_logits_bf16_weights), which pins the bf16 path itself.
 TEST_P(GlmGolden, Bf16WeightsMatchTransformersOnRoundedWeights) {
-  const std::string dir = model_dir(GetParam());
-  auto model = load_model(dir, LoadOptions{DType::bf16});
-  const auto golden = read_json_file(dir + "/golden.json");
-  for (const auto& c : golden["cases"]) {
-    const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
-    const GenerationRun got = run_greedy(*model, prompt, 2);
-    EXPECT_LE(relative_l2(got.logits, c["last_logits"].get<std::vector<float>>()), 2e-2)
-        << GetParam() << " prompt of " << prompt.size() << " tokens";
-    EXPECT_LE(
-        relative_max_diff(got.logits, c["last_logits_bf16_weights"].get<std::vector<float>>()),
-        1e-4)
-        << GetParam() << " prompt of " << prompt.size() << " tokens";
-  }
+  auto model = load_model(model_dir(GetParam()), LoadOptions{DType::bf16});
+  expect_bf16_matches_rounded_goldens(*model, load_golden(GetParam()), GetParam());
 }
 
 // Batch invariance: chunked prefill gives bitwise the same logits and continuation.

@@ -95,6 +95,23 @@ inline void expect_matches_goldens(CausalLM& model, const nlohmann::json& golden
   }
 }
 
+// bf16 weights: every case close to the f32 golden (relative L2 <= 2e-2), and within 1e-4 of
+// transformers run with the same bf16-rounded matrices (last_logits_bf16_weights), which pins
+// the bf16 path itself.
+inline void expect_bf16_matches_rounded_goldens(CausalLM& model, const nlohmann::json& golden,
+                                                const std::string& label) {
+  for (const auto& c : golden["cases"]) {
+    const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+    const GenerationRun got = run_greedy(model, prompt, 2);
+    EXPECT_LE(relative_l2(got.logits, c["last_logits"].get<std::vector<float>>()), 2e-2)
+        << label << " prompt of " << prompt.size() << " tokens";
+    EXPECT_LE(
+        relative_max_diff(got.logits, c["last_logits_bf16_weights"].get<std::vector<float>>()),
+        1e-4)
+        << label << " prompt of " << prompt.size() << " tokens";
+  }
+}
+
 // Chunked prefill (chunks of 1, 3, 7) gives bitwise the logits and continuation of a
 // whole-prompt prefill: the kernels' batch invariance, end to end.
 inline void expect_chunked_prefill_bitwise(CausalLM& model, const nlohmann::json& golden) {

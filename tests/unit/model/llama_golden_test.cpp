@@ -30,18 +30,7 @@ TEST_P(LlamaGolden, F32LogitsAndGreedyMatchTransformersWithOneAndTwoThreads) {
 // bf16-rounded matrices (last_logits_bf16_weights), which pins the bf16 path itself.
 TEST_P(LlamaGolden, Bf16WeightsMatchTransformersOnRoundedWeights) {
   auto model = load_model(model_dir(GetParam()), LoadOptions{DType::bf16});
-  // Named: a range-for over a temporary's ["cases"] reads freed memory (C++20).
-  const nlohmann::json golden = load_golden(GetParam());
-  for (const auto& c : golden["cases"]) {
-    const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
-    const GenerationRun got = run_greedy(*model, prompt, 2);
-    EXPECT_LE(relative_l2(got.logits, c["last_logits"].get<std::vector<float>>()), 2e-2)
-        << GetParam() << " prompt of " << prompt.size() << " tokens";
-    EXPECT_LE(
-        relative_max_diff(got.logits, c["last_logits_bf16_weights"].get<std::vector<float>>()),
-        1e-4)
-        << GetParam() << " prompt of " << prompt.size() << " tokens";
-  }
+  expect_bf16_matches_rounded_goldens(*model, load_golden(GetParam()), GetParam());
 }
 
 // Batch invariance: chunked prefill gives bitwise the same logits and continuation.
