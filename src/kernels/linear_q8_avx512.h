@@ -5,8 +5,10 @@
 //
 // One 512-bit step covers two blocks: 16 int32 lanes, lanes 0-7 the 8 four-element lanes of
 // block b and lanes 8-15 those of block b + 1, which is the accumulator layout of kernels.h, so
-// the f32 work is one multiply (d_w * d_x) and one masked FMA per step and weight row, and the
-// final reduction is hsum(). The integer dot products are exact in every variant.
+// the f32 work per step, x row and weight row is one multiply (d_w * d_x) and one FMA (two for
+// q4_1; masked to lanes 0-7 for a lone last block), and the final reduction is hsum(). The
+// integer dot products are exact in every variant.
+//
 // GCC 12 also reports the _mm512_undefined_*() idiom behind the 256 -> 512-bit casts used
 // here as plainly uninitialized (the same bug as in simd_avx512.h), so before any include:
 #if defined(__GNUC__) && !defined(__clang__)
