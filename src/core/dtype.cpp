@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/quant_blocks.h"
 
 namespace deepinfer {
 
@@ -26,8 +27,23 @@ size_t dtype_size(DType dtype) {
       return 1;
     case DType::boolean:
       return 1;
+    case DType::q8_0:
+    case DType::q4_0:
+    case DType::q4_1:
+      fail("dtype_size(", dtype_name(dtype), "): a block-quantized type has no element size; ",
+           "its bytes are per row of whole blocks (dtype_bytes, core/quant_blocks.h)");
   }
   fail("invalid dtype value ", static_cast<int>(dtype));
+}
+
+bool is_block_dtype(DType dtype) {
+  return block_traits(dtype) != nullptr;
+}
+
+size_t dtype_bytes(DType dtype, int64_t n) {
+  if (const QuantTraits* traits = block_traits(dtype)) return quant_row_bytes(traits->type, n);
+  DI_CHECK(n >= 0, "dtype_bytes of ", n, " elements");
+  return static_cast<size_t>(n) * dtype_size(dtype);
 }
 
 std::string_view dtype_name(DType dtype) {
@@ -50,6 +66,12 @@ std::string_view dtype_name(DType dtype) {
       return "u8";
     case DType::boolean:
       return "bool";
+    case DType::q8_0:
+      return "q8_0";
+    case DType::q4_0:
+      return "q4_0";
+    case DType::q4_1:
+      return "q4_1";
   }
   return "invalid";
 }

@@ -17,9 +17,19 @@ enum class DType : uint8_t {
   i64,
   u8,
   boolean,
+  // ggml block types (core/quant_blocks.h holds their layouts, one traits row each): a
+  // tensor of these has whole blocks along its last dimension and no per-element size.
+  q8_0,
+  q4_0,
+  q4_1,
 };
 
+// Bytes of one element; throws Error for block types (use dtype_bytes()).
 size_t dtype_size(DType dtype);
+bool is_block_dtype(DType dtype);
+// Bytes of n consecutive elements: n * dtype_size() for element types; for block types the
+// row bytes of the traits table (n must then be a whole number of blocks, else Error).
+size_t dtype_bytes(DType dtype, int64_t n);
 std::string_view dtype_name(DType dtype);  // "f32", "bf16", ...
 DType parse_dtype(std::string_view name);  // accepts our names; throws Error otherwise
 

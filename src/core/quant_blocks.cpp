@@ -291,21 +291,21 @@ void dequantize_q6_k(const void* src, float* dst, int64_t n) {
 // ggml's activation formats for dot products; models are not stored in them, so only their
 // sizes are known here.
 constexpr QuantTraits kTraits[] = {
-    {GgmlType::f32, "F32", 1, 4, dequantize_f32},
-    {GgmlType::f16, "F16", 1, 2, dequantize_f16},
-    {GgmlType::q4_0, "Q4_0", kQK, 18, dequantize_q4_0},
-    {GgmlType::q4_1, "Q4_1", kQK, 20, dequantize_q4_1},
-    {GgmlType::q5_0, "Q5_0", kQK, 22, dequantize_q5_0},
-    {GgmlType::q5_1, "Q5_1", kQK, 24, dequantize_q5_1},
-    {GgmlType::q8_0, "Q8_0", kQK, 34, dequantize_q8_0},
-    {GgmlType::q8_1, "Q8_1", kQK, 36, nullptr},
-    {GgmlType::q2_k, "Q2_K", kQK_K, 84, dequantize_q2_k},
-    {GgmlType::q3_k, "Q3_K", kQK_K, 110, dequantize_q3_k},
-    {GgmlType::q4_k, "Q4_K", kQK_K, 144, dequantize_q4_k},
-    {GgmlType::q5_k, "Q5_K", kQK_K, 176, dequantize_q5_k},
-    {GgmlType::q6_k, "Q6_K", kQK_K, 210, dequantize_q6_k},
-    {GgmlType::q8_k, "Q8_K", kQK_K, 292, nullptr},
-    {GgmlType::bf16, "BF16", 1, 2, dequantize_bf16},
+    {GgmlType::f32, "F32", 1, 4, dequantize_f32, DType::f32},
+    {GgmlType::f16, "F16", 1, 2, dequantize_f16, DType::f16},
+    {GgmlType::q4_0, "Q4_0", kQK, 18, dequantize_q4_0, DType::q4_0},
+    {GgmlType::q4_1, "Q4_1", kQK, 20, dequantize_q4_1, DType::q4_1},
+    {GgmlType::q5_0, "Q5_0", kQK, 22, dequantize_q5_0, std::nullopt},
+    {GgmlType::q5_1, "Q5_1", kQK, 24, dequantize_q5_1, std::nullopt},
+    {GgmlType::q8_0, "Q8_0", kQK, 34, dequantize_q8_0, DType::q8_0},
+    {GgmlType::q8_1, "Q8_1", kQK, 36, nullptr, std::nullopt},
+    {GgmlType::q2_k, "Q2_K", kQK_K, 84, dequantize_q2_k, std::nullopt},
+    {GgmlType::q3_k, "Q3_K", kQK_K, 110, dequantize_q3_k, std::nullopt},
+    {GgmlType::q4_k, "Q4_K", kQK_K, 144, dequantize_q4_k, std::nullopt},
+    {GgmlType::q5_k, "Q5_K", kQK_K, 176, dequantize_q5_k, std::nullopt},
+    {GgmlType::q6_k, "Q6_K", kQK_K, 210, dequantize_q6_k, std::nullopt},
+    {GgmlType::q8_k, "Q8_K", kQK_K, 292, nullptr, std::nullopt},
+    {GgmlType::bf16, "BF16", 1, 2, dequantize_bf16, DType::bf16},
 };
 
 }  // namespace
@@ -322,6 +322,13 @@ const QuantTraits& quant_traits(GgmlType type) {
     if (t.type == type) return t;
   }
   fail("unknown ggml type ", static_cast<uint32_t>(type));
+}
+
+const QuantTraits* block_traits(DType dtype) {
+  for (const QuantTraits& t : kTraits) {
+    if (t.block_size > 1 && t.dtype == dtype) return &t;
+  }
+  return nullptr;
 }
 
 size_t quant_row_bytes(GgmlType type, int64_t n) {

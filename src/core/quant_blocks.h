@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "core/dtype.h"
+
 namespace deepinfer {
 
 // Values are ggml's `ggml_type` numbers (they appear in GGUF tensor infos).
@@ -36,11 +38,17 @@ struct QuantTraits {
   // Reference dequantization of n elements (n a multiple of block_size) into f32;
   // nullptr for a type we can read the size of but not decode.
   void (*dequantize_row)(const void* src, float* dst, int64_t n);
+  // The DType a Tensor holds this type as, unchanged (zero-copy); nullopt for types that are
+  // only read by dequantizing. Block types get one when kernels::linear runs them natively.
+  std::optional<DType> dtype;
 };
 
 // The traits of a known ggml type number; nullopt for numbers we do not know at all.
 std::optional<QuantTraits> quant_traits(uint32_t ggml_type);
 const QuantTraits& quant_traits(GgmlType type);  // throws Error for an unknown type
+
+// The traits row of a block DType (q8_0, q4_0, q4_1); nullptr for element types (f32, ...).
+const QuantTraits* block_traits(DType dtype);
 
 // Bytes of a row of n elements; throws Error when n is not a multiple of the block size.
 size_t quant_row_bytes(GgmlType type, int64_t n);

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "core/error.h"
+#include "core/quant_blocks.h"
 
 namespace deepinfer {
 
@@ -59,15 +60,27 @@ static Shape contiguous_strides(const Shape& shape) {
   return strides;
 }
 
+// Block dtypes need whole blocks along the last dimension, so that every row (and every
+// multiple of it) has a byte size.
+static void check_block_shape(const Shape& shape, DType dtype) {
+  const QuantTraits* traits = block_traits(dtype);
+  if (traits == nullptr) return;
+  DI_CHECK(!shape.empty() && shape.back() % traits->block_size == 0, "a ", dtype_name(dtype),
+           " tensor needs a last dimension of whole ", traits->block_size,
+           "-element blocks, got shape ", shape_to_string(shape));
+}
+
 Tensor Tensor::zeros(Shape shape, DType dtype) {
   const int64_t n = shape_numel(shape);
-  auto storage = Storage::allocate(static_cast<size_t>(n) * dtype_size(dtype));
+  check_block_shape(shape, dtype);
+  auto storage = Storage::allocate(dtype_bytes(dtype, n));
   return view(std::move(storage), 0, std::move(shape), dtype);
 }
 
 Tensor Tensor::view(std::shared_ptr<Storage> storage, size_t offset, Shape shape, DType dtype) {
   const int64_t n = shape_numel(shape);
-  const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
+  check_block_shape(shape, dtype);
+  const size_t bytes = dtype_bytes(dtype, n);
   DI_CHECK(storage != nullptr, "tensor view of null storage");
   DI_CHECK(offset <= storage->size() && bytes <= storage->size() - offset, "tensor view ",
            dtype_name(dtype), shape_to_string(shape), " at byte ", offset,
@@ -99,6 +112,8 @@ bool Tensor::is_contiguous() const {
 }
 
 void Tensor::check_span(size_t element_size) const {
+  DI_CHECK(!is_block_dtype(dtype_), "typed access of ", describe(),
+           ": a block-quantized tensor has no element type (read its rows as bytes)");
   DI_CHECK(element_size == dtype_size(dtype_), "typed access of ", describe(),
            " with an element of ", element_size, " bytes");
   DI_CHECK(is_contiguous(), "contiguous access of a strided tensor ", describe());
@@ -132,16 +147,25 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
   DI_CHECK(is_contiguous(), "slice_rows of a strided tensor ", describe());
   Shape shape = shape_;
   shape[0] = end - begin;
-  const size_t row_bytes = static_cast<size_t>(strides_[0]) * dtype_size(dtype_);
+  const size_t row_bytes = dtype_bytes(dtype_, strides_[0]);
   return view(storage_, offset_ + static_cast<size_t>(begin) * row_bytes, std::move(shape), dtype_);
 }
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return *this;
   DI_CHECK(is_contiguous(), "dtype conversion of a strided tensor ", describe());
+  DI_CHECK(!is_block_dtype(dtype), "cannot convert ", describe(), " to ", dtype_name(dtype),
+           ": quantizing to block types is not supported");
   Tensor out = zeros(shape_, dtype);
   const auto n = static_cast<size_t>(numel());
-  if (dtype == DType::f32) {
+  if (const QuantTraits* traits = block_traits(dtype_); traits && dtype == DType::f32) {
+    const int64_t row = shape_.back();
+    const size_t row_bytes = dtype_bytes(dtype_, row);
+    const auto* src = static_cast<const std::byte*>(raw());
+    float* dst = out.data<float>();
+    for (int64_t r = 0; row > 0 && r < numel() / row; ++r)
+      traits->dequantize_row(src + static_cast<size_t>(r) * row_bytes, dst + r * row, row);
+  } else if (dtype == DType::f32) {
     convert_to_f32(raw(), dtype_, out.data<float>(), n);
   } else {
     Tensor f32 = to(DType::f32);

@@ -1,6 +1,8 @@
 #pragma once
 // Tensor: shape, strides (in elements), dtype and a view into shared storage. Storage is
 // either an owned 64-byte aligned buffer or a window of a memory-mapped checkpoint.
+// Block-quantized dtypes (q8_0, q4_0, q4_1) keep the logical shape in elements; their last
+// dimension is a whole number of blocks and every byte count goes through dtype_bytes().
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -53,7 +55,7 @@ class Tensor {
   int ndim() const { return static_cast<int>(shape_.size()); }
   int64_t dim(int axis) const;  // negative axes count from the end
   int64_t numel() const;
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  size_t nbytes() const { return dtype_bytes(dtype_, numel()); }
   bool is_contiguous() const;
   bool is_borrowed() const { return storage_ && !storage_->owned(); }
 
@@ -62,7 +64,7 @@ class Tensor {
   T* data() const {
     return static_cast<T*>(raw());
   }
-  // Typed contiguous span; checks dtype size and contiguity.
+  // Typed contiguous span; checks dtype size and contiguity (Error for block dtypes).
   template <typename T>
   std::span<T> span() const {
     check_span(sizeof(T));
@@ -73,7 +75,8 @@ class Tensor {
   Tensor reshape(Shape shape) const;
   // Rows [begin, end) along axis 0, sharing storage.
   Tensor slice_rows(int64_t begin, int64_t end) const;
-  // Contiguous copy converted to `dtype` (f32/f16/bf16/f8 sources); shares data if no-op.
+  // Contiguous copy converted to `dtype` (f32/f16/bf16/f8 and block sources, block ones
+  // dequantized by the traits table; block targets are an Error); shares data if no-op.
   Tensor to(DType dtype) const;
   // Deep contiguous copy.
   Tensor clone() const;

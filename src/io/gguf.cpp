@@ -546,22 +546,15 @@ const GgufArray* GgufFile::get_array(const std::string& key) const {
   fail(path(), ": metadata key \"", key, "\" is ", value_kind(*value), ", not an array");
 }
 
-// F32/F16/BF16 alias the mapping (and keep it alive); the data section is aligned in the file
-// and the mapping is page-aligned, so the data is aligned to general.alignment in memory.
+// Types with a DType (F32/F16/BF16 and the block types kernels::linear runs: Q8_0, Q4_0, Q4_1)
+// alias the mapping (and keep it alive); the data section is aligned in the file and the
+// mapping is page-aligned, so the data is aligned to general.alignment in memory.
 Tensor GgufFile::to_tensor(const GgufTensorInfo& tensor) const {
   const std::span<const std::byte> data = bytes(tensor);
   const QuantTraits& traits = quant_traits(tensor.type);
-  switch (tensor.type) {
-    case GgmlType::f32:
-    case GgmlType::f16:
-    case GgmlType::bf16: {
-      const DType dtype = tensor.type == GgmlType::f32   ? DType::f32
-                          : tensor.type == GgmlType::f16 ? DType::f16
-                                                         : DType::bf16;
-      return Tensor::view(Storage::borrow(file_, data.data(), data.size()), 0, tensor.shape, dtype);
-    }
-    default:
-      break;
+  if (traits.dtype) {
+    return Tensor::view(Storage::borrow(file_, data.data(), data.size()), 0, tensor.shape,
+                        *traits.dtype);
   }
   if (traits.dequantize_row == nullptr) {
     fail(path(), ": tensor \"", tensor.name, "\" has type ", traits.name,

@@ -75,9 +75,10 @@ class GgufFile {
   std::optional<bool> get_bool(const std::string& key) const;
   const GgufArray* get_array(const std::string& key) const;
 
-  // F32 / F16 / BF16: a zero-copy view into the mapping with that dtype. Block-quantized
-  // types: an owned f32 tensor dequantized with the reference dequantizer. Error naming the
-  // tensor and its type for types without a dequantizer.
+  // F32 / F16 / BF16 and the block types with a DType (Q8_0, Q4_0, Q4_1; QuantTraits::dtype):
+  // a zero-copy view into the mapping with that dtype. Other block types: an owned f32 tensor
+  // dequantized with the reference dequantizer. Error naming the tensor and its type for
+  // types without a dequantizer.
   Tensor to_tensor(const GgufTensorInfo& tensor) const;
 
  private:

@@ -65,18 +65,16 @@ const std::map<std::string, std::string>& global_names() {
   return table;
 }
 
-// The dtype get() returns for a stored type.
+// The dtype get() returns for a stored type: its own where it has a DType (f32, f16, bf16 and
+// the block types kernels::linear runs), else f32 (dequantized at load).
 DType result_dtype(GgmlType type) {
-  switch (type) {
-    case GgmlType::f32:
-      return DType::f32;
-    case GgmlType::f16:
-      return DType::f16;
-    case GgmlType::bf16:
-      return DType::bf16;
-    default:
-      return DType::f32;
-  }
+  return quant_traits(type).dtype.value_or(DType::f32);
+}
+
+// A tensor read in pieces (expert slices, kv_b halves) is used by element: block types are
+// dequantized for it.
+Tensor elementwise(Tensor t) {
+  return is_block_dtype(t.dtype()) ? t.to(DType::f32) : t;
 }
 
 TensorInfo info_of(const std::string& name, const GgufTensorInfo& t, Shape shape) {
@@ -97,7 +95,8 @@ Tensor unpermute_rows(const Tensor& in, int64_t heads, const std::string& where)
            " rows cannot be split into ", heads, " heads of an even size");
   const int64_t head_dim = rows / heads;
   const int64_t half = head_dim / 2;
-  const size_t row_bytes = in.nbytes() / static_cast<size_t>(rows);
+  // Whole rows move, so block rows (Q8_0, Q4_x) move as their bytes.
+  const size_t row_bytes = dtype_bytes(in.dtype(), in.numel() / rows);
   Tensor out = Tensor::zeros(in.shape(), in.dtype());
   const auto* src = static_cast<const std::byte*>(in.raw());
   auto* dst = static_cast<std::byte*>(out.raw());
@@ -115,6 +114,8 @@ Tensor unpermute_rows(const Tensor& in, int64_t heads, const std::string& where)
 // DeepSeek's kv_b_proj [heads * (nope + v), rank] from llama.cpp's k_b [heads, rank, nope]
 // (transposed per head for the absorbed attention) and v_b [heads, v, rank].
 Tensor merge_kv_b(Tensor k_b, Tensor v_b, const std::string& where) {
+  k_b = elementwise(std::move(k_b));
+  v_b = elementwise(std::move(v_b));
   if (k_b.dtype() != v_b.dtype()) {
     k_b = k_b.to(DType::f32);
     v_b = v_b.to(DType::f32);
@@ -153,7 +154,8 @@ std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path) {
   const int64_t kv_heads = file.get_int(arch + ".attention.head_count_kv").value_or(heads);
   const bool permuted_qk = arch == "llama";
 
-  std::map<std::string, int64_t> dequantized;  // type name -> tensors
+  std::map<std::string, int64_t> dequantized;  // type name -> tensors (no DType for it)
+  std::map<std::string, int64_t> in_pieces;    // ... native block tensors read by element
   const auto add = [&](const std::string& name, std::shared_ptr<Entry> entry) {
     const bool fresh = out->entries_.emplace(name, std::move(entry)).second;
     DI_CHECK(fresh, path, ": two GGUF tensors map to '", name, "'");
@@ -188,6 +190,7 @@ std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path) {
     const std::string prefix = "model.layers." + std::to_string(layer) + ".";
     if (const auto x = expert_names().find(kind); x != expert_names().end()) {
       DI_CHECK(t.shape.size() == 3, path, ": ", t.name, " is not a 3-D expert stack");
+      if (is_block_dtype(result_dtype(t.type))) ++in_pieces[std::string(quant_traits(t.type).name)];
       for (int64_t e = 0; e < t.shape[0]; ++e) {
         const std::string name =
             prefix + "mlp.experts." + std::to_string(e) + "." + x->second + param;
@@ -196,6 +199,7 @@ std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path) {
         entry->source = &t;
         entry->index = e;
         entry->info = info_of(name, t, {t.shape[1], t.shape[2]});
+        if (is_block_dtype(entry->info.dtype)) entry->info.dtype = DType::f32;
         const size_t per_expert = t.nbytes / static_cast<size_t>(t.shape[0]);
         entry->info.data_begin = t.data_begin + static_cast<size_t>(e) * per_expert;
         entry->info.data_end = entry->info.data_begin + per_expert;
@@ -217,7 +221,8 @@ std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path) {
       DI_CHECK(t.shape.size() == 3 && v->shape.size() == 3, path, ": ", t.name, " / ", v_name,
                " are not 3-D");
       entry->info = info_of(name, t, {t.shape[0] * (t.shape[2] + v->shape[1]), t.shape[1]});
-      if (t.type != v->type) entry->info.dtype = DType::f32;
+      if (is_block_dtype(entry->info.dtype)) ++in_pieces[std::string(quant_traits(t.type).name)];
+      if (t.type != v->type || is_block_dtype(entry->info.dtype)) entry->info.dtype = DType::f32;
       add(name, entry);
       continue;
     }
@@ -241,8 +246,13 @@ std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path) {
   }
   for (const auto& [type, count] : dequantized) {
     log::info(path, ": ", count, " ", type,
-              " tensors are dequantized to f32 at load (native kernels for block types are "
-              "not built yet)");
+              " tensors are dequantized to f32 at load (deepinfer has no native kernel for ", type,
+              " yet)");
+  }
+  for (const auto& [type, count] : in_pieces) {
+    log::info(path, ": ", count, " ", type,
+              " MoE expert stacks / DeepSeek attn_k_b are dequantized to f32 at load (block-"
+              "quantized experts and kv_b do not run natively yet)");
   }
   return out;
 }
@@ -268,7 +278,7 @@ Tensor GgufTensors::get(const std::string& name) const {
       slice.shape = e.info.shape;
       slice.data_begin = e.info.data_begin;
       slice.nbytes = e.info.data_end - e.info.data_begin;
-      return file_.to_tensor(slice);
+      return elementwise(file_.to_tensor(slice));
     }
     case Kind::kv_b:
       return merge_kv_b(file_.to_tensor(*e.source), file_.to_tensor(*e.second), where);

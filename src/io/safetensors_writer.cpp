@@ -42,6 +42,10 @@ int reference_rank(DType dtype) {
       return 11;
     case DType::i64:
       return 13;
+    case DType::q8_0:  // no safetensors dtype: refused where tensors are written
+    case DType::q4_0:
+    case DType::q4_1:
+      break;
   }
   return -1;
 }

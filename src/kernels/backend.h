@@ -32,7 +32,25 @@ struct LinearArgs {
   // MatmulPrecision::bf16 on AVX512_BF16 only: x rounded to bf16, rows of x_stride elements
   // (k rounded up to whole vectors, zero-padded); x is then unused.
   const uint16_t* xb = nullptr;
+  // Block weights (q8_0, q4_0, q4_1): x quantized once per call by quantize_x_blocks(); x is
+  // then unused. Row i: xq + i * k, xd + i * k / 4, xt + i * k / 4.
+  const int8_t* xq = nullptr;
+  const float* xd = nullptr;
+  const int32_t* xt = nullptr;
 };
+
+// Elements per block of every block weight type linear() runs (q8_0, q4_0, q4_1).
+inline constexpr int64_t kQuantBlock = 32;
+
+// x[m, k] (k a multiple of 32) to 8-bit blocks, the arithmetic of kernels.h (block weights):
+// per block of 32, d = max|x| / 127 and q = nearbyint(x * (1 / d)) (0 when d is 0). Laid out
+// for the kernels, 8 values per block so that a block is one 256-bit load and two blocks one
+// 512-bit load: q[m, k]; d[m, k / 4] (each block's d 8 times); t[m, k / 4], the lane term of
+// w_dtype from the lane sums s[l] = q[4l] + ... + q[4l + 3]: -8 s (q4_0), -128 s (q8_0, for
+// VNNI's w + 128) or the f32 bits of d * float(s) (q4_1). Shared by every ISA
+// (quantize_x.cpp, baseline code), so all of them see the same integers and products.
+void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8_t* q, float* d,
+                       int32_t* t);
 
 // The K/V cache of one layer as attend() reads it (PagedKv without std::span). Strides are in
 // elements; an i8 row's scales are at row * (stride / group).
@@ -103,6 +121,20 @@ int64_t linear_bf16_x_stride(int64_t k);
 void linear_pack_x_bf16(const float* x, int64_t m, int64_t k, uint16_t* xb);
 // y[m0:m1, n0:n1] from a.xb; single-threaded.
 void linear_rows_dpbf16(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+}  // namespace avx512
+
+// The block-weight linear (w_dtype q8_0 / q4_0 / q4_1, a.xq/xd/xt set): y[m0:m1, n0:n1],
+// single-threaded, bitwise the arithmetic of kernels.h on every ISA. linear_q8_*.cpp; the
+// VNNI one needs cpu_has_avx512_vnni().
+namespace scalar {
+void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+}
+namespace avx2 {
+void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+}
+namespace avx512 {
+void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+void linear_rows_q8_vnni(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 }  // namespace avx512
 
 }  // namespace deepinfer::kernels::detail

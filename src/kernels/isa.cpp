@@ -123,6 +123,14 @@ bool cpu_has_avx512_bf16() {
   return has;
 }
 
+bool cpu_has_avx512_vnni() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return isa_supported(Isa::avx512) && __builtin_cpu_supports("avx512vnni");
+  }();
+  return has;
+}
+
 Isa resolve_isa_request(std::string_view value) {
   if (value.empty() || value == "auto") return best_isa();
   Isa isa;

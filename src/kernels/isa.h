@@ -29,5 +29,8 @@ Isa resolve_isa_request(std::string_view value);
 // AVX512_BF16 (vdpbf16ps) is reported separately: only the opt-in bf16-activation linear
 // (MatmulPrecision::bf16, linear_dpbf16_avx512.cpp) uses it.
 bool cpu_has_avx512_bf16();
+// AVX512_VNNI (vpdpbusd) likewise: the block-weight linear (linear_q8_avx512vnni.cpp) uses it
+// when present, else the AVX-512BW path with the same integer results.
+bool cpu_has_avx512_vnni();
 
 }  // namespace deepinfer::kernels

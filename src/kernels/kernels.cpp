@@ -82,6 +82,37 @@ uint16_t* bf16_x_buffer(size_t elements) {
   return buffer.data();
 }
 
+// The calling thread's x quantized for block weights (quantize_x_blocks): quants, scales and
+// lane sums, grown to the largest call seen.
+struct QuantizedX {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> t;
+};
+QuantizedX& quantized_x_buffer(int64_t m, int64_t k) {
+  thread_local QuantizedX buffer;
+  const auto elements = static_cast<size_t>(m * k);
+  if (buffer.q.size() < elements) buffer.q.resize(elements);
+  if (buffer.d.size() < elements / 4) buffer.d.resize(elements / 4);
+  if (buffer.t.size() < elements / 4) buffer.t.resize(elements / 4);
+  return buffer;
+}
+
+using RowsFn = void (*)(const detail::LinearArgs&, int64_t, int64_t, int64_t, int64_t);
+
+RowsFn block_rows(Isa isa) {
+  switch (isa) {
+    case Isa::avx512:
+      return cpu_has_avx512_vnni() ? &detail::avx512::linear_rows_q8_vnni
+                                   : &detail::avx512::linear_rows_q8;
+    case Isa::avx2:
+      return &detail::avx2::linear_rows_q8;
+    case Isa::scalar:
+      break;
+  }
+  return &detail::scalar::linear_rows_q8;
+}
+
 void rows_dpbf16(const detail::LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
                  float*) {
   detail::avx512::linear_rows_dpbf16(a, m0, m1, n0, n1);
@@ -106,6 +137,8 @@ MatmulPrecision env_matmul_precision() {
 // Rows of x handled by one work item when m is large, so that prefill of a narrow projection
 // still gives every thread work. A multiple of every backend's row tile.
 constexpr int64_t kLinearRowBlock = 256;
+// Activation elements from which quantizing x for block weights is split between threads.
+constexpr int64_t kMinQuantizeSplit = int64_t{1} << 15;
 // Below this many multiply-adds per thread, waking workers costs more than it saves.
 constexpr int64_t kMinMacsPerThread = int64_t{1} << 16;
 
@@ -115,9 +148,13 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
             const float* bias, float* y, ThreadPool& pool) {
   DI_CHECK(m >= 0 && k >= 0 && n >= 0, "kernels::linear: negative size (m=", m, ", k=", k,
            ", n=", n, ")");
-  DI_CHECK(w_dtype == DType::f32 || w_dtype == DType::bf16 || w_dtype == DType::f16,
+  const bool blocks = w_dtype == DType::q8_0 || w_dtype == DType::q4_0 || w_dtype == DType::q4_1;
+  DI_CHECK(blocks || w_dtype == DType::f32 || w_dtype == DType::bf16 || w_dtype == DType::f16,
            "kernels::linear: weight dtype ", dtype_name(w_dtype),
-           " is not supported (expected f32, bf16 or f16; quantized weights need their own op)");
+           " is not supported (expected f32, bf16, f16, q8_0, q4_0 or q4_1)");
+  DI_CHECK(!blocks || k % detail::kQuantBlock == 0, "kernels::linear: ", dtype_name(w_dtype),
+           " weights need k to be a whole number of ", detail::kQuantBlock,
+           "-element blocks, got k = ", k);
   if (m == 0 || n == 0) return;
   DI_CHECK(y != nullptr && (k == 0 || (x != nullptr && w != nullptr)),
            "kernels::linear: null data pointer (m=", m, ", k=", k, ", n=", n, ")");
@@ -132,7 +169,26 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
   detail::LinearArgs args{x, k, k, w, w_dtype, n, bias, y};
   const bool bf16_x = w_dtype == DType::bf16 && matmul_precision() == MatmulPrecision::bf16;
   const bool dpbf16 = bf16_x && isa == Isa::avx512 && cpu_has_avx512_bf16();
-  if (dpbf16) {
+  RowsFn q_rows = nullptr;
+  if (blocks) {
+    // Each x row is quantized once here; every weight row then reuses it.
+    QuantizedX& xq = quantized_x_buffer(m, k);
+    const auto quantize = [&, x](int64_t r0, int64_t r1) {
+      detail::quantize_x_blocks(x + r0 * k, r1 - r0, k, w_dtype, xq.q.data() + r0 * k,
+                                xq.d.data() + r0 * k / 4, xq.t.data() + r0 * k / 4);
+    };
+    // Rows are quantized independently, so a prefill's rows can be split between threads.
+    if (m * k >= kMinQuantizeSplit && pool.size() > 1) {
+      pool.parallel_for(m, quantize);
+    } else {
+      quantize(0, m);
+    }
+    args.x = nullptr;
+    args.xq = xq.q.data();
+    args.xd = xq.d.data();
+    args.xt = xq.t.data();
+    q_rows = block_rows(isa);
+  } else if (dpbf16) {
     const int64_t stride = detail::avx512::linear_bf16_x_stride(k);
     uint16_t* xb = bf16_x_buffer(static_cast<size_t>(m * stride));
     detail::avx512::linear_pack_x_bf16(x, m, k, xb);
@@ -147,7 +203,7 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
     for (int64_t p = 0; p < m * k; ++p) rounded[p] = bf16_to_f32(f32_to_bf16(x[p]));
     args.x = x = rounded;
   }
-  const int64_t stride = dpbf16 ? 0 : be.pack_stride(k, w_dtype);
+  const int64_t stride = dpbf16 || blocks ? 0 : be.pack_stride(k, w_dtype);
   if (stride > 0) {
     float* packed = thread_buffer(Buffer::packed_x, static_cast<size_t>(m * stride));
     be.pack_x(x, m, k, w_dtype, packed);
@@ -161,7 +217,7 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
   const int64_t items = n_tiles * m_blocks;  // n-tile major: a thread keeps its weight rows
   const int64_t macs_per_item = std::min(m, kLinearRowBlock) * tile_n * k;
   const int64_t min_chunk = std::max<int64_t>(1, kMinMacsPerThread / macs_per_item);
-  const size_t scratch_floats = static_cast<size_t>(be.scratch_floats(k, w_dtype));
+  const size_t scratch_floats = blocks ? 0 : static_cast<size_t>(be.scratch_floats(k, w_dtype));
 
   detail::run_items_stealing(pool, items, min_chunk, [&](int64_t begin, int64_t end) {
     float* scratch = scratch_floats ? thread_buffer(Buffer::linear_work, scratch_floats) : nullptr;
@@ -176,9 +232,26 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
       if (lo > hi) continue;
       const int64_t m0 = mb * kLinearRowBlock;
       const int64_t m1 = std::min(m, m0 + kLinearRowBlock);
-      be.rows(args, m0, m1, lo * tile_n, std::min(n, (hi + 1) * tile_n), scratch);
+      const int64_t n0 = lo * tile_n, n1 = std::min(n, (hi + 1) * tile_n);
+      if (q_rows) {
+        q_rows(args, m0, m1, n0, n1);
+      } else {
+        be.rows(args, m0, m1, n0, n1, scratch);
+      }
     }
   });
+}
+
+std::string_view block_linear_path() {
+  switch (active_isa()) {
+    case Isa::avx512:
+      return cpu_has_avx512_vnni() ? "AVX-512 VNNI" : "AVX-512";
+    case Isa::avx2:
+      return "AVX2";
+    case Isa::scalar:
+      break;
+  }
+  return "scalar";
 }
 
 void set_matmul_precision(MatmulPrecision precision) {

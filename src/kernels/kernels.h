@@ -15,11 +15,30 @@
 namespace deepinfer::kernels {
 
 // y[m, n] = x[m, k] · w[n, k]^T (+ bias[n]). w is row-major [n, k] (the Hugging Face
-// Linear layout) in f32, bf16 or f16; x, y and bias are f32. bias may be null. y must not
-// overlap x. bf16/f16 weights are widened exactly to f32 and multiplied in f32 (bf16 weights:
-// unless MatmulPrecision::bf16 is set, below).
+// Linear layout) in f32, bf16, f16 or a ggml block type (q8_0, q4_0, q4_1: each row is k / 32
+// blocks, core/quant_blocks.h); x, y and bias are f32. bias may be null. y must not overlap x.
+// bf16/f16 weights are widened exactly to f32 and multiplied in f32 (bf16 weights: unless
+// MatmulPrecision::bf16 is set, below).
+//
+// Block weights run as llama.cpp does: each x row is quantized once per call to 8-bit blocks
+// of 32 (d_x = max|x| / 127, q_x = nearbyint(x * (1 / d_x)), 0 for d_x = 0; a NaN in the
+// block makes d_x NaN), then every (weight block, x block) pair is an integer dot product
+// scaled in f32. Exactly, per output (i, j): split each block into 8 lanes of 4 consecutive
+// elements; t[l] = sum of w_int * q_x over lane l (w_int: the int8 of q8_0, nibble - 8 of
+// q4_0, nibble of q4_1; exact in int32); block b adds into accumulator A[8 (b % 2) + l]
+// (16 f32, from +0), in block order,
+//   A = fma(d_w * d_x, float(t[l]), A)  and for q4_1 then  A = fma(m_w, d_x * float(s[l]), A)
+// where s[l] is the lane sum of q_x; then with h[l] = A[l] + A[l + 8],
+// y = ((h0 + h4) + (h2 + h6)) + ((h1 + h5) + (h3 + h7)) (+ bias[j]), the horizontal-sum
+// tree of every ISA. Every ISA path computes exactly this (reference::linear spells it out),
+// so results are bitwise the same on scalar, AVX2, AVX-512 and AVX-512 VNNI, and batch
+// invariant. k must be a multiple of 32.
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
             const float* bias, float* y, ThreadPool& pool);
+
+// The code path linear() takes for block weights under the active ISA, for start-up logs:
+// "AVX-512 VNNI", "AVX-512", "AVX2" or "scalar".
+std::string_view block_linear_path();
 
 // How linear() multiplies by bf16 weights (f32 and f16 weights are always exact f32).
 //  - f32 (default): bf16 weights are widened exactly, products and sums in f32.

@@ -1,9 +1,12 @@
 #include "kernels/reference.h"
 
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/error.h"
+#include "core/quant_blocks.h"
 
 namespace deepinfer::kernels::reference {
 namespace {
@@ -21,10 +24,98 @@ float weight_at(const void* w, DType dtype, int64_t index) {
   }
 }
 
+// One x block as the block-weight linear sees it (kernels.h).
+struct XBlock {
+  std::array<int, 32> q{};
+  float d = 0.0f;
+};
+
+XBlock quantize_block(const float* v) {
+  XBlock out;
+  float amax = 0.0f;
+  bool nan = false;
+  for (int e = 0; e < 32; ++e) {
+    nan = nan || std::isnan(v[e]);
+    amax = std::fabs(v[e]) > amax ? std::fabs(v[e]) : amax;
+  }
+  out.d = nan ? NAN : amax / 127.0f;
+  const float inverse = out.d > 0.0f ? 1.0f / out.d : 0.0f;
+  for (int e = 0; e < 32; ++e) {
+    const float r = v[e] * inverse;
+    out.q[static_cast<size_t>(e)] =
+        std::isnan(r) ? 0
+                      : static_cast<int>(std::nearbyint(std::fmin(127.0f, std::fmax(-127.0f, r))));
+  }
+  return out;
+}
+
+// One weight block: its integers (q8_0: the int8; q4_0: nibble - 8; q4_1: nibble), d and m.
+struct WBlock {
+  std::array<int, 32> q{};
+  float d = 0.0f;
+  float m = 0.0f;
+};
+
+float f16_at(const uint8_t* p) {
+  return f16_to_f32(static_cast<uint16_t>(p[0] | (p[1] << 8)));
+}
+
+WBlock weight_block(const uint8_t* p, DType dtype) {
+  WBlock out;
+  out.d = f16_at(p);
+  if (dtype == DType::q8_0) {
+    for (int e = 0; e < 32; ++e) out.q[static_cast<size_t>(e)] = static_cast<int8_t>(p[2 + e]);
+    return out;
+  }
+  const bool offset = dtype == DType::q4_1;
+  if (offset) out.m = f16_at(p + 2);
+  const uint8_t* qs = p + (offset ? 4 : 2);
+  for (int e = 0; e < 16; ++e) {
+    out.q[static_cast<size_t>(e)] = (qs[e] & 0x0f) - (offset ? 0 : 8);
+    out.q[static_cast<size_t>(e + 16)] = (qs[e] >> 4) - (offset ? 0 : 8);
+  }
+  return out;
+}
+
+void linear_blocks(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
+                   const float* bias, float* y) {
+  const QuantTraits* traits = block_traits(w_dtype);
+  DI_CHECK(k % 32 == 0, "reference::linear: k = ", k, " is not a whole number of blocks");
+  const int64_t blocks = k / 32;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  for (int64_t i = 0; i < m; ++i) {
+    std::vector<XBlock> xb;
+    for (int64_t b = 0; b < blocks; ++b) xb.push_back(quantize_block(x + i * k + b * 32));
+    for (int64_t j = 0; j < n; ++j) {
+      float acc[16] = {};
+      for (int64_t b = 0; b < blocks; ++b) {
+        const WBlock wq =
+            weight_block(wb + static_cast<size_t>(j * blocks + b) * traits->block_bytes, w_dtype);
+        const XBlock& xq = xb[static_cast<size_t>(b)];
+        for (int l = 0; l < 8; ++l) {
+          int dot = 0, sum = 0;
+          for (int e = 4 * l; e < 4 * l + 4; ++e) {
+            dot += wq.q[static_cast<size_t>(e)] * xq.q[static_cast<size_t>(e)];
+            sum += xq.q[static_cast<size_t>(e)];
+          }
+          float& a = acc[8 * (b % 2) + l];
+          a = std::fma(wq.d * xq.d, static_cast<float>(dot), a);
+          if (w_dtype == DType::q4_1) a = std::fma(wq.m, xq.d * static_cast<float>(sum), a);
+        }
+      }
+      float h[8];
+      for (int l = 0; l < 8; ++l) h[l] = acc[l] + acc[l + 8];
+      const float sum = ((h[0] + h[4]) + (h[2] + h[6])) + ((h[1] + h[5]) + (h[3] + h[7]));
+      y[i * n + j] = bias ? sum + bias[j] : sum;
+    }
+  }
+}
+
 }  // namespace
 
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
             const float* bias, float* y) {
+  if (is_block_dtype(w_dtype)) return linear_blocks(x, m, k, w, w_dtype, n, bias, y);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       float sum = 0.0f;

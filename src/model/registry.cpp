@@ -47,6 +47,8 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
   WeightLoader weights(checkpoint, options);
   weights.set_fp8(io::parse_fp8_quantization(config, dir + "/config.json"));
   auto model = family->build(config, weights);
+  if (const std::string blocks = weights.block_summary(); !blocks.empty())
+    log::info(dir, ": ", blocks);
   const auto unused = weights.unused();
   if (!unused.empty()) {
     log::warn(dir, ": ", unused.size(), " checkpoint tensors are not used by ", config.architecture,

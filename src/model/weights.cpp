@@ -1,6 +1,7 @@
 #include "model/weights.h"
 
 #include "core/error.h"
+#include "kernels/kernels.h"
 
 namespace deepinfer::model {
 
@@ -30,10 +31,39 @@ Tensor WeightLoader::matrix(const std::string& name, const Shape& expected) {
     return io::dequantize_fp8_blocks(tensor, scale, *fp8_,
                                      options_.weight_dtype.value_or(DType::bf16));
   }
-  DI_CHECK(stored == DType::f32 || stored == DType::bf16 || stored == DType::f16, checkpoint_.dir(),
-           ": tensor '", name, "' is ", dtype_name(stored),
-           "; only f32, bf16 and f16 weights are supported here");
-  return tensor.to(options_.weight_dtype.value_or(stored));
+  const bool blocks = is_block_dtype(stored);
+  DI_CHECK(blocks || stored == DType::f32 || stored == DType::bf16 || stored == DType::f16,
+           checkpoint_.dir(), ": tensor '", name, "' is ", dtype_name(stored),
+           "; only f32, bf16, f16, q8_0, q4_0 and q4_1 weights are supported here");
+  DI_CHECK(!blocks || expected.size() == 2, checkpoint_.dir(), ": tensor '", name, "' is ",
+           dtype_name(stored), " with ", expected.size(),
+           " dimensions; block-quantized weights are supported for matrices only");
+  const DType dtype = options_.weight_dtype.value_or(stored);
+  if (blocks)
+    ++(dtype == stored ? native_blocks_ : dequantized_blocks_)[std::string(dtype_name(stored))];
+  return tensor.to(dtype);
+}
+
+std::string WeightLoader::block_summary() const {
+  std::string out;
+  const auto list = [](const std::map<std::string, int64_t>& counts) {
+    std::string text;
+    for (const auto& [type, count] : counts) {
+      if (!text.empty()) text += ", ";
+      text += std::to_string(count) + " " + type;
+    }
+    return text;
+  };
+  if (!native_blocks_.empty()) {
+    out = list(native_blocks_) + " matrices run natively (" +
+          std::string(kernels::block_linear_path()) + " block kernels)";
+  }
+  if (!dequantized_blocks_.empty()) {
+    if (!out.empty()) out += "; ";
+    out += list(dequantized_blocks_) + " matrices dequantized to " +
+           std::string(dtype_name(*options_.weight_dtype)) + " at load (--dtype)";
+  }
+  return out;
 }
 
 Tensor WeightLoader::vector_f32(const std::string& name, const Shape& expected) {

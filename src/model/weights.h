@@ -2,6 +2,7 @@
 // Pulls named tensors out of a checkpoint with the shape the config implies, converting
 // only when needed: matrices keep the stored dtype (zero-copy) unless a compute dtype is
 // forced; small vectors (norms, biases) become f32.
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -14,8 +15,9 @@
 namespace deepinfer::model {
 
 struct LoadOptions {
-  std::optional<DType> weight_dtype;  // nullopt: as stored (f32, bf16 and f16 all run; FP8
-                                      // blocks are dequantized to bf16)
+  std::optional<DType> weight_dtype;  // nullopt: as stored (f32, bf16, f16 and the ggml block
+                                      // types q8_0 / q4_0 / q4_1 all run; FP8 blocks are
+                                      // dequantized to bf16); set: every matrix in this dtype
 };
 
 class WeightLoader {
@@ -26,8 +28,12 @@ class WeightLoader {
   // Block-wise FP8 announced by config.json (io::parse_fp8_quantization): F8_E4M3 matrices
   // are then dequantized at load with their `<name>_scale_inv` blocks.
   void set_fp8(std::optional<io::Fp8BlockQuantization> quant) { fp8_ = quant; }
-  // A matrix for kernels::linear in the compute dtype; Error if missing or misshaped.
+  // A matrix for kernels::linear in the compute dtype; Error if missing or misshaped. Block
+  // types (q8_0 / q4_0 / q4_1) stay as stored (zero-copy) unless a weight_dtype is forced.
   Tensor matrix(const std::string& name, const Shape& expected);
+  // What matrix() did with block-quantized matrices, for the load log: "30 q4_1, 1 q8_0
+  // matrices run natively (AVX-512 VNNI block kernels)"; empty when there were none.
+  std::string block_summary() const;
   // f32 copy of a small tensor (norm weights, biases).
   Tensor vector_f32(const std::string& name, const Shape& expected);
   // Checkpoint tensors no layer asked for (reported so silent mismatches are visible).
@@ -43,6 +49,8 @@ class WeightLoader {
   LoadOptions options_;
   std::optional<io::Fp8BlockQuantization> fp8_;
   std::set<std::string> used_;
+  std::map<std::string, int64_t> native_blocks_;       // dtype name -> matrices kept in blocks
+  std::map<std::string, int64_t> dequantized_blocks_;  // ... dequantized by weight_dtype
 };
 
 }  // namespace deepinfer::model

@@ -15,6 +15,11 @@ from serve_util import ServeProcess
 from test_run_local import read_until
 
 QUESTION = "What is the capital of France?"
+# The answer to QUESTION starts at a near-tie ("The" 25.33 vs "L" 25.24 in f32). The native
+# Q4_1 path (8-bit activations) tips it as llama.cpp does on this file: both answer
+# "L'Étoile, la Marseillaise, la femme ...". The English-sentence check therefore pins the
+# dequantized f32 path, which answers as transformers ("The capital of France is Paris.").
+DTYPE = ["--dtype", "f32"]
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +33,7 @@ def smollm2():
 def test_local_mode_in_a_terminal_answers_in_english(deepinfer_bin, smollm2):
     master, slave = pty.openpty()
     proc = subprocess.Popen([deepinfer_bin, "run", "--model", str(smollm2), "--mode", "local",
-                             "--threads", "2", "--temperature", "0", "--max-new-tokens", "32"],
+                             "--threads", "2", "--temperature", "0", "--max-new-tokens", "32", *DTYPE],
                             stdin=slave, stdout=slave, stderr=subprocess.PIPE, close_fds=True)
     os.close(slave)
     try:
@@ -49,10 +54,10 @@ def test_local_mode_in_a_terminal_answers_in_english(deepinfer_bin, smollm2):
 
 def test_server_answers_the_openai_client_as_generate_chat(run_cli, deepinfer_bin, smollm2):
     proc = run_cli("generate", "--model", smollm2, "--chat", "--prompt", QUESTION, "--temperature", 0,
-                   "--max-new-tokens", 32, "--json", "--threads", 2, check=True)
+                   "--max-new-tokens", 32, "--json", "--threads", 2, *DTYPE, check=True)
     want = json.loads(proc.stdout)["text"]
     assert "Paris" in want
-    server = ServeProcess(deepinfer_bin, model=smollm2)
+    server = ServeProcess(deepinfer_bin, *DTYPE, model=smollm2)
     try:
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
         model = client.models.list().data[0].id
@@ -66,3 +71,12 @@ def test_server_answers_the_openai_client_as_generate_chat(run_cli, deepinfer_bi
         assert text == want
     finally:
         server.stop()
+
+
+def test_native_blocks_answer_as_llama_cpp(run_cli, smollm2):
+    """The default (native Q4_1 / Q8_0) path tips the near-tie as llama.cpp does: llama-completion
+    (the build and flags of tools/make_smollm2_goldens.py, -n 16) printed
+    "L'Étoile, la Marseillaise, la femme" for this chat prompt."""
+    proc = run_cli("generate", "--model", smollm2, "--chat", "--prompt", QUESTION, "--temperature", 0,
+                   "--max-new-tokens", 16, "--json", "--threads", 2, check=True)
+    assert json.loads(proc.stdout)["text"].startswith("L'Étoile, la Marseillaise, la femme")

@@ -8,7 +8,8 @@
 namespace deepinfer::model {
 
 struct Embedding {
-  Tensor weight;  // [vocab, hidden], f32 / bf16 / f16 (shared with a tied lm_head)
+  Tensor weight;  // [vocab, hidden], f32 / bf16 / f16 / q8_0 / q4_0 / q4_1 (shared with a
+                  // tied lm_head)
 
   static Embedding load(WeightLoader& weights, const std::string& name, int64_t vocab,
                         int64_t hidden);

@@ -9,7 +9,7 @@
 namespace deepinfer::model {
 
 struct Linear {
-  Tensor weight;  // [out_features, in_features], f32 / bf16 / f16
+  Tensor weight;  // [out_features, in_features], f32 / bf16 / f16 / q8_0 / q4_0 / q4_1
   Tensor bias;    // [out_features] f32, or undefined
   int64_t in_features = 0;
   int64_t out_features = 0;

@@ -46,6 +46,24 @@ TEST(QuantTraits, BlockSizesAreGgmls) {
   }
 }
 
+// The types a Tensor holds as stored: the float types and the block types with native kernels.
+TEST(QuantTraits, DTypesOfTheTypesHeldAsStored) {
+  EXPECT_EQ(quant_traits(GgmlType::f32).dtype, DType::f32);
+  EXPECT_EQ(quant_traits(GgmlType::f16).dtype, DType::f16);
+  EXPECT_EQ(quant_traits(GgmlType::bf16).dtype, DType::bf16);
+  EXPECT_EQ(quant_traits(GgmlType::q8_0).dtype, DType::q8_0);
+  EXPECT_EQ(quant_traits(GgmlType::q4_0).dtype, DType::q4_0);
+  EXPECT_EQ(quant_traits(GgmlType::q4_1).dtype, DType::q4_1);
+  EXPECT_FALSE(quant_traits(GgmlType::q5_0).dtype.has_value());
+  EXPECT_FALSE(quant_traits(GgmlType::q4_k).dtype.has_value());
+  ASSERT_NE(block_traits(DType::q4_1), nullptr);
+  EXPECT_EQ(block_traits(DType::q4_1)->type, GgmlType::q4_1);
+  EXPECT_EQ(block_traits(DType::q8_0)->block_bytes, 34u);
+  EXPECT_EQ(block_traits(DType::f32), nullptr);
+  EXPECT_EQ(block_traits(DType::bf16), nullptr);
+  EXPECT_EQ(dtype_name(DType::q4_0), "q4_0");
+}
+
 TEST(QuantTraits, UnknownNumbers) {
   for (const uint32_t n : {4u, 5u, 16u, 24u, 31u, 99u, 0xffffffffu}) {
     EXPECT_FALSE(quant_traits(n).has_value()) << n;

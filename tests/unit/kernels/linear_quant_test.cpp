@@ -1,0 +1,224 @@
+// kernels::linear with ggml block weights (q8_0, q4_0, q4_1): every ISA path bitwise equal to
+// the scalar reference (kernels.h states the arithmetic), the reference within the x
+// quantization bound of the exact product with the dequantized weights, batch invariance,
+// and both AVX-512 variants (VNNI and BW) on CPUs that have them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/quant_blocks.h"
+#include "kernel_test_util.h"
+#include "kernels/backend.h"
+#include "kernels/isa.h"
+#include "kernels/kernels.h"
+#include "kernels/reference.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+using testing::bitwise_equal;
+using testing::random_floats;
+
+constexpr DType kBlockTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1};
+
+void put_f16(uint8_t* p, float v) {
+  const uint16_t h = f32_to_f16(v);
+  p[0] = static_cast<uint8_t>(h & 0xff);
+  p[1] = static_cast<uint8_t>(h >> 8);
+}
+
+// n rows of k / 32 random blocks: scales in [0.002, 0.03] (either sign for q4_1's m), random
+// quants over the whole range (q8_0 includes -128, which the signed tricks must get right).
+std::vector<uint8_t> random_blocks(DType dtype, int64_t n, int64_t k, uint32_t seed) {
+  const QuantTraits& traits = *block_traits(dtype);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> scale(0.002f, 0.03f), offset(-0.1f, 0.1f);
+  std::vector<uint8_t> out(static_cast<size_t>(n * (k / 32)) * traits.block_bytes);
+  for (size_t at = 0; at < out.size(); at += traits.block_bytes) {
+    uint8_t* block = out.data() + at;
+    put_f16(block, scale(rng));
+    size_t quants = 2;
+    if (dtype == DType::q4_1) {
+      put_f16(block + 2, offset(rng));
+      quants = 4;
+    }
+    for (size_t b = quants; b < traits.block_bytes; ++b) block[b] = static_cast<uint8_t>(rng());
+  }
+  return out;
+}
+
+std::vector<float> dequantized(DType dtype, const std::vector<uint8_t>& w, int64_t n, int64_t k) {
+  std::vector<float> out(static_cast<size_t>(n * k));
+  const QuantTraits& traits = *block_traits(dtype);
+  for (int64_t j = 0; j < n; ++j)
+    traits.dequantize_row(w.data() + static_cast<size_t>(j) * dtype_bytes(dtype, k),
+                          out.data() + j * k, k);
+  return out;
+}
+
+class KernelsLinearBlocks : public testing::PerIsaTest {};
+
+TEST_P(KernelsLinearBlocks, EqualsTheReferenceBitwise) {
+  ThreadPool pool(2);
+  uint32_t seed = 100;
+  for (DType dtype : kBlockTypes) {
+    for (int64_t k : {32, 64, 96, 160, 576}) {  // 1, 2, 3, 5, 18 blocks
+      for (int64_t n : {1, 5, 17, 33}) {
+        for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) {
+          const bool with_bias = (m + n) % 2 == 0;
+          SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " m=" << m << " k=" << k
+                                            << " n=" << n << " bias=" << with_bias);
+          const auto x = random_floats(static_cast<size_t>(m * k), ++seed, -2.0f, 2.0f);
+          const auto w = random_blocks(dtype, n, k, ++seed);
+          const auto bias = random_floats(static_cast<size_t>(n), ++seed);
+          const float* b = with_bias ? bias.data() : nullptr;
+          std::vector<float> got(static_cast<size_t>(m * n), NAN), want(got.size());
+          linear(x.data(), m, k, w.data(), dtype, n, b, got.data(), pool);
+          reference::linear(x.data(), m, k, w.data(), dtype, n, b, want.data());
+          ASSERT_TRUE(bitwise_equal(got.data(), want.data(), got.size()));
+        }
+      }
+    }
+  }
+}
+
+// The reference against the exact product with the dequantized weights: x is rounded to
+// d_x * q with |error| <= d_x / 2 per element (d_x = max|x| / 127 of its block), so
+// |y - exact| <= sum_b d_x,b / 2 * sum_{e in b} |w_e|, plus f32 rounding of the sums.
+TEST(KernelsLinearBlocksReference, IsWithinTheActivationRoundingOfTheExactProduct) {
+  uint32_t seed = 7;
+  for (DType dtype : kBlockTypes) {
+    const int64_t m = 3, k = 256, n = 9;
+    const auto x = random_floats(static_cast<size_t>(m * k), ++seed, -3.0f, 3.0f);
+    const auto w = random_blocks(dtype, n, k, ++seed);
+    const auto wf = dequantized(dtype, w, n, k);
+    std::vector<float> y(static_cast<size_t>(m * n));
+    reference::linear(x.data(), m, k, w.data(), dtype, n, nullptr, y.data());
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double exact = 0.0, bound = 0.0, magnitude = 0.0;
+        for (int64_t b = 0; b < k / 32; ++b) {
+          double amax = 0.0, wsum = 0.0;
+          for (int64_t e = b * 32; e < b * 32 + 32; ++e) {
+            const double xe = x[i * k + e], we = wf[j * k + e];
+            exact += xe * we;
+            amax = std::max(amax, std::fabs(xe));
+            wsum += std::fabs(we);
+            magnitude += std::fabs(xe * we) + std::fabs(we) * amax / 127.0;
+          }
+          bound += amax / 127.0 / 2.0 * wsum;
+        }
+        bound = bound * (1.0 + 1e-5) + 4.0 * (k + 2) * std::ldexp(1.0, -24) * magnitude;
+        EXPECT_LE(std::fabs(y[i * n + j] - exact), bound)
+            << dtype_name(dtype) << " row " << i << " col " << j;
+        EXPECT_GT(std::fabs(exact), 0.0);
+      }
+    }
+  }
+}
+
+TEST_P(KernelsLinearBlocks, IsBatchInvariantAcrossRowsPositionsAndThreads) {
+  // m = 300 crosses the row-block size, so rows are also split between threads.
+  for (DType dtype : kBlockTypes) {
+    for (auto [m, k, n] :
+         {std::tuple<int64_t, int64_t, int64_t>{13, 96, 33}, {11, 576, 70}, {300, 64, 21}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << dtype_name(dtype) << " m=" << m << " k=" << k << " n=" << n);
+      const auto x = random_floats(static_cast<size_t>(m * k), 11);
+      const auto w = random_blocks(dtype, n, k, 12);
+      const auto bias = random_floats(static_cast<size_t>(n), 13);
+      ThreadPool single(1);
+      std::vector<float> rows(static_cast<size_t>(m * n));
+      for (int64_t i = 0; i < m; ++i)
+        linear(x.data() + i * k, 1, k, w.data(), dtype, n, bias.data(), rows.data() + i * n,
+               single);
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> batch(rows.size(), NAN);
+        linear(x.data(), m, k, w.data(), dtype, n, bias.data(), batch.data(), pool);
+        EXPECT_TRUE(bitwise_equal(batch.data(), rows.data(), rows.size())) << "threads=" << threads;
+        const int64_t first = 3, count = 5;
+        std::vector<float> part(static_cast<size_t>(count * n), NAN);
+        linear(x.data() + first * k, count, k, w.data(), dtype, n, bias.data(), part.data(), pool);
+        EXPECT_TRUE(bitwise_equal(part.data(), rows.data() + first * n, part.size()))
+            << "threads=" << threads;
+      }
+    }
+  }
+}
+
+TEST_P(KernelsLinearBlocks, RefusesARowThatIsNotWholeBlocks) {
+  ThreadPool pool(1);
+  const std::vector<float> x(48, 1.0f);
+  const std::vector<uint8_t> w(64, 0);
+  std::vector<float> y(1);
+  try {
+    linear(x.data(), 1, 48, w.data(), DType::q4_0, 1, nullptr, y.data(), pool);
+    ADD_FAILURE() << "k = 48 accepted for q4_0";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("whole number of 32-element blocks"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_P(KernelsLinearBlocks, ZeroAndNanActivationsBehaveAsInF32) {
+  ThreadPool pool(1);
+  const int64_t k = 64, n = 3;
+  const auto w = random_blocks(DType::q4_1, n, k, 5);
+  std::vector<float> x(static_cast<size_t>(2 * k), 0.0f);
+  x[k + 40] = NAN;  // second row, second block
+  std::vector<float> y(static_cast<size_t>(2 * n));
+  linear(x.data(), 2, k, w.data(), DType::q4_1, n, nullptr, y.data(), pool);
+  for (int64_t j = 0; j < n; ++j) {
+    EXPECT_EQ(y[j], 0.0f);
+    EXPECT_TRUE(std::isnan(y[n + j]));
+  }
+}
+
+DI_INSTANTIATE_PER_ISA(KernelsLinearBlocks);
+
+// Both AVX-512 variants, called directly (dispatch picks VNNI where the CPU has it).
+TEST(KernelsLinearBlocksAvx512, BwAndVnniVariantsEqualTheReference) {
+  if (!isa_supported(Isa::avx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  using RowsFn = void (*)(const detail::LinearArgs&, int64_t, int64_t, int64_t, int64_t);
+  std::vector<RowsFn> variants = {&detail::avx512::linear_rows_q8};
+  if (cpu_has_avx512_vnni()) variants.push_back(&detail::avx512::linear_rows_q8_vnni);
+  uint32_t seed = 40;
+  for (DType dtype : kBlockTypes) {
+    for (auto [m, k, n] :
+         {std::tuple<int64_t, int64_t, int64_t>{1, 96, 9}, {5, 160, 7}, {9, 576, 4}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << dtype_name(dtype) << " m=" << m << " k=" << k << " n=" << n);
+      const auto x = random_floats(static_cast<size_t>(m * k), ++seed, -2.0f, 2.0f);
+      const auto w = random_blocks(dtype, n, k, ++seed);
+      std::vector<float> want(static_cast<size_t>(m * n));
+      reference::linear(x.data(), m, k, w.data(), dtype, n, nullptr, want.data());
+      std::vector<int8_t> q(static_cast<size_t>(m * k));
+      std::vector<float> d(static_cast<size_t>(m * k / 4));
+      std::vector<int32_t> t(static_cast<size_t>(m * k / 4));
+      detail::quantize_x_blocks(x.data(), m, k, dtype, q.data(), d.data(), t.data());
+      for (RowsFn rows : variants) {
+        std::vector<float> got(want.size(), NAN);
+        detail::LinearArgs args;
+        args.k = k;
+        args.w = w.data();
+        args.w_dtype = dtype;
+        args.n = n;
+        args.y = got.data();
+        args.xq = q.data();
+        args.xd = d.data();
+        args.xt = t.data();
+        rows(args, 0, m, 0, n);
+        EXPECT_TRUE(bitwise_equal(got.data(), want.data(), got.size()))
+            << (rows == variants.front() ? "AVX-512BW" : "AVX-512 VNNI");
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::kernels
