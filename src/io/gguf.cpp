@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/printable.h"
 
 // Validation follows llama.cpp's reader (ggml/src/gguf.cpp, gguf_init_from_reader): magic, a
 // version that is neither 0, 1 (whose counts were 32-bit), newer than 3, nor byte-swapped (a
@@ -118,21 +119,6 @@ std::string_view unsupported_ggml_type_name(uint32_t type) {
     default:
       return {};
   }
-}
-
-// Keys and names may hold any bytes; keep messages printable.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte < 0x7f) {
-      out += c;
-    } else {
-      constexpr char kHex[] = "0123456789abcdef";
-      out += {'\\', 'x', kHex[byte >> 4], kHex[byte & 15]};
-    }
-  }
-  return out;
 }
 
 // Little-endian reads from the file's bytes; every read is checked against what remains and

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/printable.h"
 
 // Validation follows the reference implementation (huggingface/safetensors, tensor.rs
 // `read_metadata` / `Metadata::validate`): header length <= 100,000,000 and within the file,
@@ -36,21 +37,6 @@ constexpr DTypeName kDTypeNames[] = {
 };
 
 using json = nlohmann::json;
-
-// Parser messages quote the offending input, which may be binary: keep the Error printable.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte < 0x7f) {
-      out += c;
-    } else {
-      constexpr char kHex[] = "0123456789abcdef";
-      out += {'\\', 'x', kHex[byte >> 4], kHex[byte & 15]};
-    }
-  }
-  return out;
-}
 
 // nlohmann keeps the last of duplicate keys silently; a parser callback sees every key
 // as it is read, so we can reject the file instead of loading the wrong tensor.
