@@ -64,6 +64,8 @@ TEST(EngineClient, AbortEndsTheStreamAndShutdownAbortsWhatIsLeft) {
   Engine engine(tiny_qwen3(), test_pool(), config);
   std::atomic<int> callback_finals{0};
   FinishReason callback_reason = FinishReason::none;
+  std::atomic<bool> release{false};
+  std::thread releaser;
   {
     EngineClient client(engine);
     EXPECT_THROW(client.submit({}, greedy_params(1)), Error);
@@ -85,12 +87,21 @@ TEST(EngineClient, AbortEndsTheStreamAndShutdownAbortsWhatIsLeft) {
     EXPECT_TRUE(stream->done());
     EXPECT_FALSE(stream->next(std::chrono::milliseconds(1)).has_value());
 
+    // The third request's first output holds the loop thread until the client's destructor
+    // has asked for shutdown (released 50 ms after this scope ends), so the request cannot run
+    // to its length (max_model_len 256) before the shutdown, however the threads are scheduled.
     client.submit({4, 5}, greedy_params(400), 0, [&](const RequestOutput& out) {
+      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       if (!out.finished) return;
       ++callback_finals;
       callback_reason = out.completions.at(0).finish_reason;
     });
+    releaser = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      release = true;
+    });
   }  // destructor: shutdown aborts the long request still running
+  releaser.join();
   EXPECT_EQ(callback_finals.load(), 1);
   EXPECT_EQ(callback_reason, FinishReason::abort);
   EXPECT_FALSE(engine.has_unfinished());
