@@ -91,6 +91,34 @@ std::vector<float> read_npy_f32(const std::string& path) {
   return out;
 }
 
+// The cases with full-vocabulary rows (tests/data/smollm2/full_logits_pNN.npy): row r holds
+// the logits at positions[r] (rows 0, 1: transformers at P-1 and T-1; row 2: llama.cpp at P-1).
+struct FullLogitCase {
+  int prompt_index = 0;
+  std::vector<int32_t> ids;
+  std::vector<int64_t> positions;
+  std::vector<std::vector<float>> rows;
+};
+
+std::vector<FullLogitCase> full_logit_cases(const nlohmann::json& golden, size_t vocab) {
+  std::vector<FullLogitCase> out;
+  for (const auto& c : golden["teacher_forced"]["cases"]) {
+    if (!c.contains("full_logits")) continue;
+    FullLogitCase f;
+    f.prompt_index = c["prompt_index"].get<int>();
+    f.ids = c["input_ids"].get<std::vector<int32_t>>();
+    f.positions = c["full_logits"]["positions"].get<std::vector<int64_t>>();
+    const auto flat =
+        read_npy_f32(model_dir("smollm2") + "/" + c["full_logits"]["file"].get<std::string>());
+    EXPECT_EQ(flat.size(), f.positions.size() * vocab);
+    for (size_t r = 0; r * vocab < flat.size(); ++r) {
+      f.rows.emplace_back(flat.begin() + r * vocab, flat.begin() + (r + 1) * vocab);
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 TEST_F(SmolLm2, TokenizerFromTheFileEncodesAsLlamaCpp) {
   const auto tokenizer = tokenizer::Tokenizer::load_dir(*file_);
   for (const auto& prompt : golden_["prompts"]) {
@@ -209,19 +237,11 @@ TEST_F(SmolLm2, DequantizedF32LogitsMatchTransformersOnTheSameFile) {
 TEST_F(SmolLm2, FullLogitRowsMatchTransformers) {
   auto model = load_model(*file_, LoadOptions{DType::f32});
   ThreadPool pool(2);
-  for (const auto& c : golden_["teacher_forced"]["cases"]) {
-    if (!c.contains("full_logits")) continue;
-    const auto ids = c["input_ids"].get<std::vector<int32_t>>();
-    const auto rows =
-        read_npy_f32(model_dir("smollm2") + "/" + c["full_logits"]["file"].get<std::string>());
-    const auto positions = c["full_logits"]["positions"].get<std::vector<int64_t>>();
-    const auto logits = all_logits(*model, ids, pool);
-    const auto vocab = static_cast<size_t>(model->vocab_size());
-    ASSERT_EQ(rows.size(), positions.size() * vocab);
+  for (const auto& c : full_logit_cases(golden_, static_cast<size_t>(model->vocab_size()))) {
+    const auto logits = all_logits(*model, c.ids, pool);
     for (size_t r = 0; r < 2; ++r) {
-      const std::vector<float> want(rows.begin() + r * vocab, rows.begin() + (r + 1) * vocab);
-      EXPECT_LE(relative_max_diff(logits[positions[r]], want), 1e-4)
-          << "prompt " << c["prompt_index"] << " position " << positions[r];
+      EXPECT_LE(relative_max_diff(logits[c.positions[r]], c.rows[r]), 1e-4)
+          << "prompt " << c.prompt_index << " position " << c.positions[r];
     }
   }
 }
@@ -234,20 +254,12 @@ TEST_F(SmolLm2, FullLogitRowsMatchTransformers) {
 TEST_F(SmolLm2, NativeBlocksFullLogitRowsStayWithinLlamaCppsDistance) {
   auto model = load_model(*file_, {});
   ThreadPool pool(2);
-  for (const auto& c : golden_["teacher_forced"]["cases"]) {
-    if (!c.contains("full_logits")) continue;
-    const auto ids = c["input_ids"].get<std::vector<int32_t>>();
-    const auto rows =
-        read_npy_f32(model_dir("smollm2") + "/" + c["full_logits"]["file"].get<std::string>());
-    const auto positions = c["full_logits"]["positions"].get<std::vector<int64_t>>();
-    const auto logits = all_logits(*model, ids, pool);
-    const auto vocab = static_cast<size_t>(model->vocab_size());
-    const std::vector<float> transformers(rows.begin(), rows.begin() + vocab);
-    const std::vector<float> llama_cpp(rows.begin() + 2 * vocab, rows.begin() + 3 * vocab);
-    EXPECT_LE(relative_max_diff(logits[positions[0]], transformers), 0.05)
-        << "prompt " << c["prompt_index"];
-    EXPECT_LE(relative_max_diff(logits[positions[2]], llama_cpp), 0.05)
-        << "prompt " << c["prompt_index"];
+  for (const auto& c : full_logit_cases(golden_, static_cast<size_t>(model->vocab_size()))) {
+    const auto logits = all_logits(*model, c.ids, pool);
+    EXPECT_LE(relative_max_diff(logits[c.positions[0]], c.rows[0]), 0.05)  // transformers
+        << "prompt " << c.prompt_index;
+    EXPECT_LE(relative_max_diff(logits[c.positions[2]], c.rows[2]), 0.05)  // llama.cpp
+        << "prompt " << c.prompt_index;
   }
 }
 
