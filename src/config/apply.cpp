@@ -6,6 +6,7 @@
 
 #include "cache/kv_cache.h"
 #include "core/dtype.h"
+#include "io/gguf_model.h"
 
 namespace deepinfer::config {
 namespace {
@@ -46,11 +47,6 @@ bool same(const nlohmann::json& expected, const nlohmann::json& actual) {
 
 }  // namespace
 
-static bool is_gguf_file(const fs::path& path) {
-  std::error_code ec;
-  return fs::is_regular_file(path, ec) && path.extension() == ".gguf";
-}
-
 std::string resolve_model_path(const RecipeConfig& config) {
   if (!config.model_path.has()) {
     throw ConfigError(str_cat(config.source.empty() ? "no config" : config.source,
@@ -59,14 +55,14 @@ std::string resolve_model_path(const RecipeConfig& config) {
   }
   const fs::path given(*config.model_path);
   if (given.is_absolute() || fs::exists(given) || config.source.empty()) {
-    if (!fs::is_directory(given) && !is_gguf_file(given)) {
+    if (!fs::is_directory(given) && !io::gguf_model_file(given.string())) {
       throw ConfigError(str_cat(config.model_path.origin, " = \"", given.string(),
                                 "\": not a checkpoint directory or .gguf file"));
     }
     return given.string();
   }
   const fs::path beside = fs::path(config.source).parent_path() / given;
-  if (!fs::is_directory(beside) && !is_gguf_file(beside)) {
+  if (!fs::is_directory(beside) && !io::gguf_model_file(beside.string())) {
     throw ConfigError(str_cat(config.model_path.origin, " = \"", given.string(),
                               "\": no such directory (looked in the working directory and in ",
                               fs::path(config.source).parent_path().string(),
