@@ -21,7 +21,7 @@ esac
 
 RUN_APT=(
   build-essential cmake pkg-config git ccache
-  nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libyaml-cpp-dev
+  nlohmann-json3-dev libpcre2-dev libutf8proc-dev libyaml-cpp-dev
   python3 python3-venv python3-dev pybind11-dev
 )
 TEST_APT=(libgtest-dev googletest libgmock-dev clang libclang-rt-14-dev clang-format)

@@ -1,5 +1,10 @@
 #include "cli/api_server.h"
 
+#include <algorithm>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
 #include "config/runtime.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -27,14 +32,75 @@ server::SamplingDefaults request_defaults(const config::Runtime& rt, bool genera
 const std::set<std::string> kServerFlags = {"host",
                                             "port",
                                             "api-key",
+                                            "api-key-file",
                                             "max-body-bytes",
                                             "max-waiting-requests",
+                                            "max-waiting-tokens",
                                             "shutdown-timeout",
                                             "http-threads",
+                                            "request-timeout",
                                             "tool-call-parser",
-                                            "max-logprobs"};
+                                            "max-logprobs",
+                                            "allowed-hosts",
+                                            "allowed-origins",
+                                            "allowed-methods",
+                                            "allowed-headers"};
 
-const std::set<std::string> kServerBoolFlags = {"disable-log-requests", "enable-auto-tool-choice"};
+const std::set<std::string> kServerBoolFlags = {"disable-log-requests", "enable-auto-tool-choice",
+                                                "allow-credentials"};
+
+namespace {
+
+// A list flag as vLLM spells it ('["a", "b"]', JSON) or comma-separated ("a,b").
+std::vector<std::string> list_flag(const Args& args, const std::string& name,
+                                   std::vector<std::string> fallback) {
+  const auto value = args.get(name);
+  if (!value) return fallback;
+  std::vector<std::string> out;
+  if (!value->empty() && value->front() == '[') {
+    nlohmann::json parsed = nlohmann::json::parse(*value, nullptr, false);
+    DI_CHECK(parsed.is_array(), "--", name, ": expected a JSON list of strings, got '", *value,
+             "'");
+    for (const auto& item : parsed) {
+      DI_CHECK(item.is_string(), "--", name, ": expected a JSON list of strings, got '", *value,
+               "'");
+      out.push_back(item.get<std::string>());
+    }
+    return out;
+  }
+  size_t start = 0;
+  while (start <= value->size()) {
+    const size_t comma = std::min(value->find(',', start), value->size());
+    std::string item = value->substr(start, comma - start);
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (!item.empty()) out.push_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
+
+// --api-key, else --api-key-file (first line), else $DEEPINFER_API_KEY (as vLLM's
+// VLLM_API_KEY): a key on the command line is visible to every local user in the process list.
+std::string api_key_from(const Args& args) {
+  DI_CHECK(!(args.has("api-key") && args.has("api-key-file")),
+           "give --api-key or --api-key-file, not both");
+  if (args.has("api-key")) {
+    const std::string key = args.get_or("api-key", "");
+    DI_CHECK(!key.empty(), "--api-key must not be empty");
+    return key;
+  }
+  if (const auto file = args.get("api-key-file")) {
+    std::string key = read_text_file(*file);
+    key = key.substr(0, key.find_first_of("\r\n"));
+    DI_CHECK(!key.empty(), "--api-key-file ", *file, ": the first line is empty");
+    return key;
+  }
+  const char* env = std::getenv("DEEPINFER_API_KEY");
+  return env == nullptr ? "" : env;
+}
+
+}  // namespace
 
 server::ServerOptions server_options_from(const Args& args) {
   server::ServerOptions options;
@@ -42,17 +108,27 @@ server::ServerOptions server_options_from(const Args& args) {
   const int64_t port = args.get_int("port", options.port);
   DI_CHECK(port >= 0 && port <= 65535, "--port must be in [0, 65535], got ", port);
   options.port = static_cast<int>(port);
-  options.api_key = args.get_or("api-key", "");
-  DI_CHECK(!args.has("api-key") || !options.api_key.empty(), "--api-key must not be empty");
+  options.api_key = api_key_from(args);
   options.max_body_bytes = args.get_int("max-body-bytes", options.max_body_bytes);
   DI_CHECK(options.max_body_bytes > 0, "--max-body-bytes must be positive");
-  options.max_waiting_requests = args.get_int("max-waiting-requests", 0);
-  DI_CHECK(options.max_waiting_requests >= 0, "--max-waiting-requests must be >= 0, got ",
-           options.max_waiting_requests);
+  for (const auto& [flag, field] :
+       {std::pair{"max-waiting-requests", &options.max_waiting_requests},
+        std::pair{"max-waiting-tokens", &options.max_waiting_tokens}}) {
+    *field = args.get_int(flag, *field);
+    DI_CHECK(*field >= 0 || !args.has(flag), "--", flag, " must be >= 0 (0: no limit), got ",
+             *field);
+  }
+  options.request_timeout_s = args.get_double("request-timeout", options.request_timeout_s);
+  DI_CHECK(options.request_timeout_s > 0, "--request-timeout must be positive");
+  options.allowed_hosts = list_flag(args, "allowed-hosts", {});
+  options.allowed_origins = list_flag(args, "allowed-origins", {});
+  options.allowed_methods = list_flag(args, "allowed-methods", options.allowed_methods);
+  options.allowed_headers = list_flag(args, "allowed-headers", options.allowed_headers);
+  options.allow_credentials = args.flag("allow-credentials");
   options.shutdown_timeout_s = args.get_double("shutdown-timeout", options.shutdown_timeout_s);
   DI_CHECK(options.shutdown_timeout_s >= 0, "--shutdown-timeout must be >= 0");
   const int64_t threads = args.get_int("http-threads", options.http_threads);
-  DI_CHECK(threads >= 1 && threads <= 4096, "--http-threads must be in [1, 4096], got ", threads);
+  DI_CHECK(threads >= 1 && threads <= 1024, "--http-threads must be in [1, 1024], got ", threads);
   options.http_threads = static_cast<int>(threads);
   options.tool_call_parser = args.get_or("tool-call-parser", options.tool_call_parser);
   options.log_requests = !args.flag("disable-log-requests");

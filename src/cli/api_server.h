@@ -11,10 +11,12 @@
 
 namespace deepinfer::cli {
 
-// --host --port --api-key --max-body-bytes --max-waiting-requests --shutdown-timeout
-// --http-threads --tool-call-parser --max-logprobs
+// --host --port --api-key --api-key-file --max-body-bytes --max-waiting-requests
+// --max-waiting-tokens --shutdown-timeout --http-threads --request-timeout --tool-call-parser
+// --max-logprobs --allowed-hosts --allowed-origins --allowed-methods --allowed-headers
 extern const std::set<std::string> kServerFlags;
 // --disable-log-requests --enable-auto-tool-choice (accepted: tools are always on)
+// --allow-credentials
 extern const std::set<std::string> kServerBoolFlags;
 
 // The server flags, checked (Error naming the flag).

@@ -40,8 +40,10 @@ constexpr const char* kUsage =
     "  --max-new-tokens N  --temperature T  --top-p P  --top-k K  --repetition-penalty R\n"
     "  --seed S  --chat-template FILE  --tokenizer DIR  --log-level debug|info|warn|error\n"
     "api mode: --host 127.0.0.1  --port 8000  --api-key KEY  --served-model-name NAME\n"
-    "          --max-body-bytes N  --max-waiting-requests N  --shutdown-timeout S\n"
+    "          --api-key-file FILE  --max-body-bytes N  --max-waiting-requests N\n"
+    "          --max-waiting-tokens N  --shutdown-timeout S  --request-timeout S\n"
     "          --http-threads N  --tool-call-parser P  --max-logprobs N\n"
+    "          --allowed-hosts H,...  --allowed-origins O,...  (see deepinfer serve --help)\n"
     "          --disable-log-requests  --enable-auto-tool-choice (accepted: tools are on)\n";
 
 // Value flags that are settings (model_flags.h): the model and engine flags, and these. The

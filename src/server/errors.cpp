@@ -6,8 +6,9 @@ namespace deepinfer::server {
 
 ApiError::ApiError(int status, std::string message, std::string param, std::string code,
                    std::string type)
-    : Error(std::move(message)),
+    : Error(message),
       status_(status),
+      message_(std::move(message)),
       param_(std::move(param)),
       code_(std::move(code)),
       type_(std::move(type)) {
@@ -16,7 +17,7 @@ ApiError::ApiError(int status, std::string message, std::string param, std::stri
 
 nlohmann::ordered_json ApiError::to_json() const {
   nlohmann::ordered_json error;
-  error["message"] = what();
+  error["message"] = message_;
   error["type"] = type_;
   error["param"] = param_.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(param_);
   error["code"] = code_.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(code_);

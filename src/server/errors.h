@@ -17,6 +17,8 @@ class ApiError : public Error {
            std::string type = "");
 
   int status() const { return status_; }
+  // The whole message (what() stops at the first NUL a quoted request value may hold).
+  const std::string& message() const { return message_; }
   const std::string& param() const { return param_; }
   const std::string& code() const { return code_; }
   const std::string& type() const { return type_; }
@@ -24,6 +26,7 @@ class ApiError : public Error {
 
  private:
   int status_;
+  std::string message_;
   std::string param_;
   std::string code_;
   std::string type_;

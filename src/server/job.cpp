@@ -12,9 +12,15 @@ double seconds(Job::Clock::duration d) {
 
 }  // namespace
 
-Job::Job(engine::EngineClient& client, std::shared_ptr<SharedState> shared, size_t num_prompts,
-         int64_t n, Clock::time_point arrival)
-    : client_(client), shared_(std::move(shared)), n_(n), arrival_(arrival), parts_(num_prompts) {}
+Job::Job(engine::EngineClient& client, std::shared_ptr<SharedState> shared,
+         std::vector<int64_t> prompt_tokens, int64_t n, Clock::time_point arrival)
+    : client_(client),
+      shared_(std::move(shared)),
+      n_(n),
+      arrival_(arrival),
+      parts_(prompt_tokens.size()) {
+  for (size_t i = 0; i < parts_.size(); ++i) parts_[i].prompt_tokens = prompt_tokens[i];
+}
 
 Job::~Job() {
   // Prompts never submitted (a refused one and those after it) still hold their admission slot.
@@ -25,6 +31,7 @@ void Job::leave_not_started(Part& part) {
   if (part.started) return;
   part.started = true;
   shared_->not_started.fetch_sub(1);
+  shared_->not_started_tokens.fetch_sub(part.prompt_tokens);
 }
 
 void Job::submit(size_t index, std::vector<int32_t> prompt_ids,
@@ -32,7 +39,8 @@ void Job::submit(size_t index, std::vector<int32_t> prompt_ids,
   {
     std::lock_guard lock(mutex_);
     Part& part = parts_.at(index);
-    part.prompt_tokens = static_cast<int64_t>(prompt_ids.size());
+    DI_CHECK(part.prompt_tokens == static_cast<int64_t>(prompt_ids.size()), "Job::submit: prompt ",
+             index, " has another length than counted");
     part.submitted_at = Clock::now();
   }
   // The callback keeps the job alive until the engine's final output for this prompt.
@@ -49,6 +57,7 @@ void Job::submit(size_t index, std::vector<int32_t> prompt_ids,
 void Job::on_output(size_t index, const engine::RequestOutput& out) {
   const auto now = Clock::now();
   Metrics& metrics = shared_->metrics;
+  std::function<void()> listener;
   {
     std::lock_guard lock(mutex_);
     Part& part = parts_[index];
@@ -78,8 +87,15 @@ void Job::on_output(size_t index, const engine::RequestOutput& out) {
       metrics.observe_e2e_latency(seconds(now - arrival_));
       metrics.observe_request_tokens(part.prompt_tokens, part.generated);
     }
+    listener = listener_;
   }
   ready_.notify_all();
+  if (listener) listener();
+}
+
+void Job::set_listener(std::function<void()> listener) {
+  std::lock_guard lock(mutex_);
+  listener_ = std::move(listener);
 }
 
 bool Job::wait_events(std::vector<JobEvent>& out, std::chrono::milliseconds timeout) {

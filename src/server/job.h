@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,9 +22,10 @@ namespace deepinfer::server {
 struct SharedState {
   explicit SharedState(std::string model_name) : metrics(std::move(model_name)) {}
   Metrics metrics;
-  // Engine requests accepted but without output yet (queued or in prefill); the admission
-  // limit (--max-waiting-requests) counts these.
+  // Engine requests accepted but without output yet (queued or in prefill), and their prompt
+  // tokens; the admission limits (--max-waiting-requests / --max-waiting-tokens) count these.
   std::atomic<int64_t> not_started{0};
+  std::atomic<int64_t> not_started_tokens{0};
 };
 
 // One step's progress of one choice; `choice` = prompt index * n + sibling index.
@@ -37,15 +39,19 @@ class Job : public std::enable_shared_from_this<Job> {
   using Clock = std::chrono::steady_clock;
 
   // `arrival`: when the HTTP request arrived (TTFT and latency start there). The caller has
-  // already counted every prompt in shared->not_started (see admit()).
-  Job(engine::EngineClient& client, std::shared_ptr<SharedState> shared, size_t num_prompts,
-      int64_t n, Clock::time_point arrival);
+  // already counted every prompt in shared->not_started and its tokens (`prompt_tokens`, one
+  // per prompt) in shared->not_started_tokens.
+  Job(engine::EngineClient& client, std::shared_ptr<SharedState> shared,
+      std::vector<int64_t> prompt_tokens, int64_t n, Clock::time_point arrival);
   ~Job();
 
   // Submits prompt `index` (prompts are submitted in order). Throws Error when the engine
   // refuses it; the caller then abort()s the job.
   void submit(size_t index, std::vector<int32_t> prompt_ids, const engine::SamplingParams& params,
               int64_t priority);
+  // `listener` runs (on the engine's thread, after the events are queued) whenever there is
+  // news: events or the end. Set it before submit(); it must not block.
+  void set_listener(std::function<void()> listener);
   // Moves the pending events into `out`; waits up to `timeout` when there are none.
   // Returns false when it timed out with nothing new.
   bool wait_events(std::vector<JobEvent>& out, std::chrono::milliseconds timeout);
@@ -85,6 +91,7 @@ class Job : public std::enable_shared_from_this<Job> {
   size_t num_done_ = 0;
   bool aborted_ = false;
   std::string error_;
+  std::function<void()> listener_;
 };
 
 }  // namespace deepinfer::server

@@ -320,12 +320,15 @@ int64_t resolve_max_tokens(const GenerationRequest& r, int64_t prompt_len, int64
   const bool chat = r.api == Api::chat;
   const char* param = chat ? "messages" : "prompt";
   const int64_t requested = r.max_tokens.value_or(1);
-  if (prompt_len + requested > max_model_len) {
+  // Compared without forming prompt_len + requested, which overflows for max_tokens near 2^63.
+  if (requested > max_model_len - prompt_len) {
+    // Both are >= 0 and below 2^63: their sum fits in 64 unsigned bits.
+    const uint64_t total = static_cast<uint64_t>(prompt_len) + static_cast<uint64_t>(requested);
     throw ApiError(
         400,
         str_cat("This model's maximum context length is ", max_model_len,
-                " tokens. However, you requested ", prompt_len + requested, " tokens (", prompt_len,
-                " in the ", chat ? "messages" : "prompt", ", ", requested,
+                " tokens. However, you requested ", total, " tokens (", prompt_len, " in the ",
+                chat ? "messages" : "prompt", ", ", requested,
                 " in the completion). Please reduce the length of the ", param, " or completion."),
         param, "context_length_exceeded");
   }

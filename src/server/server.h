@@ -1,7 +1,7 @@
 #pragma once
 // The OpenAI-compatible HTTP API (docs/API.md): POST /v1/completions, /v1/chat/completions,
-// GET /v1/models, /health, /metrics, /version, over cpp-httplib. Callers: `deepinfer serve`
-// and `deepinfer run --mode api`.
+// GET /v1/models, /health, /metrics, /version, over deepinfer's own HTTP/1.1 server (src/http/).
+// Callers: `deepinfer serve` and `deepinfer run --mode api`.
 //
 //   server::ApiServer server(options);           // binds now: /health answers 503 meanwhile
 //   ... load the model, build Engine + EngineClient ...
@@ -12,15 +12,17 @@
 //   return server::run_server(client, tokenizer, info, options);
 //
 // attach() runs one tiny warm-up generation before /health turns 200. wait() on SIGTERM:
-// closes the listening socket, refuses new requests on open connections (503), lets in-flight
-// requests finish for up to shutdown_timeout_s, aborts the rest, returns 0. The caller then
-// shuts the EngineClient down. Process-wide effects: SIGPIPE is ignored (a vanished client is
-// a failed write), and with handle_signals the SIGTERM / SIGINT handlers are replaced while the
-// server lives.
+// closes the listening socket and every connection without a request in flight (idle
+// keep-alive ones, ones still sending), lets in-flight requests finish for up to
+// shutdown_timeout_s, aborts the rest (streams end with finish_reason "abort" and [DONE]),
+// and returns 0 within shutdown_timeout_s + about 2 s whatever the clients do. The caller
+// then shuts the EngineClient down. Process-wide effects: with handle_signals the SIGTERM /
+// SIGINT handlers are replaced while the server lives.
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "engine/engine_client.h"
@@ -35,14 +37,27 @@ struct ServerOptions {
   int port = 8000;  // 0: any free port (see ApiServer::port())
   // Non-empty: every /v1/* request needs "Authorization: Bearer <api_key>" (else 401).
   std::string api_key;
-  int64_t max_body_bytes = 8 << 20;  // larger request bodies get 413
-  // > 0: a completion request gets 503 + Retry-After while this many requests are accepted but
-  // have produced no token yet (queued or in prefill). 0: no limit.
-  int64_t max_waiting_requests = 0;
-  double shutdown_timeout_s = 30;  // grace period for in-flight requests on SIGTERM
-  int http_threads = 256;          // connections served at once (each open stream holds one)
-  bool handle_signals = true;      // SIGTERM / SIGINT start the graceful shutdown
-  int keep_alive_timeout_s = 5;    // idle keep-alive connections close after this
+  int64_t max_body_bytes = 8 << 20;  // larger request bodies get 413 (chunked ones too)
+  // Admission (503 + Retry-After beyond either): requests accepted but without a token yet
+  // (queued or in prefill), and their prompt tokens. -1: sized from the KV pool by attach()
+  // (see admission_limits_for); 0: no limit.
+  int64_t max_waiting_requests = -1;
+  int64_t max_waiting_tokens = -1;
+  double shutdown_timeout_s = 30;   // grace period for in-flight requests on SIGTERM
+  int http_threads = 8;             // threads running request handlers (streams hold none)
+  bool handle_signals = true;       // SIGTERM / SIGINT start the graceful shutdown
+  double keep_alive_timeout_s = 5;  // idle keep-alive connections close after this
+  double request_timeout_s = 15;    // a request not completely received by then: 408, closed
+  // Host header allow-list (DNS-rebinding guard): names, with or without ":port"; "*" = any.
+  // Empty: the loopback names (localhost, 127.0.0.1, [::1]) when bound to a loopback address,
+  // any host otherwise.
+  std::vector<std::string> allowed_hosts;
+  // CORS (vLLM's --allowed-origins ...): empty origins = no CORS headers at all (browsers on
+  // other origins cannot read responses). "*" allows every origin.
+  std::vector<std::string> allowed_origins;
+  std::vector<std::string> allowed_methods = {"*"};
+  std::vector<std::string> allowed_headers = {"*"};
+  bool allow_credentials = false;
   // How tool calls are read from chat output (docs/API.md, "Tool calling"): "auto" (from the
   // markup the chat template shows), "none" (never parsed: calls stay in `content`), or a
   // family: "hermes", "deepseek_v3", "deepseek_v31", "glm45". Checked by the constructor.
@@ -51,6 +66,9 @@ struct ServerOptions {
   // (vLLM's --disable-log-requests).
   bool log_requests = true;
 };
+
+// Whether `host` (a --host value) is a loopback address or name.
+bool is_loopback_host(const std::string& host);
 
 // Request defaults taken from generation_config.json, used when a request omits the field
 // (as vLLM's --generation-config auto does).
@@ -71,6 +89,10 @@ struct ModelInfo {
   int64_t max_model_len = 0;
   int64_t vocab_size = 0;
   int64_t max_num_seqs = 0;
+  int64_t kv_pool_tokens = 0;  // tokens the KV pool holds (sizes the default admission limits)
+  // Prompt texts longer than this many bytes are refused before they are tokenized (they
+  // cannot fit in max_model_len tokens; see prompt_byte_limit). 0: no such check.
+  int64_t max_prompt_bytes = 0;
   bool priority_scheduling = false;  // requests may set "priority" only under this policy
   SamplingDefaults defaults;
   // Chat templates (tokenizer_config.json): the default one and the named "tool_use" one;
@@ -89,6 +111,20 @@ ModelInfo model_info_from(const std::string& model_dir, const engine::Engine& en
                           const io::GenerationConfig& generation,
                           const tokenizer::Tokenizer& tokenizer, std::string name = "",
                           bool use_generation_defaults = true);
+
+// The most bytes a prompt of max_model_len tokens can take: every token of `tokenizer`
+// decodes to at most its longest token's bytes, with a margin of 4x for normalizers that
+// shorten text (NFC composes up to 3 characters into 1) and 4 KiB for added specials.
+int64_t prompt_byte_limit(const tokenizer::Tokenizer& tokenizer, int64_t max_model_len);
+
+// Default admission limits (ServerOptions::max_waiting_requests / max_waiting_tokens = -1):
+// 4 x max_num_seqs requests waiting (at least 64), and twice the KV pool in prompt tokens
+// (at least 4 x max_model_len): a queue longer than that waits more than a pool's worth.
+struct AdmissionLimits {
+  int64_t max_waiting_requests = 0;  // 0: none
+  int64_t max_waiting_tokens = 0;
+};
+AdmissionLimits admission_limits_for(const ServerOptions& options, const ModelInfo& info);
 
 class ApiServer {
  public:

@@ -1,46 +1,52 @@
 #pragma once
-// ApiServer's insides, shared by the routes (openai_server.cpp) and the generation handler
-// (generate_handler.cpp). Not a public header.
-#include <sys/socket.h>
-
+// ApiServer's insides, shared by the routes (routes.cpp), the lifecycle (lifecycle.cpp) and the
+// generation handler (generate_handler.cpp, generation_response.cpp). Not a public header.
 #include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
+#include <vector>
 
-#include <httplib.h>
-
+#include "http/http_server.h"
+#include "http/router.h"
+#include "server/errors.h"
 #include "server/job.h"
+#include "server/response_pump.h"
 #include "server/server.h"
 #include "toolcall/tool_parser.h"
 
 namespace deepinfer::server {
 
-// httplib's server plus one operation it lacks: stop accepting while the open connections are
-// still served. Shutting the listening socket down makes accept() fail, so the accept loop
-// closes the socket and ends, then waits for the connection threads; unlike stop(), svr_sock_
-// keeps its value, so streams in progress are not cut (httplib ends a chunked response early
-// once svr_sock_ is INVALID_SOCKET).
-class HttpServer : public httplib::Server {
- public:
-  void close_listener() {
-    const auto sock = svr_sock_.load();
-    if (sock != INVALID_SOCKET) ::shutdown(sock, SHUT_RDWR);
-  }
+enum class ServerState { starting, ready, draining };
+
+// How a route answers: conveniences over the request's exchange (which adds the CORS headers
+// of the request to whatever is sent).
+struct Reply {
+  std::shared_ptr<http::Exchange> exchange;
+
+  void send(http::Response response) const;
+  void send_json(int status, const std::string& body) const;
+  void send_error(const ApiError& error) const;
+  void start_stream(http::Response head) const;
 };
 
-enum class ServerState { starting, ready, draining };
+// A generation response in progress (generation_response.cpp): pumped when its job has news,
+// registered with the server until it has answered and its job has ended.
+class GenerationResponse : public Pumped {
+ public:
+  virtual std::shared_ptr<Job> job() const = 0;
+};
 
 struct ApiServer::Impl {
   explicit Impl(ServerOptions opts) : options(std::move(opts)) {}
 
   ServerOptions options;
-  HttpServer http;
-  std::thread listener;
-  int port = 0;
+  std::vector<std::string> allowed_hosts;  // resolved from options (empty: any)
+  AdmissionLimits admission;               // resolved by attach()
+  http::Router router;
+  std::unique_ptr<http::HttpServer> http;  // created last, destroyed first
   std::atomic<ServerState> state{ServerState::starting};
   std::atomic<bool> shutdown_requested{false};
 
@@ -50,21 +56,22 @@ struct ApiServer::Impl {
   ModelInfo info;
   std::shared_ptr<SharedState> shared;
   toolcall::Family tool_family = toolcall::Family::none;  // resolved from tool_call_parser
+  std::shared_ptr<ResponsePump> pump;
 
-  // Generation requests in flight (for the drain on shutdown).
-  std::mutex jobs_mutex;
-  std::condition_variable jobs_changed;
-  std::set<std::shared_ptr<Job>> jobs;
+  // Generation responses in flight (for the drain on shutdown).
+  std::mutex responses_mutex;
+  std::condition_variable responses_changed;
+  std::set<std::shared_ptr<GenerationResponse>> responses;
+  bool aborting = false;  // the drain aborted every job: later ones are aborted at once
 
-  void add_job(const std::shared_ptr<Job>& job);
-  void remove_job(const std::shared_ptr<Job>& job);
+  void add_response(const std::shared_ptr<GenerationResponse>& response);
+  void remove_response(const GenerationResponse* response);
+  void abort_all();
 
   void install_routes();
-  void handle_generation(Api api, const httplib::Request& req, httplib::Response& res);
+  void handle(http::Request&& request, std::shared_ptr<http::Exchange> exchange);
+  void handle_generation(Api api, http::Request&& request, const Reply& reply);
   void drain();
 };
-
-// Sends an ApiError as the response.
-void send_error(httplib::Response& res, const ApiError& error);
 
 }  // namespace deepinfer::server
