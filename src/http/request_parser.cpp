@@ -117,9 +117,18 @@ RequestParser::Line RequestParser::take_line(std::string_view data, size_t& pos,
 }
 
 size_t RequestParser::feed(std::string_view data) {
+  return feed_until(data, false);
+}
+
+size_t RequestParser::feed_head(std::string_view data) {
+  return feed_until(data, true);
+}
+
+size_t RequestParser::feed_until(std::string_view data, bool stop_after_head) {
   size_t pos = 0;
   if (!data.empty() && status_ == Status::need_more) started_ = true;
   while (status_ == Status::need_more && pos < data.size()) {
+    if (stop_after_head && headers_complete()) break;
     switch (phase_) {
       case Phase::request_line: {
         // Bounded by its own limit (plus CRLF) and by what is left of the header total.

@@ -25,6 +25,9 @@ class RequestParser {
   // complete request (the rest belongs to the next request) and at the first error; in both
   // states further calls consume nothing until reset() / take_request().
   size_t feed(std::string_view data);
+  // As feed(), but returns right after the head: the server reads no body byte into memory
+  // while the body budget is spent.
+  size_t feed_head(std::string_view data);
 
   Status status() const { return status_; }
   bool started() const { return started_; }  // a byte of this request has been consumed
@@ -67,6 +70,7 @@ class RequestParser {
   void finish_headers();
   void parse_chunk_size();
   void fail(int status, std::string message);
+  size_t feed_until(std::string_view data, bool stop_after_head);
 
   Limits limits_;
   Status status_ = Status::need_more;
