@@ -199,11 +199,9 @@ int HttpServer::port() const {
 
 void HttpServer::start() {
   Impl& s = *impl_;
-  {
-    std::lock_guard<std::mutex> lock(s.control_mutex);
-    if (s.started || s.stopped) return;
-    s.started = true;
-  }
+  std::lock_guard<std::mutex> lock(s.control_mutex);  // stop_accepting() reads s.loop
+  if (s.started || s.stopped) return;
+  s.started = true;
   s.workers.start(std::max(1, s.shared->config.worker_threads));
   s.loop = std::thread([&s] { s.run_loop(); });
 }
@@ -372,6 +370,11 @@ void HttpServer::Impl::handle_events(const std::shared_ptr<Conn>& conn, uint32_t
   if (conn->fd < 0 || !(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))) return;
   switch (conn->state) {
     case ConnState::reading:
+      // Paused for the body budget, only a hang-up is watched; it ends the connection.
+      if (conn->paused) {
+        if (events & EPOLLHUP) close_conn(conn);
+        return;
+      }
       return read_request_bytes(conn);
     case ConnState::lingering:
       return discard_input(conn);
@@ -425,9 +428,9 @@ bool HttpServer::Impl::feed_input(const std::shared_ptr<Conn>& conn, std::string
       pause_for_budget(*conn);
       return false;
     } else {
-      const size_t body_before = parser.request().body.size();
+      const size_t body_before = parser.body_bytes();
       used = parser.feed(data);
-      const auto grown = static_cast<int64_t>(parser.request().body.size() - body_before);
+      const auto grown = static_cast<int64_t>(parser.body_bytes() - body_before);
       conn->body_charge += grown;
       shared->buffered_body.fetch_add(grown);
     }
@@ -602,9 +605,13 @@ void HttpServer::Impl::enter_lingering(const std::shared_ptr<Conn>& conn) {
 
 void HttpServer::Impl::update_interest(Conn& conn) {
   if (conn.fd < 0) return;
-  uint32_t events = EPOLLRDHUP;
+  // While paused for the body budget not even EPOLLRDHUP: a client that sent its whole body
+  // and half-closed would otherwise wake the loop continuously until the budget frees.
+  uint32_t events = 0;
   if ((conn.state == ConnState::reading && !conn.paused) || conn.state == ConnState::lingering) {
-    events |= EPOLLIN;
+    events = EPOLLIN | EPOLLRDHUP;
+  } else if (conn.state == ConnState::dispatched) {
+    events = EPOLLRDHUP;  // the client leaving is noticed while its handler runs
   }
   if (conn.want_write) events |= EPOLLOUT;
   if (events == conn.events) return;

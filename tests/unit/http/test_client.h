@@ -36,6 +36,7 @@ class TestClient {
   TestClient& operator=(const TestClient&) = delete;
 
   bool connected() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
   // false when the server has closed or reset the connection.
   bool send(std::string_view bytes);
   void shut_write() { ::shutdown(fd_, SHUT_WR); }
