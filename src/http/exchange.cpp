@@ -118,11 +118,20 @@ void ExchangeImpl::respond(Response response) {
     const bool close = !conn_->keep_alive || shared_->draining.load();
     if (close) conn_->keep_alive = false;
     const bool no_body = status < 200 || status == 204 || status == 304;
-    std::string bytes = format_head(response, no_body ? Framing::none : Framing::length,
-                                    response.body.size(), close, http10_ && !close);
-    if (!head_only_ && !no_body) bytes += response.body;
+    const std::string head = format_head(response, no_body ? Framing::none : Framing::length,
+                                         response.body.size(), close, http10_ && !close);
+    const bool with_body = !head_only_ && !no_body;
     conn_->reply = Reply::done;
-    conn_->append_locked(bytes, shared_->config.limits.max_output_bytes);
+    if (!with_body) {
+      conn_->append_locked(head, shared_->config.limits.max_output_bytes);
+    } else if (conn_->queued_locked() == 0) {
+      // Appended in place: a large body is not copied into a temporary first.
+      conn_->out.reserve(conn_->out.size() + head.size() + response.body.size());
+      conn_->out += head;
+      conn_->out += response.body;
+    } else {
+      conn_->append_locked(head + response.body, shared_->config.limits.max_output_bytes);
+    }
   }
   report(status);
   shared_->mark_dirty(conn_);
@@ -150,7 +159,7 @@ bool ExchangeImpl::write_chunk(std::string data) {
   bool ok;
   {
     std::lock_guard<std::mutex> lock(conn_->mutex);
-    if (!current_locked() || conn_->reply != Reply::streaming) return false;
+    if (!current_locked() || conn_->reply != Reply::streaming || conn_->must_close) return false;
     // An empty chunk would end the body; HEAD sends none.
     if (data.empty() || head_only_) return true;
     ok = conn_->append_locked(frame_locked(data), shared_->config.limits.max_output_bytes);

@@ -199,11 +199,9 @@ int HttpServer::port() const {
 
 void HttpServer::start() {
   Impl& s = *impl_;
-  {
-    std::lock_guard<std::mutex> lock(s.control_mutex);
-    if (s.started || s.stopped) return;
-    s.started = true;
-  }
+  std::lock_guard<std::mutex> lock(s.control_mutex);  // stop_accepting() reads s.loop
+  if (s.started || s.stopped) return;
+  s.started = true;
   s.workers.start(std::max(1, s.shared->config.worker_threads));
   s.loop = std::thread([&s] { s.run_loop(); });
 }
@@ -372,6 +370,11 @@ void HttpServer::Impl::handle_events(const std::shared_ptr<Conn>& conn, uint32_t
   if (conn->fd < 0 || !(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))) return;
   switch (conn->state) {
     case ConnState::reading:
+      // Paused for the body budget, only a hang-up is watched; it ends the connection.
+      if (conn->paused) {
+        if (events & EPOLLHUP) close_conn(conn);
+        return;
+      }
       return read_request_bytes(conn);
     case ConnState::lingering:
       return discard_input(conn);
@@ -385,6 +388,7 @@ void HttpServer::Impl::handle_events(const std::shared_ptr<Conn>& conn, uint32_t
 void HttpServer::Impl::read_request_bytes(const std::shared_ptr<Conn>& conn) {
   for (int round = 0; round < kReadRounds; ++round) {
     if (conn->parser.in_body() && over_budget()) return pause_for_budget(*conn);
+    if (conn->paused) return;
     const ssize_t n = ::recv(conn->fd, read_buffer.data(), read_buffer.size(), 0);
     if (n > 0) {
       if (!feed_input(conn, std::string_view(read_buffer.data(), static_cast<size_t>(n)))) return;
@@ -414,33 +418,45 @@ bool HttpServer::Impl::feed_input(const std::shared_ptr<Conn>& conn, std::string
     conn->request_begun = true;
     set_deadline(*conn, Clock::now() + seconds(limits().request_timeout_s));
   }
-  const size_t body_before = parser.request().body.size();
-  const size_t used = parser.feed(data);
-  const auto grown = static_cast<int64_t>(parser.request().body.size() - body_before);
-  conn->body_charge += grown;
-  shared->buffered_body.fetch_add(grown);
-  data.remove_prefix(used);
-  switch (parser.status()) {
-    case RequestParser::Status::need_more:
-      if (parser.expects_continue() && !conn->sent_continue) {
-        // curl waits (1 s) for this before sending a large body.
-        conn->sent_continue = true;
-        {
-          std::lock_guard<std::mutex> lock(conn->mutex);
-          conn->out += "HTTP/1.1 100 Continue\r\n\r\n";
-        }
-        return service_output(conn);
-      }
-      return true;
-    case RequestParser::Status::error:
-      answer_error(conn, parser.error_status(), parser.error_message());
-      return false;
-    case RequestParser::Status::complete:
+  for (;;) {
+    size_t used;
+    if (!parser.headers_complete()) {
+      used = parser.feed_head(data);
+    } else if (over_budget()) {
+      // Body bytes wait (at most one read) until handlers free some of the budget.
       conn->pending_input.assign(data);
-      dispatch(conn);
+      pause_for_budget(*conn);
       return false;
+    } else {
+      const size_t body_before = parser.body_bytes();
+      used = parser.feed(data);
+      const auto grown = static_cast<int64_t>(parser.body_bytes() - body_before);
+      conn->body_charge += grown;
+      shared->buffered_body.fetch_add(grown);
+    }
+    data.remove_prefix(used);
+    switch (parser.status()) {
+      case RequestParser::Status::need_more:
+        if (!data.empty()) continue;  // the head is complete; its body follows
+        if (parser.expects_continue() && !conn->sent_continue) {
+          // curl waits (1 s) for this before sending a large body.
+          conn->sent_continue = true;
+          {
+            std::lock_guard<std::mutex> lock(conn->mutex);
+            conn->out += "HTTP/1.1 100 Continue\r\n\r\n";
+          }
+          return service_output(conn);
+        }
+        return true;
+      case RequestParser::Status::error:
+        answer_error(conn, parser.error_status(), parser.error_message());
+        return false;
+      case RequestParser::Status::complete:
+        conn->pending_input.assign(data);
+        dispatch(conn);
+        return false;
+    }
   }
-  return false;
 }
 
 void HttpServer::Impl::dispatch(const std::shared_ptr<Conn>& conn) {
@@ -589,9 +605,13 @@ void HttpServer::Impl::enter_lingering(const std::shared_ptr<Conn>& conn) {
 
 void HttpServer::Impl::update_interest(Conn& conn) {
   if (conn.fd < 0) return;
-  uint32_t events = EPOLLRDHUP;
+  // While paused for the body budget not even EPOLLRDHUP: a client that sent its whole body
+  // and half-closed would otherwise wake the loop continuously until the budget frees.
+  uint32_t events = 0;
   if ((conn.state == ConnState::reading && !conn.paused) || conn.state == ConnState::lingering) {
-    events |= EPOLLIN;
+    events = EPOLLIN | EPOLLRDHUP;
+  } else if (conn.state == ConnState::dispatched) {
+    events = EPOLLRDHUP;  // the client leaving is noticed while its handler runs
   }
   if (conn.want_write) events |= EPOLLOUT;
   if (events == conn.events) return;
@@ -612,8 +632,8 @@ void HttpServer::Impl::pause_for_budget(Conn& conn) {
   conn.paused = true;
   shared->paused_for_budget.fetch_add(1);
   update_interest(conn);
-  // A release may have happened between the check and the pause: look again at once.
-  if (!over_budget()) resume_paused();
+  // A handler may have returned between the check and the pause: look again.
+  if (!over_budget()) shared->budget_freed = true;
 }
 
 void HttpServer::Impl::resume_paused() {
@@ -623,9 +643,15 @@ void HttpServer::Impl::resume_paused() {
   }
   for (auto& conn : paused) {
     if (over_budget()) return;
+    if (conn->fd < 0 || !conn->paused) continue;
     conn->paused = false;
     shared->paused_for_budget.fetch_sub(1);
     update_interest(*conn);
+    if (!conn->pending_input.empty()) {
+      const std::string held = std::move(conn->pending_input);
+      conn->pending_input.clear();
+      feed_input(conn, held);
+    }
   }
 }
 

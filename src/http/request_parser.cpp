@@ -88,7 +88,34 @@ void RequestParser::reset() {
   line_bytes_ = 0;
   header_bytes_ = 0;
   trailer_count_ = 0;
+  body_pieces_.clear();
+  body_bytes_ = 0;
   remaining_ = 0;
+}
+
+void RequestParser::append_body(std::string_view bytes) {
+  while (!bytes.empty()) {
+    if (body_pieces_.empty() || body_pieces_.back().size() >= kBodyPieceBytes) {
+      body_pieces_.emplace_back();
+    }
+    std::string& piece = body_pieces_.back();
+    const size_t n = std::min(bytes.size(), kBodyPieceBytes - piece.size());
+    piece.append(bytes.substr(0, n));
+    bytes.remove_prefix(n);
+    body_bytes_ += n;
+  }
+}
+
+void RequestParser::complete() {
+  if (body_pieces_.size() == 1) {
+    request_.body = std::move(body_pieces_.front());
+  } else if (!body_pieces_.empty()) {
+    request_.body.reserve(body_bytes_);
+    for (const std::string& piece : body_pieces_) request_.body += piece;
+  }
+  body_pieces_.clear();
+  phase_ = Phase::done;
+  status_ = Status::complete;
 }
 
 Request RequestParser::take_request() {
@@ -117,9 +144,18 @@ RequestParser::Line RequestParser::take_line(std::string_view data, size_t& pos,
 }
 
 size_t RequestParser::feed(std::string_view data) {
+  return feed_until(data, false);
+}
+
+size_t RequestParser::feed_head(std::string_view data) {
+  return feed_until(data, true);
+}
+
+size_t RequestParser::feed_until(std::string_view data, bool stop_after_head) {
   size_t pos = 0;
   if (!data.empty() && status_ == Status::need_more) started_ = true;
   while (status_ == Status::need_more && pos < data.size()) {
+    if (stop_after_head && headers_complete()) break;
     switch (phase_) {
       case Phase::request_line: {
         // Bounded by its own limit (plus CRLF) and by what is left of the header total.
@@ -159,8 +195,7 @@ size_t RequestParser::feed(std::string_view data) {
         header_bytes_ += line_bytes_;
         if (line_.empty()) {
           if (trailers) {
-            phase_ = Phase::done;
-            status_ = Status::complete;
+            complete();
           } else {
             finish_headers();
           }
@@ -184,15 +219,14 @@ size_t RequestParser::feed(std::string_view data) {
       case Phase::body_length:
       case Phase::chunk_data: {
         const size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, data.size() - pos));
-        request_.body.append(data.substr(pos, n));
+        append_body(data.substr(pos, n));
         pos += n;
         remaining_ -= n;
         if (remaining_ > 0) break;
         if (phase_ == Phase::chunk_data) {
           phase_ = Phase::chunk_data_cr;
         } else {
-          phase_ = Phase::done;
-          status_ = Status::complete;
+          complete();
         }
         break;
       }
@@ -361,8 +395,7 @@ void RequestParser::finish_headers() {
     if (r.method == "POST" || r.method == "PUT" || r.method == "PATCH") {
       return fail(411, str_cat(r.method, " without Content-Length or chunked Transfer-Encoding"));
     }
-    phase_ = Phase::done;
-    status_ = Status::complete;
+    complete();
     return;
   }
   if (length > static_cast<uint64_t>(limits_.max_body_bytes)) {
@@ -372,8 +405,7 @@ void RequestParser::finish_headers() {
   }
   if (length == 0) {
     expects_continue_ = false;
-    phase_ = Phase::done;
-    status_ = Status::complete;
+    complete();
     return;
   }
   remaining_ = length;
@@ -394,7 +426,7 @@ void RequestParser::parse_chunk_size() {
   while (!rest.empty() && is_ows(rest.front())) rest.remove_prefix(1);
   if (!rest.empty() && rest.front() != ';') return fail(400, "malformed chunk-size line");
   if (rest.find('\r') != std::string_view::npos) return fail(400, "bare CR in a chunk-size line");
-  const uint64_t have = request_.body.size();
+  const uint64_t have = body_bytes_;
   if (size > static_cast<uint64_t>(limits_.max_body_bytes) - have) {
     return fail(413, str_cat("the chunked body is larger than the limit of ",
                              limits_.max_body_bytes, " bytes"));
