@@ -51,7 +51,8 @@ run() {
   local name=$1 log=$2
   shift 2
   mkdir -p "build-fuzz/artifacts/$name"
-  if "build-fuzz/tests/fuzz/$name" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \ -artifact_prefix="build-fuzz/artifacts/$name/" "$@" >"$log" 2>&1; then
+  if "build-fuzz/tests/fuzz/$name" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="build-fuzz/artifacts/$name/" "$@" >"$log" 2>&1 </dev/null; then
     grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^Done' "$log" | tr '\n' ' '
     echo
   else
