@@ -7,7 +7,7 @@
 #   --long   each target for FUZZ_RUNS executions (default 1,000,000), one after the other at
 #            nice 19; the inputs that add coverage are merged (-merge=1, minimizing) into
 #            tests/fuzz/corpus/<name>/, keeping files <= 4 KiB and at most FUZZ_MAX_CORPUS
-#            (default 300) files per target. Review and commit the new files.
+#            (default 400) files per target. Review and commit the new files.
 # A crash, timeout (> 10 s per input), out-of-memory or sanitizer report fails the script; the
 # input is saved as build-fuzz/artifacts/<name>/crash-* (or timeout-*, oom-*).
 set -euo pipefail
@@ -20,7 +20,7 @@ if [ "${1:-}" = "--long" ]; then
 fi
 total_seconds=${FUZZ_TOTAL_SECONDS:-150}
 runs=${FUZZ_RUNS:-1000000}
-max_corpus=${FUZZ_MAX_CORPUS:-300}
+max_corpus=${FUZZ_MAX_CORPUS:-400}
 max_len=4096 # bytes: bigger new inputs are not committed
 
 # UBSan is already fatal (-fno-sanitize-recover); the stack says where.
@@ -42,7 +42,8 @@ for name in "${names[@]}"; do
     exit 1
   }
 done
-seconds=$((total_seconds / ${#names[@]}))
+# Each run takes about a second more than -max_total_time (start-up, final stats).
+seconds=$((total_seconds / ${#names[@]} - 1))
 [ "$seconds" -ge 1 ] || seconds=1
 
 # run NAME LOG ARGS...: the fuzzer's output goes to LOG; its stats (or, when it fails, the
@@ -86,7 +87,9 @@ for name in "${names[@]}"; do
     echo "fuzz: $name took $(($(date +%s) - run_start)) s"
     before=$(find "$seeds" -type f | wc -l)
     find "$work" -type f -size +"$max_len"c -delete
-    "build-fuzz/tests/fuzz/$name" -merge=1 "$seeds" "$work" \
+    # Edges only (-use_counters=0): one input per newly covered edge, not one per hit-count
+    # bucket, which would be thousands.
+    "build-fuzz/tests/fuzz/$name" -merge=1 -use_counters=0 "$seeds" "$work" \
       >"build-fuzz/logs/$name.merge.log" 2>&1
     after=$(find "$seeds" -type f | wc -l)
     echo "fuzz: $name corpus $before -> $after files"
