@@ -3,7 +3,8 @@
 #   run       build/: only the deepinfer command and the _deepinfer Python module (make run)
 #   release   build/: everything, unit tests and benchmarks included (make test)
 #   sanitize  build-sanitize/: Debug + ASan/UBSan unit tests
-#   fuzz      build-fuzz/: the libFuzzer targets (clang)
+#   fuzz      build-fuzz/: the libFuzzer targets and the deepinfer command, both with ASan +
+#             UBSan (clang; one library build serves both)
 # CMake's and the compiler's output goes to .cache/build-KIND.log, shown only when the build
 # fails (VERBOSE=1 shows it as it happens).
 set -euo pipefail
@@ -38,7 +39,7 @@ case "$kind" in
     ;;
   fuzz)
     CC=clang CXX=clang++ configure -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DDEEPINFER_BUILD_FUZZERS=ON -DDEEPINFER_BUILD_TESTS=OFF -DDEEPINFER_BUILD_CLI=OFF \
+      -DDEEPINFER_BUILD_FUZZERS=ON -DDEEPINFER_BUILD_TESTS=OFF -DDEEPINFER_BUILD_CLI=ON \
       -DDEEPINFER_BUILD_BENCH=OFF -DDEEPINFER_BUILD_PYTHON=OFF
     build build-fuzz -j "$jobs"
     ;;

@@ -19,11 +19,14 @@ std::string read_text_file(const std::string& path) {
 }
 
 nlohmann::json read_json_file(const std::string& path) {
-  const std::string text = read_text_file(path);
+  return parse_json_text(read_text_file(path), path);
+}
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    fail(path, ": malformed JSON: ", e.what());
+    fail(source, ": malformed JSON: ", e.what());
   }
 }
 

@@ -124,6 +124,14 @@ std::string parse_architecture(const JsonFields& top) {
   return (*list)[0].get<std::string>();
 }
 
+// What a model without generation_config.json generates with: config.json's token ids.
+GenerationConfig model_defaults(const ModelConfig& model) {
+  GenerationConfig g;
+  g.eos_token_ids = model.eos_token_ids;
+  g.bos_token_id = model.bos_token_id;
+  return g;
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::parse(const json& root, const std::string& source) {
@@ -178,21 +186,18 @@ ModelConfig ModelConfig::load(const std::string& dir) {
 }
 
 GenerationConfig GenerationConfig::load(const std::string& dir, const ModelConfig& model) {
-  GenerationConfig g;
-  g.eos_token_ids = model.eos_token_ids;
-  g.bos_token_id = model.bos_token_id;
-  json root;
-  std::string source;
   if (const auto gguf = gguf_model_file(dir)) {
-    root = gguf_generation_config_json(GgufFile::open(*gguf));
-    source = *gguf;
-  } else {
-    const std::filesystem::path path = std::filesystem::path(dir) / "generation_config.json";
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) return g;
-    source = path.string();
-    root = read_json_file(source);
+    return parse(gguf_generation_config_json(GgufFile::open(*gguf)), *gguf, model);
   }
+  const std::filesystem::path path = std::filesystem::path(dir) / "generation_config.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return model_defaults(model);
+  return parse(read_json_file(path.string()), path.string(), model);
+}
+
+GenerationConfig GenerationConfig::parse(const json& root, const std::string& source,
+                                         const ModelConfig& model) {
+  GenerationConfig g = model_defaults(model);
   if (!root.is_object()) fail(source, ": expected a JSON object, got ", root.type_name());
   const JsonFields r(root, source);
   if (r.has("eos_token_id")) g.eos_token_ids = r.token_ids("eos_token_id");

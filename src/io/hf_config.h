@@ -71,6 +71,9 @@ struct GenerationConfig {
 
   // Missing generation_config.json -> defaults from the model config.
   static GenerationConfig load(const std::string& dir, const ModelConfig& model);
+  // The file's JSON (`source` names it in errors); unset ids fall back to `model`'s.
+  static GenerationConfig parse(const nlohmann::json& json, const std::string& source,
+                                const ModelConfig& model);
 };
 
 }  // namespace deepinfer::io

@@ -41,9 +41,10 @@ TokenizerConfig TokenizerConfig::parse(const nlohmann::json& json, const std::st
   config.add_bos_token = optional_bool(json, "add_bos_token", source);
   config.add_eos_token = optional_bool(json, "add_eos_token", source);
   if (const auto it = json.find("model_max_length"); it != json.end() && it->is_number()) {
-    // transformers writes 1e30 for "no limit"; keep only meaningful values.
+    // transformers writes 1e30 for "no limit"; keep only meaningful values (a fraction below
+    // one would truncate to a limit of 0 tokens).
     const double value = it->get<double>();
-    if (value > 0 && value < 1e15) config.model_max_length = static_cast<int64_t>(value);
+    if (value >= 1 && value < 1e15) config.model_max_length = static_cast<int64_t>(value);
   }
   if (const auto it = json.find("chat_template"); it != json.end() && !it->is_null()) {
     if (it->is_string()) {

@@ -8,6 +8,9 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 SHARED = ROOT.parent / "shared"
+# Set by scripts/test_server_sanitized.sh, which runs the server tests against the ASan + UBSan
+# CLI: there the process's memory figures are mostly ASan's (quarantine, shadow), not ours.
+SANITIZED = os.environ.get("DEEPINFER_SANITIZED") == "1"
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import time
 
 import requests
 
+from conftest import SANITIZED
 from serve_util import ServeProcess, sample, wait_idle
 
 CLIENTS = 64
@@ -114,7 +115,8 @@ def test_64_streaming_clients_three_phases(deepinfer_bin):
         assert sum(t.counts.get("vanished", 0) for t in tallies) > 0
         assert sample(s.metrics(), "deepinfer:request_success_total",
                       finished_reason="abort") > 0  # some vanished clients were cut short
-        assert rss[2] <= rss[1] + 8, rss
+        if not SANITIZED:  # ASan keeps freed memory in quarantine: RSS says nothing there
+            assert rss[2] <= rss[1] + 8, rss
         m = s.metrics()
         statuses = {labels: v for (name, labels), v in m.items()
                     if name == "deepinfer:http_requests_total"}

@@ -368,5 +368,18 @@ TEST(GenerationConfig, MalformedFileIsNamed) {
                {path + ": max_new_tokens: must be positive"});
 }
 
+// The loader's checks, on JSON already in memory (the fuzzers' entry point), named by `source`.
+TEST(GenerationConfig, ParseNamesTheSourceAndFallsBackToModelIds) {
+  const ModelConfig model = ModelConfig::parse(qwen2(), "c");
+  const GenerationConfig g = GenerationConfig::parse(json::parse(R"({"top_k": 5})"), "g", model);
+  EXPECT_EQ(g.eos_token_ids, (std::vector<int64_t>{151643}));
+  EXPECT_EQ(g.bos_token_id, 151643);
+  EXPECT_EQ(g.top_k, 5);
+  expect_error([&] { GenerationConfig::parse(json::array(), "mem.json", model); },
+               {"mem.json: expected a JSON object"});
+  expect_error([&] { GenerationConfig::parse(json::parse(R"({"temperature": -1})"), "g", model); },
+               {"g: temperature: must be >= 0"});
+}
+
 }  // namespace
 }  // namespace deepinfer::io
