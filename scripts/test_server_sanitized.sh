@@ -15,7 +15,7 @@ logs=$PWD/build-fuzz/sanitizer-logs
 rm -rf "$logs"
 mkdir -p "$logs"
 status=0
-DEEPINFER_BIN=$bin DEEPINFER_SANITIZED=1 \
+DEEPINFER_BIN=$bin DEEPINFER_SANITIZED=1 DEEPINFER_SHUTDOWN_RUNS=${DEEPINFER_SHUTDOWN_RUNS:-3} \
   ASAN_OPTIONS="detect_leaks=1:log_path=$logs/asan" \
   LSAN_OPTIONS="log_path=$logs/lsan" \
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$logs/ubsan" \

@@ -12,6 +12,7 @@ import time
 import pytest
 import requests
 
+from conftest import SANITIZED
 from serve_util import ServeProcess, sample
 
 LONG_FLAGS = ("--max-model-len", 8192, "--allow-long-max-model-len")
@@ -45,6 +46,13 @@ class PeakRss:
 
     def __exit__(self, *exc):
         self.growth = (rss_kib(self.pid, "VmHWM") - self.start) * 1024
+
+
+def check_rss(rss, limit):
+    # Under ASan the process's memory is mostly ASan's (quarantine, shadow): the Release run
+    # checks the bound.
+    if not SANITIZED:
+        assert rss.growth <= limit, rss.growth
 
 
 def read_status(sock, timeout):
@@ -110,7 +118,7 @@ def test_chunked_body_over_the_limit_is_413_at_once(server):
         status, seconds = send_flood(server.port, head, chunked_body(200 * MB))
     assert status == 413
     assert seconds < 1.0
-    assert rss.growth <= 16 * MB, rss.growth
+    check_rss(rss, 16 * MB)
 
 
 def test_body_without_length_is_411_at_once(server):
@@ -122,7 +130,7 @@ def test_body_without_length_is_411_at_once(server):
         status, seconds = send_flood(server.port, head, (b"x" * MB for _ in range(200)))
     assert status == 411
     assert seconds < 1.0
-    assert rss.growth <= 16 * MB, rss.growth
+    check_rss(rss, 16 * MB)
 
 
 def many_headers(count):
@@ -144,7 +152,7 @@ def test_a_million_headers_is_431_at_once(deepinfer_bin, server, with_key):
             status, seconds = send_flood(s.port, head, many_headers(1_000_000))
         assert status == 431
         assert seconds < 1.0
-        assert rss.growth <= 16 * MB, rss.growth
+        check_rss(rss, 16 * MB)
     finally:
         if with_key:
             assert s.stop() == 0
@@ -288,7 +296,7 @@ def test_huge_prompts_are_refused_in_bounded_memory(server):
         for t in threads:
             t.join()
     assert results == [(400, "context_length_exceeded")] * 32
-    assert rss.growth <= 256 * MB, rss.growth
+    check_rss(rss, 256 * MB)
 
 
 def test_disconnected_non_streamed_requests_are_aborted(server):
