@@ -1,0 +1,126 @@
+// The HTTP client's parsers on hand-written bytes: response heads, chunked bodies and SSE
+// events, fed whole and one byte at a time (a network delivers any split).
+#include "http/client.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/error.h"
+
+namespace deepinfer::http {
+namespace {
+
+std::string decode_chunked(const std::string& bytes, size_t step, bool* done = nullptr) {
+  ChunkedDecoder decoder;
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += step) {
+    const std::string_view piece = std::string_view(bytes).substr(i, step);
+    const size_t used = decoder.feed(piece, out);
+    if (decoder.done()) break;
+    EXPECT_EQ(used, piece.size());
+  }
+  if (done) *done = decoder.done();
+  return out;
+}
+
+TEST(HttpClientParse, UrlWithPortAndPrefix) {
+  const Url u = parse_url("http://127.0.0.1:8000/api/");
+  EXPECT_EQ(u.host, "127.0.0.1");
+  EXPECT_EQ(u.port, 8000);
+  EXPECT_EQ(u.base_path, "/api");
+  const Url plain = parse_url("http://localhost");
+  EXPECT_EQ(plain.port, 80);
+  EXPECT_EQ(plain.base_path, "");
+  EXPECT_THROW(parse_url("https://x"), Error);
+  EXPECT_THROW(parse_url("localhost:80"), Error);
+  EXPECT_THROW(parse_url("http://h:99999"), Error);
+}
+
+TEST(HttpClientParse, RequestHasHostAndLength) {
+  const Url u = parse_url("http://h:81/p");
+  EXPECT_EQ(format_request("POST", "/v1/x", u, "{}", {{"Authorization", "Bearer k"}}),
+            "POST /p/v1/x HTTP/1.1\r\nHost: h:81\r\nAuthorization: Bearer k\r\n"
+            "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}");
+}
+
+TEST(HttpClientParse, ResponseHead) {
+  const std::string bytes =
+      "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\ncontent-length:  12 \r\n\r\nbody";
+  size_t consumed = 0;
+  EXPECT_FALSE(parse_response_head(bytes.substr(0, 40), consumed));
+  const auto head = parse_response_head(bytes, consumed);
+  ASSERT_TRUE(head);
+  EXPECT_EQ(consumed, bytes.size() - 4);
+  EXPECT_EQ(head->status, 503);
+  EXPECT_EQ(head->reason, "Service Unavailable");
+  ASSERT_NE(head->header("Content-Length"), nullptr);
+  EXPECT_EQ(*head->header("CONTENT-LENGTH"), "12");
+  EXPECT_EQ(*head->header("retry-after"), "1");
+  EXPECT_EQ(head->header("Transfer-Encoding"), nullptr);
+
+  size_t n = 0;
+  EXPECT_TRUE(parse_response_head("HTTP/1.1 204\r\n\r\n", n));  // empty reason phrase
+  EXPECT_THROW(parse_response_head("HTTP/1.1 2x0 OK\r\n\r\n", n), Error);
+  EXPECT_THROW(parse_response_head("HTTP/1.1 200 OK\r\nno colon\r\n\r\n", n), Error);
+}
+
+TEST(HttpClientParse, ChunkedBodyInAnySplit) {
+  // Two chunks (one with an extension), the last chunk, a trailer, then bytes of the next
+  // response that must not be consumed.
+  const std::string body = "5;ext=1\r\nhello\r\nB\r\n, world!!!!\r\n0\r\nX-T: y\r\n\r\n";
+  for (size_t step : {body.size(), size_t{1}, size_t{3}, size_t{7}}) {
+    bool done = false;
+    EXPECT_EQ(decode_chunked(body, step, &done), "hello, world!!!!") << step;
+    EXPECT_TRUE(done) << step;
+  }
+  ChunkedDecoder d;
+  std::string out;
+  const std::string with_next = "3\r\nabc\r\n0\r\n\r\nHTTP/1.1";
+  EXPECT_EQ(d.feed(with_next, out), with_next.size() - 8);
+  EXPECT_TRUE(d.done());
+  EXPECT_EQ(out, "abc");
+}
+
+TEST(HttpClientParse, ChunkedBodyErrors) {
+  std::string out;
+  ChunkedDecoder bad_size;
+  EXPECT_THROW(bad_size.feed("zz\r\n", out), Error);
+  ChunkedDecoder no_crlf;
+  EXPECT_THROW(no_crlf.feed("3\r\nabcXY\r\n", out), Error);
+  ChunkedDecoder partial;
+  EXPECT_EQ(partial.feed("4\r\nab", out), 5u);
+  EXPECT_FALSE(partial.done());
+}
+
+TEST(HttpClientParse, SseEventsInAnySplit) {
+  // What an OpenAI stream looks like, with a comment, CRLF and CR line ends, a multi-line
+  // data field, a named event and a field without a space after the colon.
+  const std::string stream =
+      ": keep-alive\n\n"
+      "data: {\"a\":1}\n\n"
+      "data: line1\r\ndata:line2\r\n\r\n"
+      "event: usage\rdata: {\"u\":2}\r\r"
+      "id: 7\n\n"  // no data: not dispatched
+      "data: [DONE]\n\n"
+      "data: incomplete";
+  for (size_t step : {stream.size(), size_t{1}, size_t{2}, size_t{5}}) {
+    SseParser parser;
+    std::vector<SseEvent> events;
+    for (size_t i = 0; i < stream.size(); i += step) {
+      for (auto& e : parser.feed(std::string_view(stream).substr(i, step))) {
+        events.push_back(std::move(e));
+      }
+    }
+    ASSERT_EQ(events.size(), 4u) << step;
+    EXPECT_EQ(events[0].data, "{\"a\":1}");
+    EXPECT_EQ(events[0].event, "");
+    EXPECT_EQ(events[1].data, "line1\nline2");
+    EXPECT_EQ(events[2].event, "usage");
+    EXPECT_EQ(events[2].data, "{\"u\":2}");
+    EXPECT_EQ(events[3].data, "[DONE]");
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::http
