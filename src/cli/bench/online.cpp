@@ -47,9 +47,9 @@ std::string failure_kind(const std::string& message) {
   return "stream";
 }
 
+// `t0`: when the dispatcher sent it off (in order: sent_s never decreases with the index).
 void send_one(const OnlineTarget& target, const BenchRequest& request, clock_type::time_point start,
-              RequestRecord& rec, double& finished_s) {
-  const auto t0 = clock_type::now();
+              clock_type::time_point t0, RequestRecord& rec, double& finished_s) {
   rec.sent_s = ms_between(start, t0) / 1e3;
   auto end = t0;
   try {
@@ -272,8 +272,8 @@ RunResult run_online(const OnlineTarget& target, const Workload& workload, int64
     double& done_at = finished.emplace_back(0);
     rec.index = sent;
     const BenchRequest& request = workload.at(first + sent);
-    threads.emplace_back([&, r = &rec, d = &done_at, q = &request] {
-      send_one(target, *q, start, *r, *d);
+    threads.emplace_back([&, r = &rec, d = &done_at, q = &request, t0 = clock_type::now()] {
+      send_one(target, *q, start, t0, *r, *d);
       {
         std::lock_guard lock(mutex);
         --in_flight;
