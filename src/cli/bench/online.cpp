@@ -137,7 +137,7 @@ void send_one(const OnlineTarget& target, const BenchRequest& request, clock_typ
     rec.prompt_tokens = prompt_tokens.value_or(static_cast<int64_t>(request.prompt_ids.size()));
     rec.output_tokens = completion_tokens.value_or(content_chunks);
     finished_s = ms_between(start, end) / 1e3;
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // Error, or a JSON value of the wrong type
     rec.completed = false;
     rec.reason = failure_kind(e.what());
     rec.error = e.what();
