@@ -64,6 +64,17 @@ def test_goodput_and_result_file(run_cli, tmp_path):
     assert run["goodput_requests_per_s"] == pytest.approx(run["requests_per_s"], rel=1e-9)
 
 
+def test_offline_duration_and_concurrency(run_cli):
+    proc = run_cli("bench", "--model", TINY, "--input-len", 4, "--output-len", 2,
+                   "--duration", 0.5, "--max-concurrency", 2, "--threads", 2, "--json",
+                   check=True, timeout=30)
+    run = json.loads(proc.stdout)
+    assert run["sent"] > 0 and run["completed"] == run["sent"]
+    assert all(r["sent_s"] < 0.5 for r in run["requests"])
+    assert run["max_concurrency"] == 2
+    check_summaries(run)
+
+
 def python_with_matplotlib():
     candidates = [os.environ.get("DEEPINFER_TEST_PLOT_PYTHON"), ROOT / ".venv" / "bin" / "python",
                   ROOT / ".venv-tools" / "bin" / "python", sys.executable]
@@ -134,8 +145,8 @@ def test_test_infer_py(tmp_path):
 
 
 def test_bad_input_one_clear_message_each(run_cli, tmp_path):
-    def fails(*args):
-        proc = run_cli("bench", "--model", TINY, "--num_samples", 2, "--threads", 2, *args)
+    def fails(*args, count=("--num_samples", 2)):
+        proc = run_cli("bench", "--model", TINY, "--threads", 2, *count, *args)
         assert proc.returncode != 0
         assert "loading model" not in proc.stderr  # the input is checked first
         assert "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
@@ -160,3 +171,5 @@ def test_bad_input_one_clear_message_each(run_cli, tmp_path):
     assert "--mode" in fails("--input-len", 4, "--mode", "serving")
     assert "--goodput" in fails("--input-len", 4, "--goodput", "ttft")
     assert "--base-url" in fails("--input-len", 4, "--base-url", "http://127.0.0.1:1")
+    # --duration alone at rate inf would send without bound.
+    assert "--duration" in fails("--input-len", 4, "--duration", 1, count=())

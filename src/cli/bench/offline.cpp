@@ -49,7 +49,7 @@ RunResult run_offline(engine::Engine& engine, const Workload& workload, int64_t 
   double last_finish = 0;
   while (true) {
     double now = elapsed();
-    while (limits.may_send(sent, next_time) && next_time <= now &&
+    while (limits.may_send(sent, std::max(next_time, now)) && next_time <= now &&
            (limits.max_concurrency == 0 ||
             static_cast<int64_t>(live.size()) < limits.max_concurrency)) {
       const BenchRequest& r = workload.at(first + sent);
@@ -102,7 +102,7 @@ RunResult run_offline(engine::Engine& engine, const Workload& workload, int64_t 
         last_finish = now;
         live.erase(it);
       }
-    } else if (limits.may_send(sent, next_time)) {
+    } else if (limits.may_send(sent, std::max(next_time, now))) {
       std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, next_time - now)));
     } else {
       break;

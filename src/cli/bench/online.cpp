@@ -266,6 +266,11 @@ RunResult run_online(const OnlineTarget& target, const Workload& workload, int64
       std::unique_lock lock(mutex);
       cv.wait(lock,
               [&] { return limits.max_concurrency == 0 || in_flight < limits.max_concurrency; });
+      // Waiting for a slot may have run past --duration.
+      if (!limits.may_send(sent,
+                           std::chrono::duration<double>(clock_type::now() - start).count())) {
+        break;
+      }
       ++in_flight;
     }
     RequestRecord& rec = records.emplace_back();

@@ -172,6 +172,14 @@ BenchOptions read_bench_options(const Args& args) {
     o.request_rates = {std::numeric_limits<double>::infinity()};
   }
   o.max_concurrency = get_int_any(args, synonyms_of("max-concurrency"), 1).value_or(0);
+  if (o.duration_s > 0 && o.num_samples == 0 && o.max_concurrency == 0) {
+    for (double rate : o.request_rates) {
+      DI_CHECK(!std::isinf(rate),
+               "--duration without --num_samples sends for that long: give a "
+               "finite --request-rate or a --max-concurrency (at rate inf it would send without "
+               "pause)");
+    }
+  }
 
   if (const auto g = args.get("goodput")) read_goodput(o, *g);
   for (const auto& [flag, slot] :

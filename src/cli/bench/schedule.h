@@ -31,6 +31,7 @@ struct RunLimits {
   double duration_s = 0;        // 0: no time limit
   int64_t max_concurrency = 0;  // 0: none
 
+  // `send_time`: when the next request would go (its schedule, or now if later).
   bool may_send(int64_t sent, double send_time) const {
     return (count == 0 || sent < count) && (duration_s == 0 || send_time < duration_s);
   }
