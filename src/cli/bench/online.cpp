@@ -205,7 +205,13 @@ class MetricsSampler {
 };
 
 std::string first_model_id(const http::Url& url, const std::string& api_key) {
-  http::Connection conn = http::Connection::open(url.host, url.port, 10);
+  std::optional<http::Connection> opened;
+  try {
+    opened.emplace(http::Connection::open(url.host, url.port, 10));
+  } catch (const Error& e) {
+    fail("--base-url: ", e.what(), " (is the server running?)");
+  }
+  http::Connection& conn = *opened;
   http::HeaderList headers = {{"Connection", "close"}};
   if (!api_key.empty()) headers.emplace_back("Authorization", "Bearer " + api_key);
   conn.send(http::format_request("GET", "/v1/models", url, "", headers));
