@@ -3,8 +3,15 @@
 #include "http/client.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/error.h"
 
@@ -119,6 +126,123 @@ TEST(HttpClientParse, SseEventsInAnySplit) {
     EXPECT_EQ(events[2].event, "usage");
     EXPECT_EQ(events[2].data, "{\"u\":2}");
     EXPECT_EQ(events[3].data, "[DONE]");
+  }
+}
+
+// A one-connection server on 127.0.0.1 that reads the request head, then writes `pieces`
+// (pausing between them, so the client sees them in separate reads) and closes.
+class ScriptedServer {
+ public:
+  explicit ScriptedServer(std::vector<std::string> pieces) {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    listen(listener_, 1);
+    const timeval wait{5, 0};  // accept() gives up when the test never connects
+    setsockopt(listener_, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+    thread_ = std::thread([this, pieces = std::move(pieces)] {
+      const int fd = accept(listener_, nullptr, nullptr);
+      if (fd < 0) return;
+      std::string request;
+      char buf[4096];
+      while (request.find("\r\n\r\n") == std::string::npos) {
+        const ssize_t n = read(fd, buf, sizeof(buf));
+        if (n <= 0) break;
+        request.append(buf, static_cast<size_t>(n));
+      }
+      request_ = request;
+      for (const auto& piece : pieces) {
+        EXPECT_EQ(write(fd, piece.data(), piece.size()), static_cast<ssize_t>(piece.size()));
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      close(fd);
+    });
+  }
+  ~ScriptedServer() {
+    if (thread_.joinable()) thread_.join();
+    close(listener_);
+  }
+  Url url() const { return {"127.0.0.1", port_, ""}; }
+  // The request it received, once it has written everything and closed.
+  const std::string& request() {
+    if (thread_.joinable()) thread_.join();
+    return request_;
+  }
+
+ private:
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+  std::string request_;
+};
+
+TEST(HttpClientSocket, ChunkedSseResponseReadIncrementally) {
+  ScriptedServer server({"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n",
+                         "Content-Type: text/event-stream\r\n\r\n1",
+                         "2\r\ndata: {\"a\":12345}\n\r\n", "1\r\n\n\r\n",
+                         "E\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"});
+  Connection conn = Connection::open("127.0.0.1", server.url().port, 5);
+  conn.send(format_request("POST", "/v1/completions", server.url(), "{}", {}));
+  ResponseReader response(conn);
+  EXPECT_EQ(response.head().status, 200);
+  SseParser sse;
+  std::vector<std::string> data;
+  std::string piece;
+  int reads = 0;
+  while (response.read_some(piece)) {
+    ++reads;
+    for (const auto& e : sse.feed(piece)) data.push_back(e.data);
+  }
+  EXPECT_EQ(data, (std::vector<std::string>{"{\"a\":12345}", "[DONE]"}));
+  EXPECT_GE(reads, 2);  // the body came as it arrived, not at the end
+  EXPECT_NE(server.request().find("POST /v1/completions HTTP/1.1\r\n"), std::string::npos);
+}
+
+TEST(HttpClientSocket, ContentLengthAndUntilClose) {
+  {
+    ScriptedServer server({"HTTP/1.1 503 Busy\r\nContent-Length: 5\r\n\r\nab", "cde"});
+    const FetchResult r = fetch(server.url(), "GET", "/health", "", 5);
+    EXPECT_EQ(r.head.status, 503);
+    EXPECT_EQ(r.body, "abcde");
+  }
+  {
+    ScriptedServer server({"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nno ", "length"});
+    EXPECT_EQ(fetch(server.url(), "GET", "/", "", 5).body, "no length");
+  }
+}
+
+TEST(HttpClientSocket, EarlyCloseIsAnError) {
+  ScriptedServer server({"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"});
+  try {
+    fetch(server.url(), "GET", "/", "", 5);
+    FAIL() << "a body cut short was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("before the end of the Content-Length body"),
+              std::string::npos)
+        << e.what();
+  }
+  ScriptedServer chunked({"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab"});
+  EXPECT_THROW(fetch(chunked.url(), "GET", "/", "", 5), Error);
+}
+
+TEST(HttpClientSocket, ConnectRefusedNamesThePeer) {
+  int port = 0;
+  {
+    ScriptedServer server({"HTTP/1.1 204 No Content\r\n\r\n"});
+    port = server.url().port;
+    EXPECT_EQ(fetch(server.url(), "GET", "/", "", 5).head.status, 204);
+  }
+  try {
+    Connection::open("127.0.0.1", port, 2);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(str_cat("connect to 127.0.0.1:", port)), std::string::npos)
+        << e.what();
   }
 }
 
