@@ -18,6 +18,7 @@
 #include "config/apply.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "io/gguf_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::cli::bench {
@@ -307,10 +308,12 @@ std::vector<Json> bench_online(const BenchOptions& o, const config::RecipeConfig
   std::optional<tokenizer::Tokenizer> tok;
   std::string model_dir;
   if (recipe.model_path.has()) {
+    // As config::load_model_setup finds it: tokenizer.json, or the GGUF file's own.
     model_dir = config::resolve_model_path(recipe);
-    if (std::filesystem::is_directory(model_dir) &&
-        std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer.json")) {
-      tok = tokenizer::Tokenizer::load_dir(model_dir);
+    const std::string dir = recipe.tokenizer_path.value_or(model_dir);
+    if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json") ||
+        (!recipe.tokenizer_path.has() && io::gguf_model_file(model_dir))) {
+      tok = tokenizer::Tokenizer::load_dir(dir);
     }
   }
   WorkloadContext context;

@@ -153,24 +153,21 @@ void print_table(const Json& run, std::FILE* out) {
   line("Input token throughput (tok/s):", run["input_tokens_per_s"]);
   line("Output token throughput (tok/s):", run["output_tokens_per_s"]);
   line("Total token throughput (tok/s):", run["total_tokens_per_s"]);
-  const std::pair<const char*, const char*> sections[] = {{"ttft_ms", "Time to First Token"},
-                                                          {"tpot_ms", "Time per Output Token"},
-                                                          {"itl_ms", "Inter-token Latency"},
-                                                          {"e2e_latency_ms", "End-to-end Latency"}};
-  for (const auto& [key, title] : sections) {
-    rule(title);
-    const Json& d = run[key];
-    const std::string name = key == std::string("e2e_latency_ms") ? "E2EL"
-                             : key == std::string("itl_ms")       ? "ITL"
-                             : key == std::string("tpot_ms")      ? "TPOT"
-                                                                  : "TTFT";
-    for (const char* stat : {"mean", "p50", "p90", "p99"}) {
-      const std::string label =
-          str_cat(stat == std::string("mean")  ? "Mean "
-                  : stat == std::string("p50") ? "Median "
-                                               : (std::string(stat) == "p90" ? "P90 " : "P99 "),
-                  name, " (ms):");
-      line(label.c_str(), d[stat]);
+  struct Section {
+    const char* key;
+    const char* title;
+    const char* name;
+  };
+  const Section sections[] = {{"ttft_ms", "Time to First Token", "TTFT"},
+                              {"tpot_ms", "Time per Output Token", "TPOT"},
+                              {"itl_ms", "Inter-token Latency", "ITL"},
+                              {"e2e_latency_ms", "End-to-end Latency", "E2EL"}};
+  const std::pair<const char*, const char*> stats[] = {
+      {"mean", "Mean"}, {"p50", "Median"}, {"p90", "P90"}, {"p99", "P99"}};
+  for (const auto& section : sections) {
+    rule(section.title);
+    for (const auto& [stat, label] : stats) {
+      line(str_cat(label, " ", section.name, " (ms):").c_str(), run[section.key][stat]);
     }
   }
   rule("Resources");

@@ -14,8 +14,9 @@ constexpr int64_t kDurationPrompts = 1024;
 
 Workload random_workload(const BenchOptions& o, const WorkloadContext& context) {
   DI_CHECK(context.vocab_size > 0,
-           "random prompts are token ids: bench needs the model's vocabulary (--model DIR with "
-           "tokenizer.json, or a --dataset file of text prompts)");
+           "random prompts are token ids: bench needs the model's tokenizer (--model or --config "
+           "naming a directory with tokenizer.json or a .gguf file), or give a --dataset file "
+           "of text prompts");
   Workload w;
   w.source = "random";
   std::mt19937_64 rng(o.seed);
@@ -60,7 +61,7 @@ Workload make_workload(const BenchOptions& o, const WorkloadContext& context) {
       // As vLLM's ShareGPT reader: the reference answer's length in tokens.
       DI_CHECK(context.encode, path,
                ": ShareGPT output lengths are counted in the model's tokens: give --output-len, "
-               "or --model DIR with tokenizer.json");
+               "or the model (--model / --config) whose tokenizer counts them");
       r.output_len = std::max<int64_t>(
           1, static_cast<int64_t>(context.encode(*entry.reference_output).size()));
     } else {
