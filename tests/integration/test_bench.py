@@ -41,6 +41,30 @@ def test_offline_dataset_with_warmup_excluded(run_cli, tmp_path):
     assert "warm-up requests (excluded from the statistics)" in proc.stderr
 
 
+def test_sharegpt_answers_set_the_output_lengths(run_cli, tmp_path):
+    # As vLLM's ShareGPT reader: the first human turn is the prompt, the answer after it sets
+    # the output length in the model's tokens (counted here by `deepinfer tokenize`).
+    talks = [("What is the capital of France?", "Paris is the capital of France."),
+             ("Name a colour.", "Blue.")]
+    path = tmp_path / "sharegpt.json"
+    path.write_text(json.dumps([
+        {"id": str(i), "conversations": [{"from": "system", "value": "Be brief."},
+                                         {"from": "human", "value": q},
+                                         {"from": "gpt", "value": a}]}
+        for i, (q, a) in enumerate(talks)]))
+    def count(text):
+        return len(json.loads(run_cli("tokenize", "--model", TINY, "--text", text,
+                                      "--add-special-tokens", check=True).stdout))
+
+    lengths = [count(a) for _, a in talks]
+    proc = run_cli("bench", "--model", TINY, "--dataset-name", "sharegpt", "--dataset-path", path,
+                   "--num-prompts", 4, "--threads", 2, "--json", check=True)
+    run = json.loads(proc.stdout)
+    assert [r["output_tokens"] for r in run["requests"]] == lengths * 2
+    assert [r["prompt_tokens"] for r in run["requests"]] == [count(q) for q, _ in talks] * 2
+    check_summaries(run)
+
+
 def test_goodput_and_result_file(run_cli, tmp_path):
     out = tmp_path / "result.json"
     # The kebab-case and vLLM spellings; --goodput takes its objectives as separate words.
