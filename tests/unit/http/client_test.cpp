@@ -157,7 +157,9 @@ class ScriptedServer {
       }
       request_ = request;
       for (const auto& piece : pieces) {
-        EXPECT_EQ(write(fd, piece.data(), piece.size()), static_cast<ssize_t>(piece.size()));
+        // MSG_NOSIGNAL: a client that stops reading must fail its test, not kill the binary.
+        EXPECT_EQ(send(fd, piece.data(), piece.size(), MSG_NOSIGNAL),
+                  static_cast<ssize_t>(piece.size()));
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
       close(fd);
