@@ -403,6 +403,92 @@ TEST(HttpServer, StopLetsAFinishingResponseOutWithConnectionClose) {
   EXPECT_EQ(r->header("Connection"), "close");
 }
 
+TEST(HttpServer, StopClosesARunningHandlersExchangeAndWaitsForTheHandler) {
+  std::promise<void> entered;
+  std::atomic<bool> handler_done{false};
+  std::shared_ptr<Exchange> kept;
+  HttpServer server(config_with(), [&](Request&&, std::shared_ptr<Exchange> ex) {
+    auto gone = std::make_shared<std::promise<void>>();
+    ex->on_close([gone] { gone->set_value(); });
+    entered.set_value();
+    // A long handler that gives up when its client is gone (the engine's abort).
+    EXPECT_EQ(gone->get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
+    EXPECT_TRUE(ex->closed());
+    ex->respond(Response{});  // ignored
+    kept = ex;
+    handler_done = true;
+  });
+  server.start();
+  TestClient client(server.port());
+  ASSERT_TRUE(client.send(kGet));
+  entered.get_future().wait();
+  const auto start = Clock::now();
+  server.stop(0.1);
+  EXPECT_LT(seconds_since(start), 0.6);
+  EXPECT_TRUE(handler_done.load());  // joined
+  EXPECT_TRUE(client.wait_closed(0.5));
+  EXPECT_EQ(server.active_exchanges(), 0u);
+}
+
+TEST(HttpServer, AnExchangeKeptPastTheServerIsHarmless) {
+  std::shared_ptr<Exchange> kept;
+  {
+    HttpServer server(config_with(), [&](Request&&, std::shared_ptr<Exchange> ex) {
+      ex->start_stream(Response{});
+      kept = ex;
+    });
+    server.start();
+    TestClient client(server.port());
+    ASSERT_TRUE(client.send(kGet));
+    ASSERT_TRUE(client.read_until("\r\n\r\n"));
+  }
+  ASSERT_TRUE(kept);
+  EXPECT_TRUE(kept->closed());
+  EXPECT_FALSE(kept->write_chunk("x"));
+  kept->end_stream();
+  EXPECT_EQ(kept->queued_bytes(), 0u);
+}
+
+TEST(HttpServer, OnResponseSeesEveryStatusWithItsRequest) {
+  std::mutex mutex;
+  std::vector<std::string> seen;
+  ServerConfig config = config_with();
+  config.on_response = [&](const Request& req, int status) {
+    std::lock_guard<std::mutex> lock(mutex);
+    seen.push_back(req.method + " " + req.target + " " + std::to_string(status));
+  };
+  HttpServer server(config, [](Request&& req, std::shared_ptr<Exchange> ex) {
+    Response res;
+    res.status = req.path == "/missing" ? 404 : 200;
+    ex->respond(std::move(res));
+  });
+  server.start();
+  TestClient client(server.port());
+  ASSERT_TRUE(
+      client.send("GET /ok?a=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+                  "GET /missing HTTP/1.1\r\nHost: x\r\n\r\n"
+                  "GET / HTTP/1.1\r\n\r\n"));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(client.read_response());
+  std::lock_guard<std::mutex> lock(mutex);
+  EXPECT_EQ(seen, (std::vector<std::string>{"GET /ok?a=1 200", "GET /missing 404", "GET / 400"}));
+}
+
+TEST(HttpServer, Http10KeepsTheConnectionOnlyWhenAsked) {
+  HttpServer server(config_with(), echo);
+  server.start();
+  TestClient client(server.port());
+  ASSERT_TRUE(client.send("GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+  auto r = client.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->header("Connection"), "keep-alive");
+  ASSERT_TRUE(client.send("GET /b HTTP/1.0\r\n\r\n"));
+  r = client.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "GET /b ");
+  EXPECT_EQ(r->header("Connection"), "close");
+  EXPECT_TRUE(client.wait_closed());
+}
+
 TEST(HttpServer, BeyondMaxConnectionsNewOnesGet503) {
   Limits limits;
   limits.max_connections = 2;
