@@ -294,10 +294,12 @@ TEST(HttpServer, OnCloseFiresWhenTheClientLeavesDuringAStream) {
   std::shared_ptr<Exchange> kept;
   std::mutex mutex;
   HttpServer server(config_with(), [&](Request&&, std::shared_ptr<Exchange> ex) {
-    ex->start_stream(Response{});
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      kept = ex;  // an open stream holds no thread
+    }
     ex->on_close([&closed] { closed.set_value(std::this_thread::get_id()); });
-    std::lock_guard<std::mutex> lock(mutex);
-    kept = ex;  // an open stream holds no thread
+    ex->start_stream(Response{});
   });
   server.start();
   {
@@ -487,6 +489,28 @@ TEST(HttpServer, Http10KeepsTheConnectionOnlyWhenAsked) {
   EXPECT_EQ(r->body, "GET /b ");
   EXPECT_EQ(r->header("Connection"), "close");
   EXPECT_TRUE(client.wait_closed());
+}
+
+TEST(HttpServer, NormalRequestsAreServedWhileManyClientsTrickle) {
+  ServerConfig config = config_with();
+  config.worker_threads = 2;  // tricklers hold no thread, so two are plenty
+  HttpServer server(config, echo);
+  server.start();
+  std::vector<std::unique_ptr<TestClient>> tricklers;
+  for (int i = 0; i < 100; ++i) {
+    tricklers.push_back(std::make_unique<TestClient>(server.port()));
+    ASSERT_TRUE(tricklers.back()->send("GET /slow HTTP/1.1\r\nHo"));
+  }
+  for (int i = 0; i < 4; ++i) {
+    for (auto& t : tricklers) t->send("s");
+    const auto start = Clock::now();
+    TestClient client(server.port());
+    ASSERT_TRUE(client.send(kGet));
+    const auto r = client.read_response(1.0);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_LT(seconds_since(start), 0.5);
+  }
 }
 
 TEST(HttpServer, BeyondMaxConnectionsNewOnesGet503) {
