@@ -271,7 +271,7 @@ TEST(HttpServer, TricklingRequestGets408AtTheRequestTimeout) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 408);
   EXPECT_GE(seconds_since(start), 0.28);
-  EXPECT_LT(seconds_since(start), 0.8);
+  EXPECT_LT(seconds_since(start), 1.5);  // slack for a loaded CI machine
   EXPECT_TRUE(client.wait_closed());
 }
 
@@ -286,7 +286,7 @@ TEST(HttpServer, IdleKeepAliveConnectionIsClosedAfterItsTimeout) {
   const auto start = Clock::now();
   EXPECT_TRUE(client.wait_closed(2.0));
   EXPECT_GE(seconds_since(start), 0.15);
-  EXPECT_LT(seconds_since(start), 0.7);
+  EXPECT_LT(seconds_since(start), 1.5);
 }
 
 TEST(HttpServer, OnCloseFiresWhenTheClientLeavesDuringAStream) {
@@ -368,7 +368,7 @@ TEST(HttpServer, StopEndsInBoundsWithIdleTricklingAndStreamingClients) {
   server.stop(0.3);
   const double took = seconds_since(start);
   EXPECT_GE(took, 0.25);  // the stream was given its grace
-  EXPECT_LT(took, 0.8);
+  EXPECT_LT(took, 1.0);   // grace + a fraction of a second
   EXPECT_EQ(closes.load(), 1);
   EXPECT_TRUE(idle.wait_closed(0.5));
   EXPECT_TRUE(trickler.wait_closed(0.5));
@@ -426,7 +426,7 @@ TEST(HttpServer, StopClosesARunningHandlersExchangeAndWaitsForTheHandler) {
   entered.get_future().wait();
   const auto start = Clock::now();
   server.stop(0.1);
-  EXPECT_LT(seconds_since(start), 0.6);
+  EXPECT_LT(seconds_since(start), 0.8);
   EXPECT_TRUE(handler_done.load());  // joined
   EXPECT_TRUE(client.wait_closed(0.5));
   EXPECT_EQ(server.active_exchanges(), 0u);
@@ -509,7 +509,7 @@ TEST(HttpServer, NormalRequestsAreServedWhileManyClientsTrickle) {
     const auto r = client.read_response(1.0);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 200);
-    EXPECT_LT(seconds_since(start), 0.5);
+    EXPECT_LT(seconds_since(start), 1.0);
   }
 }
 
