@@ -586,6 +586,9 @@ TEST(HttpServer, ListensOnIpv6AndFailsClearlyOnABadHost) {
   try {
     HttpServer server(config, echo);
     EXPECT_GT(server.port(), 0);
+    config.host = "[::1]";
+    HttpServer bracketed(config, echo);
+    EXPECT_GT(bracketed.port(), 0);
   } catch (const std::exception& e) {
     GTEST_SKIP() << "no IPv6 loopback here: " << e.what();
   }
