@@ -21,11 +21,14 @@ void Shared::wake() const {
 }
 
 void Shared::mark_dirty(const std::shared_ptr<Conn>& conn) {
+  bool first;
   {
     std::lock_guard<std::mutex> lock(dirty_mutex);
+    first = dirty.empty();
     dirty.push_back(conn);
   }
-  wake();
+  // The loop takes the whole list after every wake-up: one wake per batch is enough.
+  if (first) wake();
 }
 
 void Shared::release_body(int64_t bytes) {

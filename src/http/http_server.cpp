@@ -1,3 +1,13 @@
+// The event loop. Each connection is in one of three states (detail::ConnState):
+//   reading     parsing a request; deadline: keep_alive_timeout_s while idle, then
+//               request_timeout_s from the request's first byte (408). Body bytes are not
+//               read while Shared::buffered_body is over max_buffered_body_bytes (EPOLLIN off).
+//   dispatched  the request is with a worker; only EPOLLRDHUP is watched (pipelined bytes wait
+//               in the socket), so a client that closes or half-closes is noticed at once and
+//               its exchange's on_close callbacks run. No deadline: streams may idle.
+//   lingering   after an answer that ends the connection: flush, shutdown(SHUT_WR), discard
+//               input until EOF or 1 s, close (the client reads the status, not a reset).
+// Deadlines are checked by a sweep over all connections when the earliest one is due.
 #include "http/http_server.h"
 
 #include <arpa/inet.h>
@@ -136,8 +146,12 @@ void HttpServer::Impl::listen_on(const std::string& host, int wanted_port) {
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
   const std::string service = std::to_string(wanted_port);
+  // "[::1]" as written in URLs: getaddrinfo wants the bare address.
+  const std::string bare = host.size() > 2 && host.front() == '[' && host.back() == ']'
+                               ? host.substr(1, host.size() - 2)
+                               : host;
   const int rc =
-      getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found);
+      getaddrinfo(bare.empty() ? nullptr : bare.c_str(), service.c_str(), &hints, &found);
   if (rc != 0) fail("cannot listen on ", host, ":", wanted_port, ": ", gai_strerror(rc));
   std::string last_error = "no address";
   for (addrinfo* a = found; a != nullptr; a = a->ai_next) {

@@ -271,7 +271,7 @@ TEST(HttpServer, TricklingRequestGets408AtTheRequestTimeout) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 408);
   EXPECT_GE(seconds_since(start), 0.28);
-  EXPECT_LT(seconds_since(start), 0.8);
+  EXPECT_LT(seconds_since(start), 1.5);  // slack for a loaded CI machine
   EXPECT_TRUE(client.wait_closed());
 }
 
@@ -286,7 +286,7 @@ TEST(HttpServer, IdleKeepAliveConnectionIsClosedAfterItsTimeout) {
   const auto start = Clock::now();
   EXPECT_TRUE(client.wait_closed(2.0));
   EXPECT_GE(seconds_since(start), 0.15);
-  EXPECT_LT(seconds_since(start), 0.7);
+  EXPECT_LT(seconds_since(start), 1.5);
 }
 
 TEST(HttpServer, OnCloseFiresWhenTheClientLeavesDuringAStream) {
@@ -294,10 +294,12 @@ TEST(HttpServer, OnCloseFiresWhenTheClientLeavesDuringAStream) {
   std::shared_ptr<Exchange> kept;
   std::mutex mutex;
   HttpServer server(config_with(), [&](Request&&, std::shared_ptr<Exchange> ex) {
-    ex->start_stream(Response{});
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      kept = ex;  // an open stream holds no thread
+    }
     ex->on_close([&closed] { closed.set_value(std::this_thread::get_id()); });
-    std::lock_guard<std::mutex> lock(mutex);
-    kept = ex;  // an open stream holds no thread
+    ex->start_stream(Response{});
   });
   server.start();
   {
@@ -366,7 +368,7 @@ TEST(HttpServer, StopEndsInBoundsWithIdleTricklingAndStreamingClients) {
   server.stop(0.3);
   const double took = seconds_since(start);
   EXPECT_GE(took, 0.25);  // the stream was given its grace
-  EXPECT_LT(took, 0.8);
+  EXPECT_LT(took, 1.0);   // grace + a fraction of a second
   EXPECT_EQ(closes.load(), 1);
   EXPECT_TRUE(idle.wait_closed(0.5));
   EXPECT_TRUE(trickler.wait_closed(0.5));
@@ -401,6 +403,114 @@ TEST(HttpServer, StopLetsAFinishingResponseOutWithConnectionClose) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->body, "GET /hello ");
   EXPECT_EQ(r->header("Connection"), "close");
+}
+
+TEST(HttpServer, StopClosesARunningHandlersExchangeAndWaitsForTheHandler) {
+  std::promise<void> entered;
+  std::atomic<bool> handler_done{false};
+  std::shared_ptr<Exchange> kept;
+  HttpServer server(config_with(), [&](Request&&, std::shared_ptr<Exchange> ex) {
+    auto gone = std::make_shared<std::promise<void>>();
+    ex->on_close([gone] { gone->set_value(); });
+    entered.set_value();
+    // A long handler that gives up when its client is gone (the engine's abort).
+    EXPECT_EQ(gone->get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
+    EXPECT_TRUE(ex->closed());
+    ex->respond(Response{});  // ignored
+    kept = ex;
+    handler_done = true;
+  });
+  server.start();
+  TestClient client(server.port());
+  ASSERT_TRUE(client.send(kGet));
+  entered.get_future().wait();
+  const auto start = Clock::now();
+  server.stop(0.1);
+  EXPECT_LT(seconds_since(start), 0.8);
+  EXPECT_TRUE(handler_done.load());  // joined
+  EXPECT_TRUE(client.wait_closed(0.5));
+  EXPECT_EQ(server.active_exchanges(), 0u);
+}
+
+TEST(HttpServer, AnExchangeKeptPastTheServerIsHarmless) {
+  std::shared_ptr<Exchange> kept;
+  {
+    HttpServer server(config_with(), [&](Request&&, std::shared_ptr<Exchange> ex) {
+      ex->start_stream(Response{});
+      kept = ex;
+    });
+    server.start();
+    TestClient client(server.port());
+    ASSERT_TRUE(client.send(kGet));
+    ASSERT_TRUE(client.read_until("\r\n\r\n"));
+  }
+  ASSERT_TRUE(kept);
+  EXPECT_TRUE(kept->closed());
+  EXPECT_FALSE(kept->write_chunk("x"));
+  kept->end_stream();
+  EXPECT_EQ(kept->queued_bytes(), 0u);
+}
+
+TEST(HttpServer, OnResponseSeesEveryStatusWithItsRequest) {
+  std::mutex mutex;
+  std::vector<std::string> seen;
+  ServerConfig config = config_with();
+  config.on_response = [&](const Request& req, int status) {
+    std::lock_guard<std::mutex> lock(mutex);
+    seen.push_back(req.method + " " + req.target + " " + std::to_string(status));
+  };
+  HttpServer server(config, [](Request&& req, std::shared_ptr<Exchange> ex) {
+    Response res;
+    res.status = req.path == "/missing" ? 404 : 200;
+    ex->respond(std::move(res));
+  });
+  server.start();
+  TestClient client(server.port());
+  ASSERT_TRUE(
+      client.send("GET /ok?a=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+                  "GET /missing HTTP/1.1\r\nHost: x\r\n\r\n"
+                  "GET / HTTP/1.1\r\n\r\n"));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(client.read_response());
+  std::lock_guard<std::mutex> lock(mutex);
+  EXPECT_EQ(seen, (std::vector<std::string>{"GET /ok?a=1 200", "GET /missing 404", "GET / 400"}));
+}
+
+TEST(HttpServer, Http10KeepsTheConnectionOnlyWhenAsked) {
+  HttpServer server(config_with(), echo);
+  server.start();
+  TestClient client(server.port());
+  ASSERT_TRUE(client.send("GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+  auto r = client.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->header("Connection"), "keep-alive");
+  ASSERT_TRUE(client.send("GET /b HTTP/1.0\r\n\r\n"));
+  r = client.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "GET /b ");
+  EXPECT_EQ(r->header("Connection"), "close");
+  EXPECT_TRUE(client.wait_closed());
+}
+
+TEST(HttpServer, NormalRequestsAreServedWhileManyClientsTrickle) {
+  ServerConfig config = config_with();
+  config.worker_threads = 2;  // tricklers hold no thread, so two are plenty
+  HttpServer server(config, echo);
+  server.start();
+  std::vector<std::unique_ptr<TestClient>> tricklers;
+  for (int i = 0; i < 100; ++i) {
+    tricklers.push_back(std::make_unique<TestClient>(server.port()));
+    ASSERT_TRUE(tricklers.back()->send("GET /slow HTTP/1.1\r\nHo"));
+  }
+  for (int i = 0; i < 4; ++i) {
+    for (auto& t : tricklers) t->send("s");
+    const auto start = Clock::now();
+    TestClient client(server.port());
+    ASSERT_TRUE(client.send(kGet));
+    const auto r = client.read_response(1.0);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_LT(seconds_since(start), 1.0);
+  }
 }
 
 TEST(HttpServer, BeyondMaxConnectionsNewOnesGet503) {
@@ -476,6 +586,9 @@ TEST(HttpServer, ListensOnIpv6AndFailsClearlyOnABadHost) {
   try {
     HttpServer server(config, echo);
     EXPECT_GT(server.port(), 0);
+    config.host = "[::1]";
+    HttpServer bracketed(config, echo);
+    EXPECT_GT(bracketed.port(), 0);
   } catch (const std::exception& e) {
     GTEST_SKIP() << "no IPv6 loopback here: " << e.what();
   }
