@@ -134,8 +134,19 @@ struct HttpServer::Impl {
   void close_conn(const std::shared_ptr<Conn>& conn);
   void loop_stop_accepting();
   void check_drained();
-  bool over_budget() const {
-    return shared->buffered_body.load() >= limits().max_buffered_body_bytes;
+  // Whether `conn` may start reading its body: its whole bound is reserved at once, so a body
+  // once begun always completes (reserving piece by piece let every connection hold part of
+  // the budget and none finish). One body always fits when nothing else is held.
+  bool waits_for_budget(const Conn& conn) const {
+    if (!conn.parser.in_body() || conn.body_charge > 0) return false;
+    const int64_t held = shared->buffered_body.load();
+    const auto need = static_cast<int64_t>(conn.parser.body_bound());
+    return held > 0 && held + need > limits().max_buffered_body_bytes;
+  }
+  void reserve_body(Conn& conn) {
+    if (!conn.parser.in_body() || conn.body_charge > 0) return;
+    conn.body_charge = static_cast<int64_t>(conn.parser.body_bound());
+    shared->buffered_body.fetch_add(conn.body_charge);
   }
 };
 
@@ -401,7 +412,7 @@ void HttpServer::Impl::handle_events(const std::shared_ptr<Conn>& conn, uint32_t
 
 void HttpServer::Impl::read_request_bytes(const std::shared_ptr<Conn>& conn) {
   for (int round = 0; round < kReadRounds; ++round) {
-    if (conn->parser.in_body() && over_budget()) return pause_for_budget(*conn);
+    if (waits_for_budget(*conn)) return pause_for_budget(*conn);
     if (conn->paused) return;
     const ssize_t n = ::recv(conn->fd, read_buffer.data(), read_buffer.size(), 0);
     if (n > 0) {
@@ -436,17 +447,14 @@ bool HttpServer::Impl::feed_input(const std::shared_ptr<Conn>& conn, std::string
     size_t used;
     if (!parser.headers_complete()) {
       used = parser.feed_head(data);
-    } else if (over_budget()) {
-      // Body bytes wait (at most one read) until handlers free some of the budget.
+    } else if (waits_for_budget(*conn)) {
+      // Body bytes wait (at most one read) until handlers free enough of the budget.
       conn->pending_input.assign(data);
       pause_for_budget(*conn);
       return false;
     } else {
-      const size_t body_before = parser.body_bytes();
+      reserve_body(*conn);
       used = parser.feed(data);
-      const auto grown = static_cast<int64_t>(parser.body_bytes() - body_before);
-      conn->body_charge += grown;
-      shared->buffered_body.fetch_add(grown);
     }
     data.remove_prefix(used);
     switch (parser.status()) {
@@ -647,7 +655,7 @@ void HttpServer::Impl::pause_for_budget(Conn& conn) {
   shared->paused_for_budget.fetch_add(1);
   update_interest(conn);
   // A handler may have returned between the check and the pause: look again.
-  if (!over_budget()) shared->budget_freed = true;
+  if (!waits_for_budget(conn)) shared->budget_freed = true;
 }
 
 void HttpServer::Impl::resume_paused() {
@@ -655,9 +663,12 @@ void HttpServer::Impl::resume_paused() {
   for (auto& [id, conn] : conns) {
     if (conn->paused) paused.push_back(conn);
   }
+  // Oldest connection first.
+  std::sort(paused.begin(), paused.end(),
+            [](const auto& a, const auto& b) { return a->id < b->id; });
   for (auto& conn : paused) {
-    if (over_budget()) return;
     if (conn->fd < 0 || !conn->paused) continue;
+    if (waits_for_budget(*conn)) return;  // first come, first served
     conn->paused = false;
     shared->paused_for_budget.fetch_sub(1);
     update_interest(*conn);

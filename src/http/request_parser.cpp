@@ -90,6 +90,7 @@ void RequestParser::reset() {
   trailer_count_ = 0;
   body_pieces_.clear();
   body_bytes_ = 0;
+  body_bound_ = 0;
   remaining_ = 0;
 }
 
@@ -388,6 +389,7 @@ void RequestParser::finish_headers() {
                                "\" is not supported (only chunked)"));
     }
     phase_ = Phase::chunk_size;
+    body_bound_ = static_cast<uint64_t>(limits_.max_body_bytes);
     return;
   }
   if (!has_length) {
@@ -409,6 +411,7 @@ void RequestParser::finish_headers() {
     return;
   }
   remaining_ = length;
+  body_bound_ = length;
   phase_ = Phase::body_length;
 }
 

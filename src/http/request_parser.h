@@ -49,6 +49,9 @@ class RequestParser {
   // far is counted by body_bytes(), not in request().body).
   const Request& request() const { return request_; }
   size_t body_bytes() const { return body_bytes_; }
+  // Once the headers are read: the most body bytes this request can bring (its Content-Length,
+  // or the body limit for a chunked body; 0 without a body). The server reserves it whole.
+  uint64_t body_bound() const { return body_bound_; }
 
   // Hands over the complete request and resets the parser for the next one.
   Request take_request();
@@ -97,6 +100,7 @@ class RequestParser {
   size_t trailer_count_ = 0;
   std::vector<std::string> body_pieces_;
   size_t body_bytes_ = 0;
+  uint64_t body_bound_ = 0;
   uint64_t remaining_ = 0;  // body bytes (Content-Length) or bytes of this chunk left
 };
 
