@@ -20,6 +20,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
@@ -51,6 +53,7 @@ constexpr size_t kReadBytes = 64 * 1024;
 constexpr int kReadRounds = 4;  // reads per readiness event, so one client cannot starve others
 constexpr auto kLinger = std::chrono::seconds(1);
 constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
+constexpr int64_t kTrimAfterBodyBytes = 1 << 20;  // see the worker task in dispatch()
 
 Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
@@ -514,6 +517,10 @@ void HttpServer::Impl::dispatch(const std::shared_ptr<Conn>& conn) {
     }
     // The request body counts against the budget until its handler returns.
     shared->release_body(charge);
+    // A large body leaves megabytes of freed heap in this worker's malloc arena, which glibc
+    // keeps; with several workers a burst of large requests would pin several times the body
+    // budget. Give it back now.
+    if (charge >= kTrimAfterBodyBytes) malloc_trim(0);
   });
 }
 

@@ -120,9 +120,9 @@ void ApiServer::Impl::handle_generation(Api api, http::Request&& req, const Repl
   const auto arrival = Clock::now();
   GenerationRequest r;
   {
-    // The body and its parse are freed before the prompts are tokenized.
-    const std::string body_text = std::move(req.body);
-    const auto body = parse_json_body(body_text);
+    // Each copy of a large body is freed as soon as the next one exists: the text once
+    // parsed, the parse once read into the request.
+    auto body = parse_json_body(std::exchange(req.body, {}));
     r = api == Api::chat ? parse_chat_request(body, info.defaults)
                          : parse_completion_request(body, info.defaults);
   }

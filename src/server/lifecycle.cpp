@@ -120,7 +120,9 @@ ApiServer::ApiServer(ServerOptions options) : impl_(std::make_unique<Impl>(std::
   config.port = o.port;
   config.worker_threads = o.http_threads;
   config.limits.max_body_bytes = o.max_body_bytes;
-  config.limits.max_buffered_body_bytes = std::max<int64_t>(64 << 20, 4 * o.max_body_bytes);
+  // Bodies read and not yet handled, across connections: each costs about three times its
+  // size while a handler parses it, so this bounds the memory a burst of large requests takes.
+  config.limits.max_buffered_body_bytes = std::max<int64_t>(16 << 20, 2 * o.max_body_bytes);
   config.limits.keep_alive_timeout_s = o.keep_alive_timeout_s;
   config.limits.request_timeout_s = o.request_timeout_s;
   config.error_response = [](int status, const std::string& message) {

@@ -51,6 +51,7 @@ class PeakRss:
 def check_rss(rss, limit):
     # Under ASan the process's memory is mostly ASan's (quarantine, shadow): the Release run
     # checks the bound.
+    print(f"peak RSS growth {rss.growth / MB:.1f} MiB (limit {limit / MB:.0f})")
     if not SANITIZED:
         assert rss.growth <= limit, rss.growth
 
