@@ -105,11 +105,12 @@ bool Scheduler::admit(Sequence* seq, int64_t& budget, SchedulerOutput& out) {
   cache::PrefixMatch match;
   if (fresh) {
     DI_CHECK(seq->num_computed == 0, "scheduler: a sequence without blocks has computed tokens");
-    match = blocks_.find_prefix(seq->tokens);
+    if (seq->reads_prefix_cache) match = blocks_.find_prefix(seq->tokens);
   }
   const int64_t start = fresh ? match.tokens : seq->num_computed;
   const int64_t want = std::min(seq->num_tokens() - start, budget);
-  const int64_t query = fresh && blocks_.prefix_caching() ? seq->num_tokens() : 0;
+  const int64_t query =
+      fresh && blocks_.prefix_caching() && seq->reads_prefix_cache ? seq->num_tokens() : 0;
   while (!blocks_.allocate(seq->block_table, start + want, &match, query)) {
     // Only blocks held by waiting sequences that run after this one may be reclaimed here.
     Sequence* victim = pick_victim(seq);
