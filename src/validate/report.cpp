@@ -124,17 +124,18 @@ std::string report_table(const ValidationReport& r) {
       ++diverged;
       if (earliest < 0 || d < earliest) earliest = d;
     }
-    row("first divergence",
-        diverged == 0 ? "none" : str_cat("token ", earliest, " (", diverged, " prompts diverge)"));
+    row("first divergence", diverged == 0 ? "none"
+                                          : str_cat("token ", earliest, " (", diverged, " of ",
+                                                    r.num_prompts, " prompts diverge)"));
   }
   row("top-1 agreement (teacher forcing)",
       str_cat(num(r.top1_agreement(), "%.4f"), "  (", r.top1_matching, "/", r.positions, ")"));
   row("KL(reference || model) mean / max", str_cat(num(r.mean_kl), " / ", num(r.max_kl)));
   if (r.has_perplexity) {
-    row(str_cat("perplexity (", r.perplexity_source, ")"),
-        str_cat("model ", num(r.perplexity_model, "%.6f"), "  reference ",
-                num(r.perplexity_reference, "%.6f"), "  diff ",
-                num(r.perplexity_model - r.perplexity_reference, "%.3g")));
+    row("perplexity on", r.perplexity_source);
+    row("perplexity", str_cat("model ", num(r.perplexity_model, "%.6f"), "  reference ",
+                              num(r.perplexity_reference, "%.6f"), "  diff ",
+                              num(r.perplexity_model - r.perplexity_reference, "%.3g")));
     row(r.window > 0 ? "  tokens / window / stride" : "  tokens",
         r.window > 0 ? str_cat(r.perplexity_tokens, " / ", r.window, " / ", r.stride)
                      : str_cat(r.perplexity_tokens));
