@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "core/error.h"
 #include "engine/engine.h"
@@ -175,6 +176,37 @@ TEST(PromptLogprobsEngine, SkipPrefixCacheHitsButStillFillTheCache) {
   expect_matches_golden(scored[0].prompt_logprobs, c.at("prompt_logprobs"), "after a cached run");
   const auto again = engine.generate({prompt}, {testing::greedy_params(1)});
   EXPECT_GT(again[0].num_cached_tokens, 0);
+}
+
+TEST(PromptLogprobsEngine, SurvivePreemptionAndAreReportedOnce) {
+  if (goldens().is_null()) GTEST_SKIP() << "prompt_logprobs_goldens.json is absent";
+  const auto& c = goldens().at("models").at("tiny-llama")[2];  // 44 tokens
+  auto& model = model_named("tiny-llama");
+  EngineConfig config;
+  config.max_num_blocks = 4;  // 64 tokens: the early request's growth evicts the scored one
+  config.max_num_batched_tokens = 8;
+  config.max_model_len = 64;
+  Engine engine(model, test_pool(), config);
+  std::mt19937 rng(4);
+  const RequestId early =
+      engine.add_request(testing::random_prompt(rng, 28), testing::greedy_params(30));
+  const RequestId scored = engine.add_request(ids_of(c), scoring(3, 4));
+  int64_t reports = 0;
+  std::vector<TokenLogprobs> got;
+  while (engine.has_unfinished()) {
+    for (const RequestOutput& out : engine.step()) {
+      if (out.id == early) {
+        EXPECT_TRUE(out.prompt_logprobs.empty());
+      }
+      if (out.id == scored && !out.prompt_logprobs.empty()) {
+        got = out.prompt_logprobs;
+        ++reports;
+      }
+    }
+  }
+  EXPECT_GT(engine.stats().num_preemptions, 0);
+  EXPECT_EQ(reports, 1);
+  expect_matches_golden(got, c.at("prompt_logprobs"), "preempted");
 }
 
 TEST(PromptLogprobsEngine, OneTokenPromptHasNoneAndOutOfRangeIsRefused) {
