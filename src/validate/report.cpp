@@ -148,9 +148,7 @@ std::string report_table(const ValidationReport& r) {
                     b.rel_error > r.tolerance ? "  > tolerance" : "");
       out += buf;
     }
-    out += r.blocks.empty() ? std::string(
-                                  "  no prompts: nothing to compare (--layers runs on the "
-                                  "prompts' prefill)\n")
+    out += r.blocks.empty() ? std::string("  nothing to compare (no prompts or text)\n")
            : r.first_exceeding
                ? str_cat("  first block over tolerance: ", block_name(*r.first_exceeding), " (",
                          num(r.first_exceeding->rel_error, "%.3e"), ")\n")

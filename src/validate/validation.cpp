@@ -166,8 +166,6 @@ ValidationReport compare_models(ModelProbe& model, ModelProbe& reference,
       merge_blocks(report.blocks, compare_blocks(ours_blocks.entries(), theirs_blocks.entries()));
     }
   }
-  finish_layers(report, options);
-
   if (!text.empty()) {
     report.has_perplexity = true;
     report.perplexity_source = "text";
@@ -181,8 +179,13 @@ ValidationReport compare_models(ModelProbe& model, ModelProbe& reference,
       const auto tokens =
           all.subspan(static_cast<size_t>(w.begin), static_cast<size_t>(w.end - w.begin));
       const auto len = static_cast<int64_t>(tokens.size());
-      const auto lm = model.logits(tokens, len);
-      const auto lr = reference.logits(tokens, len);
+      // Without prompts, --layers compares the first window's blocks.
+      const bool watch = options.layers && prompts.empty() && w.begin == 0;
+      LayerCapture ours_blocks;
+      LayerCapture theirs_blocks;
+      const auto lm = model.logits(tokens, len, watch ? &ours_blocks : nullptr);
+      const auto lr = reference.logits(tokens, len, watch ? &theirs_blocks : nullptr);
+      if (watch) report.blocks = compare_blocks(ours_blocks.entries(), theirs_blocks.entries());
       add_nll(lm, vocab, tokens, w.score_from, w.begin, ours);
       add_nll(lr, vocab, tokens, w.score_from, w.begin, theirs);
       compare_scored(lm, lr, vocab, w, report, kl_sum);
@@ -191,6 +194,7 @@ ValidationReport compare_models(ModelProbe& model, ModelProbe& reference,
     report.perplexity_model = ours.perplexity();
     report.perplexity_reference = theirs.perplexity();
   }
+  finish_layers(report, options);
   report.mean_kl = report.positions > 0 ? kl_sum / static_cast<double>(report.positions) : 0;
   return report;
 }

@@ -16,8 +16,9 @@ struct ValidateOptions {
   int64_t max_new_tokens = 16;  // greedy tokens per prompt (reference models)
   int64_t window = 0;           // perplexity window; 0: max_position_embeddings, at most 1024
   int64_t stride = 0;           // 0: window / 2
-  bool layers = false;          // compare every block output of the prompts' prefill
-  double tolerance = 1e-2;      // relative error that makes a block "diverged"
+  bool layers = false;      // compare every block output of the prompts' prefill (else the text's
+                            // first window)
+  double tolerance = 1e-2;  // relative error that makes a block "diverged"
 };
 
 // Throws Error unless `reference` can be compared with `model`: the same architecture and

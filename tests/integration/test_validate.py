@@ -135,3 +135,21 @@ def test_bad_input_gets_one_clear_message(run_cli, tmp_path):
     msg = error("-m", m, "--golden", GOLDENS / "tiny-deepseek-v2.reference.json")
     assert "DeepseekV2ForCausalLM" in msg
     assert "cannot open" in error("-m", m, "--golden", tmp_path / "none.json")
+
+
+def test_gguf_q8_0_against_its_f32_source(run_cli):
+    gguf = DATA / "gguf-models" / "tiny-llama-q8_0.gguf"
+    if not gguf.exists():
+        pytest.skip(f"{gguf} is absent")
+    runs = [report(run_cli, "-m", gguf, "--reference", DATA / "tiny-llama", "--preset", "fixed",
+                   "-t", t)[1] for t in ("1", "2")]
+    assert runs[0] == runs[1]
+    assert runs[0]["greedy"]["agreement"] < 1 and runs[0]["teacher_forcing"]["mean_kl"] > 0
+
+
+def test_layers_without_prompts_use_the_text(run_cli):
+    m = DATA / "tiny-llama"
+    rc, r = report(run_cli, "-m", m, "--reference", m, "--reference-dtype", "bf16",
+                   "--preset", "dataset", "--layers")
+    assert r["num_prompts"] == 0 and r["perplexity"]["tokens"] > 0
+    assert r["layers"]["blocks"] and r["layers"]["blocks"][0]["block"] == "embedding"
