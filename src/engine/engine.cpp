@@ -45,6 +45,9 @@ struct Engine::Request {
 
 namespace {
 
+// Logits of prompt-logprob rows one step may hold: 256 MiB is ~440 rows of a 152k vocabulary.
+constexpr int64_t kMaxScoredLogitBytes = int64_t{256} << 20;
+
 // Resolves the pool size and max_model_len from the model and the user's settings.
 EngineConfig resolve(const model::CausalLM& model, EngineConfig config) {
   DI_CHECK(config.block_size >= 1 && config.block_size <= 1024,
@@ -170,8 +173,13 @@ RequestId Engine::add_request(std::vector<int32_t> prompt_ids, const SamplingPar
   }
   Request& r = *req;
   requests_.emplace(rid, std::move(req));
-  // Prompt logprobs need every position computed, so no prefix-cache hits for them.
+  // Prompt logprobs need every position computed, so no prefix-cache hits for them, and
+  // their chunks are capped so the logits of every row stay within kMaxScoredLogitBytes.
   leader.reads_prefix_cache = !r.prompt_logprobs_pending();
+  if (r.prompt_logprobs_pending()) {
+    leader.max_chunk_tokens = std::max<int64_t>(
+        1, kMaxScoredLogitBytes / (static_cast<int64_t>(sizeof(float)) * model_.vocab_size()));
+  }
   if (params.max_new_tokens == 0 && !r.prompt_logprobs_pending()) {
     // Nothing to generate or score: finished at once, reported by the next step().
     leader.status = SequenceStatus::finished;
@@ -285,7 +293,10 @@ void Engine::run_model(const SchedulerOutput& out) {
     const int32_t target = req.prompt[static_cast<size_t>(s.position + 1)];
     req.prompt_logprobs.push_back(
         token_logprobs(row_of(s.row), target, *req.params.prompt_logprobs));
-    if (!req.prompt_logprobs_pending()) req.seqs.front()->reads_prefix_cache = true;
+    if (!req.prompt_logprobs_pending()) {
+      req.seqs.front()->reads_prefix_cache = true;
+      req.seqs.front()->max_chunk_tokens = 0;
+    }
   }
   for (Sequence* seq : prefilled) {
     Request& req = request_of(*seq);

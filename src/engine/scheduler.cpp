@@ -83,8 +83,13 @@ void Scheduler::preempt(Sequence* seq, int64_t& budget, SchedulerOutput& out) {
   insert_waiting(seq);
 }
 
+int64_t Scheduler::chunk_size(const Sequence* seq, int64_t left, int64_t budget) {
+  const int64_t want = std::min(left, budget);
+  return seq->max_chunk_tokens > 0 ? std::min(want, seq->max_chunk_tokens) : want;
+}
+
 bool Scheduler::schedule_running(Sequence* seq, int64_t& budget, SchedulerOutput& out) {
-  const int64_t want = std::min(seq->num_tokens() - seq->num_computed, budget);
+  const int64_t want = chunk_size(seq, seq->num_tokens() - seq->num_computed, budget);
   if (want <= 0) return true;
   while (!blocks_.allocate(seq->block_table, seq->num_computed + want)) {
     Sequence* victim = pick_victim(nullptr);
@@ -108,7 +113,7 @@ bool Scheduler::admit(Sequence* seq, int64_t& budget, SchedulerOutput& out) {
     if (seq->reads_prefix_cache) match = blocks_.find_prefix(seq->tokens);
   }
   const int64_t start = fresh ? match.tokens : seq->num_computed;
-  const int64_t want = std::min(seq->num_tokens() - start, budget);
+  const int64_t want = chunk_size(seq, seq->num_tokens() - start, budget);
   const int64_t query =
       fresh && blocks_.prefix_caching() && seq->reads_prefix_cache ? seq->num_tokens() : 0;
   while (!blocks_.allocate(seq->block_table, start + want, &match, query)) {
