@@ -29,11 +29,24 @@ struct Engine::Request {
   int64_t num_finished = 0;
   std::vector<CompletionDelta> deltas;  // this step's progress, reported by step()
   bool reported_final = false;
+  // params.prompt_logprobs: entry i for prompt token i + 1, filled chunk by chunk.
+  std::vector<TokenLogprobs> prompt_logprobs;
+  bool prompt_logprobs_reported = false;
 
   bool finished() const { return num_finished == params.n; }
+  int64_t prompt_logprobs_wanted() const {
+    return params.prompt_logprobs ? static_cast<int64_t>(prompt.size()) - 1 : 0;
+  }
+  bool prompt_logprobs_pending() const {
+    return !prompt_logprobs_reported &&
+           static_cast<int64_t>(prompt_logprobs.size()) < prompt_logprobs_wanted();
+  }
 };
 
 namespace {
+
+// Logits of prompt-logprob rows one step may hold: 256 MiB is ~440 rows of a 152k vocabulary.
+constexpr int64_t kMaxScoredLogitBytes = int64_t{256} << 20;
 
 // Resolves the pool size and max_model_len from the model and the user's settings.
 EngineConfig resolve(const model::CausalLM& model, EngineConfig config) {
@@ -160,21 +173,32 @@ RequestId Engine::add_request(std::vector<int32_t> prompt_ids, const SamplingPar
   }
   Request& r = *req;
   requests_.emplace(rid, std::move(req));
-  if (params.max_new_tokens == 0) {
-    // Nothing to generate: finished at once (every sibling), reported by the next step().
-    for (int64_t i = 0; i < params.n; ++i) {
-      r.deltas.push_back({});
-      r.deltas.back().index = i;
-      r.deltas.back().finish_reason = FinishReason::length;
-    }
+  // Prompt logprobs need every position computed, so no prefix-cache hits for them, and
+  // their chunks are capped so the logits of every row stay within kMaxScoredLogitBytes.
+  leader.reads_prefix_cache = !r.prompt_logprobs_pending();
+  if (r.prompt_logprobs_pending()) {
+    leader.max_chunk_tokens = std::max<int64_t>(
+        1, kMaxScoredLogitBytes / (static_cast<int64_t>(sizeof(float)) * model_.vocab_size()));
+  }
+  if (params.max_new_tokens == 0 && !r.prompt_logprobs_pending()) {
+    // Nothing to generate or score: finished at once, reported by the next step().
     leader.status = SequenceStatus::finished;
     leader.finish_reason = FinishReason::length;
-    r.forked = true;
-    r.num_finished = params.n;
+    finish_unforked(r, FinishReason::length, 0);
     return rid;
   }
   scheduler_.add(&leader);
   return rid;
+}
+
+void Engine::finish_unforked(Request& req, FinishReason reason, int64_t first_index) {
+  req.forked = true;
+  for (int64_t i = first_index; i < req.params.n; ++i) {
+    req.deltas.push_back({});
+    req.deltas.back().index = i;
+    req.deltas.back().finish_reason = reason;
+    ++req.num_finished;
+  }
 }
 
 Engine::Request& Engine::request_of(const Sequence& seq) {
@@ -207,36 +231,83 @@ void Engine::run_model(const SchedulerOutput& out) {
   tokens.reserve(static_cast<size_t>(out.num_tokens));
   positions.reserve(static_cast<size_t>(out.num_tokens));
   model::ForwardBatch batch;
-  std::vector<Sequence*> sampled;  // sequences whose chunk reaches their last token
+  // Which logits row serves what: sampling a sequence's next token, or scoring prompt token
+  // `position + 1` of a request asking for prompt logprobs.
+  struct SampleRow {
+    Sequence* seq;
+    size_t row;
+  };
+  struct ScoreRow {
+    Request* req;
+    int64_t position;
+    size_t row;
+  };
+  std::vector<SampleRow> sampled;  // sequences whose chunk reaches their last token
+  std::vector<ScoreRow> scored;
+  std::vector<Sequence*> prefilled;  // max_new_tokens = 0: prompt scored, nothing to sample
   for (const ScheduledChunk& c : out.chunks) {
-    const Sequence& seq = *c.seq;
+    Sequence& seq = *c.seq;
     const auto begin = static_cast<int64_t>(tokens.size());
-    for (int64_t p = seq.num_computed; p < seq.num_computed + c.num_tokens; ++p) {
+    const int64_t first = seq.num_computed;
+    const int64_t end = first + c.num_tokens;
+    for (int64_t p = first; p < end; ++p) {
       tokens.push_back(seq.tokens[static_cast<size_t>(p)]);
       positions.push_back(static_cast<int32_t>(p));
     }
     batch.sequences.push_back({begin, c.num_tokens, seq.block_table});
-    if (seq.num_computed + c.num_tokens == seq.num_tokens()) {
-      batch.logit_rows.push_back(begin + c.num_tokens - 1);
-      sampled.push_back(c.seq);
+    Request& req = request_of(seq);
+    if (seq.index == 0 && req.prompt_logprobs_pending()) {
+      // A recomputed prefix (after a preemption) is not scored twice.
+      const int64_t from = std::max(first, static_cast<int64_t>(req.prompt_logprobs.size()));
+      const int64_t to = std::min(end, req.prompt_logprobs_wanted());
+      for (int64_t p = from; p < to; ++p) {
+        scored.push_back({&req, p, batch.logit_rows.size()});
+        batch.logit_rows.push_back(begin + p - first);
+      }
+    }
+    if (end == seq.num_tokens()) {
+      if (seq.num_output() == 0 && req.params.max_new_tokens == 0) {
+        prefilled.push_back(&seq);
+      } else {
+        sampled.push_back({&seq, batch.logit_rows.size()});
+        batch.logit_rows.push_back(begin + c.num_tokens - 1);
+      }
     }
   }
   batch.tokens = tokens;
   batch.positions = positions;
-  const int64_t vocab = model_.vocab_size();
-  logits_.resize(sampled.size() * static_cast<size_t>(vocab));
+  const auto vocab = static_cast<size_t>(model_.vocab_size());
+  logits_.resize(batch.logit_rows.size() * vocab);
   model_.forward(batch, cache_, logits_.data(), pool_);
   ++counters_.steps;
   counters_.forward_tokens += out.num_tokens;
   scheduler_.commit(out);
 
-  for (size_t i = 0; i < sampled.size(); ++i) {
-    Sequence& seq = *sampled[i];
+  const auto row_of = [&](size_t row) {
+    return std::span<float>(logits_.data() + row * vocab, vocab);
+  };
+  for (const ScoreRow& s : scored) {
+    Request& req = *s.req;
+    DI_CHECK(static_cast<int64_t>(req.prompt_logprobs.size()) == s.position,
+             "engine: prompt logprobs of request ", req.id, " scored out of order");
+    const int32_t target = req.prompt[static_cast<size_t>(s.position + 1)];
+    req.prompt_logprobs.push_back(
+        token_logprobs(row_of(s.row), target, *req.params.prompt_logprobs));
+    if (!req.prompt_logprobs_pending()) {
+      req.seqs.front()->reads_prefix_cache = true;
+      req.seqs.front()->max_chunk_tokens = 0;
+    }
+  }
+  for (Sequence* seq : prefilled) {
+    Request& req = request_of(*seq);
+    finish_sequence(req, *seq, FinishReason::length);
+    finish_unforked(req, FinishReason::length, 1);
+  }
+  for (const SampleRow& s : sampled) {
+    Sequence& seq = *s.seq;
     Request& req = request_of(seq);
-    const std::span<float> row(logits_.data() + i * static_cast<size_t>(vocab),
-                               static_cast<size_t>(vocab));
     SampleResult r =
-        sample(row, req.params, {seq.prompt(), seq.output()}, seq.seed, seq.num_output());
+        sample(row_of(s.row), req.params, {seq.prompt(), seq.output()}, seq.seed, seq.num_output());
     process_token(req, seq, r.token, req.params.logprobs ? &r.logprobs : nullptr);
   }
 }
@@ -329,16 +400,8 @@ bool Engine::abort(RequestId id) {
   for (auto& seq : req.seqs) {
     if (!seq->finished()) finish_sequence(req, *seq, FinishReason::abort);
   }
-  if (!req.forked) {
-    // Siblings never created: report them aborted too.
-    req.forked = true;
-    for (int64_t i = 1; i < req.params.n; ++i) {
-      req.deltas.push_back({});
-      req.deltas.back().index = i;
-      req.deltas.back().finish_reason = FinishReason::abort;
-      ++req.num_finished;
-    }
-  }
+  // Siblings never created: report them aborted too.
+  if (!req.forked) finish_unforked(req, FinishReason::abort, 1);
   return true;
 }
 
@@ -355,6 +418,11 @@ void Engine::collect_outputs(std::vector<RequestOutput>& outputs) {
       out.finished = finished;
       out.num_prompt_tokens = static_cast<int64_t>(req.prompt.size());
       out.num_cached_tokens = req.seqs.front()->num_cached_tokens;
+      if (req.params.prompt_logprobs && !req.prompt_logprobs_pending() &&
+          !req.prompt_logprobs_reported) {
+        out.prompt_logprobs = std::move(req.prompt_logprobs);
+        req.prompt_logprobs_reported = true;
+      }
       outputs.push_back(std::move(out));
       req.deltas.clear();
     }
@@ -396,6 +464,7 @@ std::vector<RequestResult> Engine::generate(const std::vector<std::vector<int32_
     for (const RequestOutput& out : step()) {
       RequestResult& r = results[slot.at(out.id)];
       r.num_cached_tokens = out.num_cached_tokens;
+      if (!out.prompt_logprobs.empty()) r.prompt_logprobs = out.prompt_logprobs;
       for (const CompletionDelta& d : out.completions) {
         accumulate(r.completions[static_cast<size_t>(d.index)], d);
       }

@@ -121,6 +121,8 @@ class Engine {
   void process_token(Request& req, Sequence& seq, int32_t token, TokenLogprobs* logprobs);
   void finish_sequence(Request& req, Sequence& seq, FinishReason reason, std::string stop = {});
   void fork_siblings(Request& req);
+  // Reports choices first_index..n-1, never created, as finished with `reason`.
+  void finish_unforked(Request& req, FinishReason reason, int64_t first_index);
   CompletionDelta& delta_for(Request& req, const Sequence& seq);
   void collect_outputs(std::vector<RequestOutput>& outputs);
 

@@ -26,7 +26,10 @@ struct RequestOutput {
   bool finished = false;                     // every sequence of the request has finished
   int64_t num_prompt_tokens = 0;
   int64_t num_cached_tokens = 0;  // prompt tokens served from the prefix cache
-  std::string error;              // set (with finished) when the engine failed while running it
+  // SamplingParams::prompt_logprobs: reported once, with the output of the step that finished
+  // the prefill; entry i is prompt token i + 1 (the first token has none).
+  std::vector<TokenLogprobs> prompt_logprobs;
+  std::string error;  // set (with finished) when the engine failed while running it
 };
 
 // A whole finished sequence (generate()).
@@ -43,6 +46,7 @@ struct RequestResult {
   std::vector<int32_t> prompt_ids;
   std::vector<Completion> completions;  // n of them, by index
   int64_t num_cached_tokens = 0;
+  std::vector<TokenLogprobs> prompt_logprobs;  // as in RequestOutput
 };
 
 // Appends one step's delta to an accumulated completion.

@@ -25,6 +25,8 @@ void SamplingParams::validate(int64_t vocab_size) const {
            "frequency_penalty must be in [-2, 2], got ", frequency_penalty);
   DI_CHECK(!logprobs || (*logprobs >= 0 && *logprobs <= 20), "logprobs must be in [0, 20], got ",
            logprobs.value_or(0));
+  DI_CHECK(!prompt_logprobs || (*prompt_logprobs >= 0 && *prompt_logprobs <= 20),
+           "prompt_logprobs must be in [0, 20], got ", prompt_logprobs.value_or(0));
   DI_CHECK(max_new_tokens >= 0, "max_tokens must be >= 0, got ", max_new_tokens);
   DI_CHECK(n >= 1 && n <= 64, "n must be in [1, 64], got ", n);
   for (int64_t id : stop_token_ids) {
@@ -126,15 +128,16 @@ std::vector<double> sampling_distribution(std::span<float> logits, const Samplin
   return probs;
 }
 
-namespace {
-
-TokenLogprobs raw_logprobs(std::span<const float> logits, int32_t chosen, int64_t top_n) {
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t chosen, int64_t top_n) {
   const float max_logit = *std::max_element(logits.begin(), logits.end());
   double sum = 0;
   for (float l : logits) sum += std::exp(static_cast<double>(l - max_logit));
   const auto log_z = static_cast<float>(max_logit + std::log(sum));
   TokenLogprobs out;
-  out.chosen = logits[static_cast<size_t>(chosen)] - log_z;
+  const float chosen_logit = logits[static_cast<size_t>(chosen)];
+  out.chosen = chosen_logit - log_z;
+  out.chosen_rank =
+      1 + std::count_if(logits.begin(), logits.end(), [&](float l) { return l > chosen_logit; });
   if (top_n > 0) {
     std::vector<int32_t> ids(logits.size());
     std::iota(ids.begin(), ids.end(), 0);
@@ -152,8 +155,6 @@ TokenLogprobs raw_logprobs(std::span<const float> logits, int32_t chosen, int64_
   }
   return out;
 }
-
-}  // namespace
 
 SampleResult sample(std::span<float> logits, const SamplingParams& params,
                     const TokenHistory& history, uint64_t seed, int64_t step) {
@@ -178,7 +179,7 @@ SampleResult sample(std::span<float> logits, const SamplingParams& params,
       if (u < cumulative) break;
     }
   }
-  if (params.logprobs) result.logprobs = raw_logprobs(raw, result.token, *params.logprobs);
+  if (params.logprobs) result.logprobs = token_logprobs(raw, result.token, *params.logprobs);
   return result;
 }
 

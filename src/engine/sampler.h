@@ -13,6 +13,7 @@ namespace deepinfer::engine {
 
 struct TokenLogprobs {
   float chosen = 0;                            // log p(chosen) under the raw distribution
+  int64_t chosen_rank = 0;                     // 1 + tokens strictly more likely (vLLM's rank)
   std::vector<std::pair<int32_t, float>> top;  // top-N (id, logprob), most likely first
 };
 
@@ -31,6 +32,10 @@ struct TokenHistory {
 // the token being generated; `seed` the request's seed (a random one when unseeded).
 SampleResult sample(std::span<float> logits, const SamplingParams& params,
                     const TokenHistory& history, uint64_t seed, int64_t step);
+
+// log_softmax of raw `logits` at `chosen`, its rank and the top-N (ties by lower id): the
+// logprobs of a sampled token, and of a prompt token under its preceding context.
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t chosen, int64_t top_n);
 
 // Applies the penalties of `params` to `logits` in place (exposed for tests).
 void apply_penalties(std::span<float> logits, const SamplingParams& params,

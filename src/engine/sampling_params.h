@@ -19,6 +19,12 @@ struct SamplingParams {
   double frequency_penalty = 0.0;
   std::optional<uint64_t> seed;     // same seed => same output, whatever else is batched
   std::optional<int64_t> logprobs;  // top-N logprobs besides the chosen token's (0..20)
+  // vLLM's prompt_logprobs: for every prompt token after the first, its logprob given the
+  // tokens before it plus the top-N (0..20), computed in the prefill's forward pass. Such a
+  // request takes no prefix-cache hits (the positions must be computed), its prefill chunks are
+  // capped so their logits fit in 256 MiB (~440 rows of a 152k vocabulary), and it may set
+  // max_new_tokens = 0 (scoring only: it finishes after the prefill, reason length).
+  std::optional<int64_t> prompt_logprobs;
   int64_t max_new_tokens = 16;
   std::vector<int64_t> stop_token_ids;
   std::vector<std::string> stop;

@@ -83,8 +83,13 @@ void Scheduler::preempt(Sequence* seq, int64_t& budget, SchedulerOutput& out) {
   insert_waiting(seq);
 }
 
+int64_t Scheduler::chunk_size(const Sequence* seq, int64_t left, int64_t budget) {
+  const int64_t want = std::min(left, budget);
+  return seq->max_chunk_tokens > 0 ? std::min(want, seq->max_chunk_tokens) : want;
+}
+
 bool Scheduler::schedule_running(Sequence* seq, int64_t& budget, SchedulerOutput& out) {
-  const int64_t want = std::min(seq->num_tokens() - seq->num_computed, budget);
+  const int64_t want = chunk_size(seq, seq->num_tokens() - seq->num_computed, budget);
   if (want <= 0) return true;
   while (!blocks_.allocate(seq->block_table, seq->num_computed + want)) {
     Sequence* victim = pick_victim(nullptr);
@@ -105,11 +110,12 @@ bool Scheduler::admit(Sequence* seq, int64_t& budget, SchedulerOutput& out) {
   cache::PrefixMatch match;
   if (fresh) {
     DI_CHECK(seq->num_computed == 0, "scheduler: a sequence without blocks has computed tokens");
-    match = blocks_.find_prefix(seq->tokens);
+    if (seq->reads_prefix_cache) match = blocks_.find_prefix(seq->tokens);
   }
   const int64_t start = fresh ? match.tokens : seq->num_computed;
-  const int64_t want = std::min(seq->num_tokens() - start, budget);
-  const int64_t query = fresh && blocks_.prefix_caching() ? seq->num_tokens() : 0;
+  const int64_t want = chunk_size(seq, seq->num_tokens() - start, budget);
+  const int64_t query =
+      fresh && blocks_.prefix_caching() && seq->reads_prefix_cache ? seq->num_tokens() : 0;
   while (!blocks_.allocate(seq->block_table, start + want, &match, query)) {
     // Only blocks held by waiting sequences that run after this one may be reclaimed here.
     Sequence* victim = pick_victim(seq);

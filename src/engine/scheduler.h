@@ -62,6 +62,8 @@ class Scheduler {
   // Orders the waiting queue and picks victims: lower key runs first.
   bool runs_before(const Sequence* a, const Sequence* b) const;
   void insert_waiting(Sequence* seq);
+  // Tokens of `left` to compute this step: within `budget` and the sequence's own cap.
+  static int64_t chunk_size(const Sequence* seq, int64_t left, int64_t budget);
   // Schedules up to `want` tokens of a running sequence, preempting others (or itself) when
   // blocks run out. Returns false when `seq` itself was preempted.
   bool schedule_running(Sequence* seq, int64_t& budget, SchedulerOutput& out);

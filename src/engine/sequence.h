@@ -36,6 +36,12 @@ struct Sequence {
   FinishReason finish_reason = FinishReason::none;
   int64_t num_preemptions = 0;
   int64_t num_cached_tokens = 0;  // prompt tokens found in the prefix cache on first admission
+  // False while the engine needs every prompt position computed (prompt logprobs): admission
+  // then takes no prefix-cache hits (it still registers the blocks it fills).
+  bool reads_prefix_cache = true;
+  // Most tokens one step may compute for it (0: no limit besides the step's budget). Prompt
+  // logprobs run the lm_head on every row of a chunk: this bounds their logits buffer.
+  int64_t max_chunk_tokens = 0;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return num_tokens() - prompt_len; }

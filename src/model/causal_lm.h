@@ -11,6 +11,7 @@
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/forward_batch.h"
+#include "model/forward_observer.h"
 #include "model/weights.h"
 
 namespace deepinfer::model {
@@ -40,6 +41,12 @@ class CausalLM {
   // dense layers and models): the router's decisions, for load balancing and diagnostics.
   virtual std::vector<std::vector<uint64_t>> expert_load() const { return {}; }
   virtual void reset_expert_load() {}
+  // Every later forward reports its block outputs to `observer` (nullptr: off, the default).
+  // The observer must outlive its use; not thread-safe against a running forward.
+  void set_observer(ForwardObserver* observer) { observer_ = observer; }
+
+ protected:
+  ForwardObserver* observer_ = nullptr;
 };
 
 using ModelBuilder =

@@ -76,6 +76,7 @@ void Job::on_output(size_t index, const engine::RequestOutput& out) {
       metrics.add_generation_tokens(tokens);
     }
     if (tokens > 0 || out.finished) leave_not_started(part);
+    if (!out.prompt_logprobs.empty()) part.prompt_logprobs = out.prompt_logprobs;
     for (const auto& d : out.completions) {
       if (d.finish_reason != engine::FinishReason::none) metrics.count_finished(d.finish_reason);
       events_.push_back({static_cast<int64_t>(index) * n_ + d.index, d});
@@ -133,6 +134,11 @@ int64_t Job::prompt_tokens() const {
   int64_t sum = 0;
   for (const Part& part : parts_) sum += part.prompt_tokens;
   return sum;
+}
+
+std::vector<engine::TokenLogprobs> Job::prompt_logprobs(size_t index) const {
+  std::lock_guard lock(mutex_);
+  return parts_.at(index).prompt_logprobs;
 }
 
 int64_t Job::completion_tokens() const {

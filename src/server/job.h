@@ -64,6 +64,9 @@ class Job : public std::enable_shared_from_this<Job> {
 
   int64_t prompt_tokens() const;      // sum over prompts
   int64_t completion_tokens() const;  // sum over choices, every sampled token counted
+  // Prompt `index`'s engine prompt logprobs (SamplingParams::prompt_logprobs; entry i for prompt
+  // token i + 1): empty until delivered, which is before the first event of its choices.
+  std::vector<engine::TokenLogprobs> prompt_logprobs(size_t index) const;
 
  private:
   struct Part {
@@ -73,6 +76,7 @@ class Job : public std::enable_shared_from_this<Job> {
     bool done = false;
     int64_t prompt_tokens = 0;
     int64_t generated = 0;
+    std::vector<engine::TokenLogprobs> prompt_logprobs;
     Clock::time_point submitted_at;
     Clock::time_point last_output;
   };

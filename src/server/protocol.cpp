@@ -26,7 +26,8 @@ const std::set<std::string> kCommonKeys = {
     "response_format",
     // vLLM extensions.
     "top_k", "min_p", "repetition_penalty", "ignore_eos", "priority", "stop_token_ids",
-    "min_tokens", "skip_special_tokens", "include_stop_str_in_output", "return_token_ids"};
+    "min_tokens", "skip_special_tokens", "include_stop_str_in_output", "return_token_ids",
+    "prompt_logprobs"};
 const std::set<std::string> kCompletionKeys = {"prompt", "suffix", "echo", "logprobs"};
 const std::set<std::string> kChatKeys = {"messages",
                                          "max_completion_tokens",
@@ -130,8 +131,23 @@ void parse_sampling(const Json& body, const SamplingDefaults& d, GenerationReque
   }
 }
 
+// Completions accept max_tokens = 0 (score the prompt only: echo + logprobs, prompt_logprobs),
+// as OpenAI's legacy endpoint did; chat needs at least one token.
 void check_max_tokens(const GenerationRequest& r, const char* key) {
-  if (r.max_tokens) fields::check_range(key, static_cast<double>(*r.max_tokens), 1.0, std::nullopt);
+  const double least = r.api == Api::completions ? 0.0 : 1.0;
+  if (r.max_tokens)
+    fields::check_range(key, static_cast<double>(*r.max_tokens), least, std::nullopt);
+}
+
+void parse_prompt_logprobs(const Json& body, GenerationRequest& r) {
+  const auto n = fields::integer(body, "prompt_logprobs");
+  if (!n) return;
+  if (*n == -1) unsupported("prompt_logprobs", "= -1 (the whole vocabulary) is not supported");
+  fields::check_range("prompt_logprobs", static_cast<double>(*n), 0.0, 20.0);
+  if (r.stream) {
+    bad_param("prompt_logprobs", "'prompt_logprobs' is not available when 'stream' is true");
+  }
+  r.prompt_logprobs = *n;
 }
 
 std::vector<Prompt> parse_prompts(const Json& body) {
@@ -233,6 +249,10 @@ void finish(GenerationRequest& r, const Json& body, const std::set<std::string>&
                       " completions (prompts x n), got ", prompts * r.params.n));
   }
   r.params.logprobs = r.logprobs ? std::optional<int64_t>(r.top_logprobs) : std::nullopt;
+  r.params.prompt_logprobs = r.prompt_logprobs;
+  if (r.echo_logprobs()) {
+    r.params.prompt_logprobs = std::max(r.prompt_logprobs.value_or(0), r.top_logprobs);
+  }
 }
 
 void check_object(const Json& body) {
@@ -269,8 +289,8 @@ GenerationRequest parse_completion_request(const nlohmann::ordered_json& body,
     fields::check_range("logprobs", static_cast<double>(*logprobs), 0.0, 20.0);
     r.logprobs = true;
     r.top_logprobs = *logprobs;
-    if (r.echo) unsupported("logprobs", "together with echo is not supported (prompt logprobs)");
   }
+  parse_prompt_logprobs(body, r);
   finish(r, body, kCompletionKeys);
   return r;
 }
@@ -311,6 +331,7 @@ GenerationRequest parse_chat_request(const nlohmann::ordered_json& body,
   }
   if (fields::boolean(body, "echo").value_or(false))
     unsupported("echo", "is not supported in chat");
+  parse_prompt_logprobs(body, r);
   finish(r, body, kChatKeys);
   return r;
 }

@@ -55,6 +55,12 @@ struct GenerationRequest {
   // Completions: logprobs = N; chat: logprobs = true with top_logprobs = N.
   bool logprobs = false;
   int64_t top_logprobs = 0;
+  // vLLM's prompt_logprobs = N (both endpoints, not with stream): the response's
+  // "prompt_logprobs" list (prompt_logprobs_json). params.prompt_logprobs also covers echo.
+  std::optional<int64_t> prompt_logprobs;
+  // Completions echo + logprobs: the logprobs object starts with the echoed prompt's tokens
+  // (echo_logprobs_json); params.prompt_logprobs is then at least top_logprobs.
+  bool echo_logprobs() const { return api == Api::completions && echo && logprobs; }
 
   std::vector<std::string> ignored_fields;
 };

@@ -33,6 +33,50 @@ Json envelope(const ResponseMeta& meta, const char* object) {
   return out;
 }
 
+Json empty_completion_logprobs() {
+  Json out;
+  out["tokens"] = Json::array();
+  out["token_logprobs"] = Json::array();
+  out["top_logprobs"] = Json::array();
+  out["text_offset"] = Json::array();
+  return out;
+}
+
+// One token of a completions logprobs object; `logprobs` null: no logprob (the first echoed
+// prompt token).
+void push_completion_token(Json& out, const ResponseMeta& meta, const tokenizer::Tokenizer& tok,
+                           int32_t id, const engine::TokenLogprobs* logprobs, size_t& text_offset) {
+  const std::string text = token_text(tok, id);
+  out["tokens"].push_back(text);
+  out["text_offset"].push_back(text_offset);
+  text_offset += text.size();
+  if (logprobs == nullptr) {
+    out["token_logprobs"].push_back(nullptr);
+    out["top_logprobs"].push_back(nullptr);
+    return;
+  }
+  out["token_logprobs"].push_back(logprobs->chosen);
+  // OpenAI: the N most likely tokens plus the sampled one (so up to N + 1 entries).
+  Json top = Json::object();
+  for (int64_t k = 0; k < meta.top_logprobs && k < static_cast<int64_t>(logprobs->top.size());
+       ++k) {
+    const auto& [alt, lp] = logprobs->top[static_cast<size_t>(k)];
+    // Ids that decode alike share a key; the first (most likely) one keeps it.
+    const std::string key = token_text(tok, alt);
+    if (!top.contains(key)) top[key] = lp;
+  }
+  if (!top.contains(text)) top[text] = logprobs->chosen;
+  out["top_logprobs"].push_back(std::move(top));
+}
+
+Json vllm_logprob(const tokenizer::Tokenizer& tok, int32_t id, float logprob, int64_t rank) {
+  Json entry;
+  entry["logprob"] = logprob;
+  entry["rank"] = rank;
+  entry["decoded_token"] = token_text(tok, id);
+  return entry;
+}
+
 }  // namespace
 
 Json usage_json(const Usage& usage) {
@@ -78,33 +122,54 @@ Json logprobs_json(const ResponseMeta& meta, const tokenizer::Tokenizer& tok,
     out["content"] = std::move(content);
     return out;
   }
-  Json tokens = Json::array();
-  Json token_logprobs = Json::array();
-  Json top_logprobs = Json::array();
-  Json offsets = Json::array();
+  Json out = empty_completion_logprobs();
   for (size_t i = 0; i < count; ++i) {
-    const std::string text = token_text(tok, ids[i]);
-    tokens.push_back(text);
-    token_logprobs.push_back(logprobs[i].chosen);
-    // OpenAI: the N most likely tokens plus the sampled one (so up to N + 1 entries).
-    Json top = Json::object();
-    for (int64_t k = 0; k < meta.top_logprobs && k < static_cast<int64_t>(logprobs[i].top.size());
-         ++k) {
-      const auto& [id, lp] = logprobs[i].top[static_cast<size_t>(k)];
-      // Ids that decode alike share a key; the first (most likely) one keeps it.
-      const std::string key = token_text(tok, id);
-      if (!top.contains(key)) top[key] = lp;
-    }
-    if (!top.contains(text)) top[text] = logprobs[i].chosen;
-    top_logprobs.push_back(std::move(top));
-    offsets.push_back(text_offset);
-    text_offset += text.size();
+    push_completion_token(out, meta, tok, ids[i], &logprobs[i], text_offset);
   }
-  Json out;
-  out["tokens"] = std::move(tokens);
-  out["token_logprobs"] = std::move(token_logprobs);
-  out["top_logprobs"] = std::move(top_logprobs);
-  out["text_offset"] = std::move(offsets);
+  return out;
+}
+
+Json echo_logprobs_json(const ResponseMeta& meta, const tokenizer::Tokenizer& tok,
+                        std::span<const int32_t> prompt_ids,
+                        const std::vector<engine::TokenLogprobs>& logprobs, size_t& text_offset) {
+  Json out = empty_completion_logprobs();
+  for (size_t i = 0; i < prompt_ids.size(); ++i) {
+    const engine::TokenLogprobs* lp =
+        i >= 1 && i - 1 < logprobs.size() ? &logprobs[i - 1] : nullptr;
+    push_completion_token(out, meta, tok, prompt_ids[i], lp, text_offset);
+  }
+  return out;
+}
+
+void append_logprobs(Json& into, const Json& more) {
+  for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+    Json& list = into[key];
+    if (!list.is_array()) list = Json::array();
+    for (const Json& item : more.at(key)) list.push_back(item);
+  }
+}
+
+Json prompt_logprobs_json(const tokenizer::Tokenizer& tok, std::span<const int32_t> prompt_ids,
+                          const std::vector<engine::TokenLogprobs>& logprobs, int64_t top_n) {
+  Json out = Json::array();
+  if (prompt_ids.empty()) return out;
+  out.push_back(nullptr);
+  for (size_t i = 1; i < prompt_ids.size(); ++i) {
+    if (i - 1 >= logprobs.size()) {
+      out.push_back(nullptr);
+      continue;
+    }
+    const engine::TokenLogprobs& lp = logprobs[i - 1];
+    Json entry = Json::object();
+    entry[std::to_string(prompt_ids[i])] =
+        vllm_logprob(tok, prompt_ids[i], lp.chosen, lp.chosen_rank);
+    for (int64_t k = 0; k < top_n && k < static_cast<int64_t>(lp.top.size()); ++k) {
+      const auto& [id, value] = lp.top[static_cast<size_t>(k)];
+      const std::string key = std::to_string(id);
+      if (!entry.contains(key)) entry[key] = vllm_logprob(tok, id, value, k + 1);
+    }
+    out.push_back(std::move(entry));
+  }
   return out;
 }
 
@@ -117,7 +182,12 @@ Json response_json(const ResponseMeta& meta, const tokenizer::Tokenizer& tok,
     const ChoiceResult& c = choices[i];
     Json choice = choice_base(static_cast<int64_t>(i));
     Json logprobs;
-    if (meta.logprobs) {
+    if (meta.logprobs && !chat && !c.echo_token_ids.empty()) {
+      // Offsets count from the start of the echoed prompt's token strings.
+      size_t offset = 0;
+      logprobs = echo_logprobs_json(meta, tok, c.echo_token_ids, c.echo_logprobs, offset);
+      append_logprobs(logprobs, logprobs_json(meta, tok, c.token_ids, c.logprobs, offset));
+    } else if (meta.logprobs) {
       size_t offset = c.text_offset;
       logprobs = logprobs_json(meta, tok, c.token_ids, c.logprobs, offset);
     }
@@ -138,6 +208,7 @@ Json response_json(const ResponseMeta& meta, const tokenizer::Tokenizer& tok,
     } else {
       choice["text"] = c.text;
       choice["logprobs"] = std::move(logprobs);
+      if (!c.prompt_logprobs.is_null()) choice["prompt_logprobs"] = c.prompt_logprobs;
     }
     // As vLLM: a choice that made tool calls finishes with "tool_calls".
     choice["finish_reason"] =
@@ -148,6 +219,9 @@ Json response_json(const ResponseMeta& meta, const tokenizer::Tokenizer& tok,
   out["choices"] = std::move(list);
   if (meta.return_token_ids && chat && !choices.empty()) {
     out["prompt_token_ids"] = choices.front().prompt_token_ids;
+  }
+  if (chat && !choices.empty() && !choices.front().prompt_logprobs.is_null()) {
+    out["prompt_logprobs"] = choices.front().prompt_logprobs;
   }
   out["usage"] = usage_json(usage);
   return out;

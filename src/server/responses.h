@@ -3,6 +3,7 @@
 // chat.completion objects, text_completion / chat.completion.chunk SSE chunks, usage, and
 // logprobs in the completions and the chat formats.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,13 @@ struct ChoiceResult {
   bool tools_parsed = false;
   std::vector<toolcall::ToolCall> tool_calls;
   std::vector<std::string> tool_call_ids;  // one per call
+  // Completions echo + logprobs: the prompt's ids and engine prompt logprobs (entry i for
+  // prompt token i + 1); response_json lists them before the generated tokens.
+  std::vector<int32_t> echo_token_ids;
+  std::vector<engine::TokenLogprobs> echo_logprobs;
+  // vLLM's prompt_logprobs (prompt_logprobs_json), shown when not null: in the choice
+  // (completions) or, from the first choice, at the top of the response (chat), as vLLM does.
+  Json prompt_logprobs;
 };
 
 struct Usage {
@@ -60,6 +68,23 @@ Json finish_reason_json(engine::FinishReason reason);
 Json logprobs_json(const ResponseMeta& meta, const tokenizer::Tokenizer& tok,
                    const std::vector<int32_t>& ids,
                    const std::vector<engine::TokenLogprobs>& logprobs, size_t& text_offset);
+
+// vLLM's prompt_logprobs: one entry per prompt token, null for the first, then
+// {"<id>": {"logprob", "rank", "decoded_token"}} holding the prompt token (its vocabulary rank)
+// and the top-N (ranks 1..N). `logprobs`: the engine's, entry i for prompt token i + 1.
+Json prompt_logprobs_json(const tokenizer::Tokenizer& tok, std::span<const int32_t> prompt_ids,
+                          const std::vector<engine::TokenLogprobs>& logprobs, int64_t top_n);
+
+// Completions echo + logprobs: the echoed prompt's part of the logprobs object, in the shape of
+// logprobs_json (null logprob and null top_logprobs for the first token), offsets counted from
+// `text_offset` (advanced). Append the generated tokens' part with append_logprobs.
+Json echo_logprobs_json(const ResponseMeta& meta, const tokenizer::Tokenizer& tok,
+                        std::span<const int32_t> prompt_ids,
+                        const std::vector<engine::TokenLogprobs>& logprobs, size_t& text_offset);
+
+// Appends the tokens / token_logprobs / top_logprobs / text_offset of `more` (a completions
+// logprobs object) to `into`.
+void append_logprobs(Json& into, const Json& more);
 
 // Non-streamed response.
 Json response_json(const ResponseMeta& meta, const tokenizer::Tokenizer& tok,

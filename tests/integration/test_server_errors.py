@@ -52,8 +52,8 @@ def test_malformed_json(server, body):
 
 @pytest.mark.parametrize("field,value", [
     ("temperature", "hot"), ("temperature", -1), ("temperature", 1e308), ("top_p", 0),
-    ("top_p", [1]), ("top_k", -5), ("min_p", 2), ("max_tokens", -1), ("max_tokens", 0),
-    ("max_tokens", "ten"), ("max_tokens", 1.5), ("max_tokens", 10**30), ("n", 0), ("n", 1000),
+    ("top_p", [1]), ("top_k", -5), ("min_p", 2), ("max_tokens", -1),
+    ("prompt_logprobs", 21), ("max_tokens", "ten"), ("max_tokens", 1.5), ("max_tokens", 10**30), ("n", 0), ("n", 1000),
     ("n", None), ("seed", "abc"), ("stop", 5), ("stop", [""]), ("logprobs", 50),
     ("presence_penalty", 9), ("frequency_penalty", -9), ("repetition_penalty", -1),
     ("stream", "yes"), ("ignore_eos", "no"), ("priority", 1), ("logit_bias", {"1": 5}),

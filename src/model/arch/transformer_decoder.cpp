@@ -56,19 +56,36 @@ void TransformerDecoder::forward(const ForwardBatch& batch, cache::KvCache& cach
   std::vector<float> residual(static_cast<size_t>(tokens * hidden));
   std::vector<float> normed(residual.size());
   std::vector<float> branch(residual.size());
+  ForwardObserver* const watch = observer_;
+  const auto report = [&](int64_t layer, std::string_view block, const std::vector<float>& data) {
+    if (watch != nullptr) watch->observe(layer, block, data.data(), tokens, hidden);
+  };
   embedding_.forward(batch.tokens, residual.data());
+  report(-1, "embedding", residual);
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
+    const auto l = static_cast<int64_t>(i);
     layer.input_norm.forward(residual.data(), tokens, normed.data());
-    layer.attention->forward(normed.data(), batch, cos.data(), sin.data(), cache,
-                             static_cast<int64_t>(i), branch.data(), pool);
-    if (spec_.sandwich_norms)
+    report(l, "input_norm", normed);
+    layer.attention->forward(normed.data(), batch, cos.data(), sin.data(), cache, l, branch.data(),
+                             pool);
+    report(l, "attention", branch);
+    if (spec_.sandwich_norms) {
       layer.post_self_attn_norm.forward(branch.data(), tokens, branch.data());
+      report(l, "post_self_attn_norm", branch);
+    }
     kernels::add(residual.data(), branch.data(), residual.data(), tokens * hidden);
     layer.post_attention_norm.forward(residual.data(), tokens, normed.data());
+    report(l, "post_attention_norm", normed);
     layer.feed_forward->forward(normed.data(), tokens, branch.data(), pool);
-    if (spec_.sandwich_norms) layer.post_mlp_norm.forward(branch.data(), tokens, branch.data());
+    if (watch != nullptr)
+      report(l, layer.feed_forward->expert_load().empty() ? "mlp" : "moe", branch);
+    if (spec_.sandwich_norms) {
+      layer.post_mlp_norm.forward(branch.data(), tokens, branch.data());
+      report(l, "post_mlp_norm", branch);
+    }
     kernels::add(residual.data(), branch.data(), residual.data(), tokens * hidden);
+    report(l, "layer", residual);
   }
 
   // Only the requested rows go through the final norm and the (large) lm_head.
@@ -78,6 +95,12 @@ void TransformerDecoder::forward(const ForwardBatch& batch, cache::KvCache& cach
     const int64_t row = batch.logit_rows[static_cast<size_t>(r)];
     DI_CHECK(row >= 0 && row < tokens, "forward: logit row ", row, " outside the batch");
     final_norm_.forward(residual.data() + row * hidden, 1, last.data() + r * hidden);
+  }
+  if (watch != nullptr) {
+    // The final norm of every row (the lm_head's input), not only the requested ones.
+    std::vector<float> all(residual.size());
+    final_norm_.forward(residual.data(), tokens, all.data());
+    report(-1, "final_norm", all);
   }
   lm_head_.forward(last.data(), rows, logits, pool);
 }

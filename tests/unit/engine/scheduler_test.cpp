@@ -207,3 +207,23 @@ TEST(Scheduler, RejectsInvalidBudgets) {
 
 }  // namespace
 }  // namespace deepinfer::engine
+
+namespace deepinfer::engine {
+namespace {
+
+TEST(Scheduler, ASequenceChunkCapLimitsItsStepsButNotOthers) {
+  Harness h(64, 4, {8, 32, SchedulingPolicy::fifo});
+  Sequence* capped = h.add(12);
+  capped->max_chunk_tokens = 5;
+  Sequence* plain = h.add(20);
+  auto out = h.step();
+  EXPECT_EQ(h.scheduled(out, capped), 5);  // admitted with at most its cap
+  EXPECT_EQ(h.scheduled(out, plain), 20);  // the rest of the budget goes on
+  out = h.step();
+  EXPECT_EQ(h.scheduled(out, capped), 5);  // running prefill: capped again
+  out = h.step();
+  EXPECT_EQ(h.scheduled(out, capped), 2);  // the last two prompt tokens
+}
+
+}  // namespace
+}  // namespace deepinfer::engine

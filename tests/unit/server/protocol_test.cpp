@@ -122,7 +122,6 @@ TEST(ServerProtocol, WrongTypesAndRangesNameTheParameter) {
   const Case cases[] = {
       {R"({"prompt": "a", "max_tokens": "5"})", "max_tokens"},
       {R"({"prompt": "a", "max_tokens": -1})", "max_tokens"},
-      {R"({"prompt": "a", "max_tokens": 0})", "max_tokens"},
       {R"({"prompt": "a", "max_tokens": 2.5})", "max_tokens"},
       {R"({"prompt": "a", "max_tokens": 1e300})", "max_tokens"},
       {R"({"prompt": "a", "max_tokens": 18446744073709551615})", "max_tokens"},
@@ -148,7 +147,10 @@ TEST(ServerProtocol, WrongTypesAndRangesNameTheParameter) {
       {R"({"prompt": "a", "stream": true, "stream_options": 1})", "stream_options"},
       {R"({"prompt": "a", "logprobs": 21})", "logprobs"},
       {R"({"prompt": "a", "logprobs": true})", "logprobs"},
-      {R"({"prompt": "a", "echo": true, "logprobs": 1})", "logprobs"},
+      {R"({"prompt": "a", "prompt_logprobs": 21})", "prompt_logprobs"},
+      {R"({"prompt": "a", "prompt_logprobs": -1})", "prompt_logprobs"},
+      {R"({"prompt": "a", "prompt_logprobs": "3"})", "prompt_logprobs"},
+      {R"({"prompt": "a", "prompt_logprobs": 1, "stream": true})", "prompt_logprobs"},
       {R"({"prompt": "a", "ignore_eos": 1})", "ignore_eos"},
       {R"({"prompt": "a", "priority": "high"})", "priority"},
       {R"({"prompt": "a", "stop_token_ids": [-1]})", "stop_token_ids"},
@@ -166,6 +168,36 @@ TEST(ServerProtocol, WrongTypesAndRangesNameTheParameter) {
     EXPECT_EQ(e.param(), c.param) << c.body << " -> " << e.what();
     EXPECT_NE(std::string(e.what()).find(c.param), std::string::npos) << e.what();
   }
+}
+
+TEST(ServerProtocol, PromptLogprobsEchoAndScoringOnly) {
+  // lm-evaluation-harness's loglikelihood request: echo + logprobs, max_tokens 0 or 1.
+  auto r = parse_completion_request(
+      parse_json_body(R"({"prompt": "a b", "echo": true, "logprobs": 2, "max_tokens": 0})"), {});
+  EXPECT_TRUE(r.echo_logprobs());
+  EXPECT_EQ(r.max_tokens, 0);
+  EXPECT_EQ(r.params.logprobs, 2);
+  EXPECT_EQ(r.params.prompt_logprobs, 2);
+  EXPECT_FALSE(r.prompt_logprobs.has_value());  // no vLLM prompt_logprobs list asked for
+  EXPECT_TRUE(r.ignored_fields.empty());
+  // vLLM's prompt_logprobs alone, and the larger of the two when both are given.
+  r = parse_completion_request(parse_json_body(R"({"prompt": "a", "prompt_logprobs": 3})"), {});
+  EXPECT_FALSE(r.echo_logprobs());
+  EXPECT_EQ(r.prompt_logprobs, 3);
+  EXPECT_EQ(r.params.prompt_logprobs, 3);
+  EXPECT_FALSE(r.params.logprobs.has_value());
+  r = parse_completion_request(
+      parse_json_body(R"({"prompt": "a", "echo": true, "logprobs": 4, "prompt_logprobs": 1})"), {});
+  EXPECT_EQ(r.params.prompt_logprobs, 4);
+  // Echo without logprobs needs no prompt logprobs; a null prompt_logprobs is absent.
+  r = parse_completion_request(
+      parse_json_body(R"({"prompt": "a", "echo": true, "prompt_logprobs": null})"), {});
+  EXPECT_FALSE(r.params.prompt_logprobs.has_value());
+  const auto c = parse_chat_request(
+      parse_json_body(R"({"messages": [{"role": "user", "content": "hi"}], "prompt_logprobs": 0})"),
+      {});
+  EXPECT_EQ(c.params.prompt_logprobs, 0);
+  EXPECT_TRUE(c.ignored_fields.empty());
 }
 
 TEST(ServerProtocol, UnknownFieldsAreReportedNotFatal) {
@@ -250,6 +282,9 @@ TEST(ServerProtocol, ChatErrorsNameTheParameter) {
        "max_completion_tokens"},
       {R"({"messages": [{"role": "user", "content": "x"}], "chat_template": "{{x}}"})",
        "chat_template"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 30})",
+       "prompt_logprobs"},
   };
   for (const auto& c : cases) {
     const ApiError e = chat_error(c.body);

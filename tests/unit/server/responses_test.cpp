@@ -89,6 +89,84 @@ TEST(ServerResponses, CompletionLogprobs) {
   EXPECT_EQ(lp.at("top_logprobs")[0].size(), 2u);
 }
 
+engine::TokenLogprobs token_lp(float chosen, int64_t rank,
+                               std::vector<std::pair<int32_t, float>> top) {
+  engine::TokenLogprobs lp;
+  lp.chosen = chosen;
+  lp.chosen_rank = rank;
+  lp.top = std::move(top);
+  return lp;
+}
+
+TEST(ServerResponses, VllmPromptLogprobsList) {
+  const std::vector<int32_t> prompt = {39, 392, 75};
+  const std::vector<engine::TokenLogprobs> lps = {
+      token_lp(-3.0f, 4, {{450, -0.5f}, {67, -1.0f}}),
+      token_lp(-0.25f, 1, {{75, -0.25f}, {39, -2.0f}})};  // the prompt token is the top one
+  const Json list = prompt_logprobs_json(tiny_tokenizer(), prompt, lps, 2);
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_TRUE(list[0].is_null());
+  // vLLM's order: the prompt token (its vocabulary rank), then the top-N with ranks 1..N.
+  EXPECT_EQ(list[1].dump(),
+            Json::parse(R"({"392": {"logprob": -3.0, "rank": 4, "decoded_token": )" +
+                        Json(decode1(392)).dump() +
+                        R"(}, "450": {"logprob": -0.5, )"
+                        R"("rank": 1, "decoded_token": )" +
+                        Json(decode1(450)).dump() +
+                        R"(}, "67": {"logprob": -1.0, "rank": 2, "decoded_token": )" +
+                        Json(decode1(67)).dump() + "}}")
+                .dump());
+  EXPECT_EQ(list[2].size(), 2u);  // 75 once, with its rank 1
+  EXPECT_EQ(list[2].at("75").at("rank"), 1);
+  EXPECT_EQ(list[2].at("39").at("rank"), 2);
+  // In a completions choice, and at the top of a chat response (as vLLM places them).
+  std::vector<ChoiceResult> choices(1);
+  choices[0].prompt_logprobs = list;
+  EXPECT_EQ(response_json(meta_for(Api::completions), tiny_tokenizer(), choices, {3, 0})
+                .at("choices")[0]
+                .at("prompt_logprobs"),
+            list);
+  EXPECT_EQ(
+      response_json(meta_for(Api::chat), tiny_tokenizer(), choices, {3, 0}).at("prompt_logprobs"),
+      list);
+  choices[0].prompt_logprobs = Json();
+  EXPECT_FALSE(response_json(meta_for(Api::completions), tiny_tokenizer(), choices, {3, 0})
+                   .at("choices")[0]
+                   .contains("prompt_logprobs"));
+}
+
+TEST(ServerResponses, EchoLogprobsCoverThePromptThenTheCompletion) {
+  auto meta = meta_for(Api::completions);
+  meta.logprobs = true;
+  meta.top_logprobs = 1;
+  std::vector<ChoiceResult> choices(1);
+  choices[0].echo_token_ids = {39, 392};
+  choices[0].echo_logprobs = {token_lp(-3.0f, 4, {{450, -0.5f}})};
+  choices[0].token_ids = {75};
+  choices[0].logprobs = {token_lp(-0.75f, 1, {{75, -0.75f}})};
+  choices[0].text = decode1(39) + decode1(392) + decode1(75);
+  choices[0].text_offset = 99;  // ignored: offsets restart at the echoed prompt
+  const Json lp =
+      response_json(meta, tiny_tokenizer(), choices, {2, 1}).at("choices")[0].at("logprobs");
+  EXPECT_EQ(lp.at("tokens"), (Json{decode1(39), decode1(392), decode1(75)}));
+  EXPECT_EQ(lp.at("token_logprobs"), (Json{nullptr, -3.0, -0.75}));
+  const size_t a = decode1(39).size();
+  const size_t b = a + decode1(392).size();
+  EXPECT_EQ(lp.at("text_offset"), (Json{0, a, b}));
+  EXPECT_TRUE(lp.at("top_logprobs")[0].is_null());
+  EXPECT_EQ(lp.at("top_logprobs")[1].size(), 2u);  // top-1 plus the prompt token
+  EXPECT_EQ(lp.at("top_logprobs")[1].at(decode1(392)), -3.0);
+  EXPECT_EQ(lp.at("top_logprobs")[2].size(), 1u);
+  // The same pieces as a stream would send them: the echo chunk, then the tokens.
+  size_t offset = 0;
+  Json parts = echo_logprobs_json(meta, tiny_tokenizer(), choices[0].echo_token_ids,
+                                  choices[0].echo_logprobs, offset);
+  EXPECT_EQ(offset, b);
+  append_logprobs(parts, logprobs_json(meta, tiny_tokenizer(), choices[0].token_ids,
+                                       choices[0].logprobs, offset));
+  EXPECT_EQ(parts, lp);
+}
+
 TEST(ServerResponses, ChatLogprobsCarryBytes) {
   auto meta = meta_for(Api::chat);
   meta.logprobs = true;
