@@ -131,6 +131,11 @@ void ApiServer::Impl::handle_generation(Api api, http::Request&& req, const Repl
               str_cat("Requested ", r.top_logprobs, " logprobs, more than this server's maximum ",
                       info.max_logprobs, " (--max-logprobs)"));
   }
+  if (r.prompt_logprobs && *r.prompt_logprobs > info.max_logprobs) {
+    bad_param("prompt_logprobs", str_cat("Requested ", *r.prompt_logprobs,
+                                         " prompt logprobs, more than this server's maximum ",
+                                         info.max_logprobs, " (--max-logprobs)"));
+  }
   if (!r.model.empty() && r.model != info.name) {
     throw ApiError(404, str_cat("The model `", r.model, "` does not exist."), "model",
                    "model_not_found");
@@ -171,12 +176,12 @@ void ApiServer::Impl::handle_generation(Api api, http::Request&& req, const Repl
                    "", "overloaded");
   }
   ResponsePlan plan;
-  const int64_t n = r.params.n;
-  for (size_t i = 0; i < prepared.echo.size(); ++i) {
-    for (int64_t k = 0; k < n; ++k) {
-      plan.echo.push_back(prepared.echo[i]);
-      if (r.return_token_ids) plan.prompt_ids.push_back(prepared.prompt_ids[i]);
-    }
+  plan.n = r.params.n;
+  for (const auto& echo : prepared.echo) plan.echo.insert(plan.echo.end(), plan.n, echo);
+  plan.echo_logprobs = r.echo_logprobs();
+  plan.prompt_logprobs = r.prompt_logprobs;
+  if (r.return_token_ids || plan.echo_logprobs || plan.prompt_logprobs) {
+    plan.prompt_ids = prepared.prompt_ids;
   }
   try {
     for (size_t i = 0; i < prepared.prompt_ids.size(); ++i) {

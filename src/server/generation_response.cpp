@@ -47,6 +47,11 @@ class ResponseBase : public GenerationResponse {
   Reply reply_;
   ResponsePlan plan_;
   bool done_ = false;
+
+  // The prompt ids of choice `i` (kept in the plan when the response shows them).
+  const std::vector<int32_t>& prompt_of(size_t i) const {
+    return plan_.prompt_ids.at(i / static_cast<size_t>(plan_.n));
+  }
 };
 
 // Non-streamed: accumulates the choices and answers once the job has finished.
@@ -57,7 +62,7 @@ class WholeResponse : public ResponseBase {
         choices_(plan_.echo.size()) {
     for (size_t i = 0; i < choices_.size(); ++i) {
       choices_[i].text = plan_.echo[i];
-      if (!plan_.prompt_ids.empty()) choices_[i].prompt_token_ids = plan_.prompt_ids[i];
+      if (plan_.meta.return_token_ids) choices_[i].prompt_token_ids = prompt_of(i);
     }
   }
 
@@ -72,7 +77,20 @@ class WholeResponse : public ResponseBase {
       return;
     }
     // Offsets start after the echo prefix: response_json computes them from there.
-    for (size_t i = 0; i < choices_.size(); ++i) choices_[i].text_offset = plan_.echo[i].size();
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      ChoiceResult& c = choices_[i];
+      c.text_offset = plan_.echo[i].size();
+      if (!plan_.echo_logprobs && !plan_.prompt_logprobs) continue;
+      const auto logprobs = job_->prompt_logprobs(i / static_cast<size_t>(plan_.n));
+      if (plan_.echo_logprobs) {
+        c.echo_token_ids = prompt_of(i);
+        c.echo_logprobs = logprobs;
+      }
+      if (plan_.prompt_logprobs) {
+        c.prompt_logprobs = prompt_logprobs_json(*server_.tokenizer, prompt_of(i), logprobs,
+                                                 *plan_.prompt_logprobs);
+      }
+    }
     if (plan_.tool_family != toolcall::Family::none) {
       for (auto& c : choices_) {
         parse_choice_tools(c, plan_.tool_family, plan_.tools, plan_.parallel_tool_calls);
@@ -91,7 +109,8 @@ class StreamResponse : public ResponseBase {
  public:
   StreamResponse(ApiServer::Impl& server, std::shared_ptr<Job> job, Reply reply, ResponsePlan plan)
       : ResponseBase(server, std::move(job), std::move(reply), std::move(plan)),
-        offsets_(plan_.echo.size()) {
+        offsets_(plan_.echo.size()),
+        echoed_(plan_.echo.size(), false) {
     for (size_t i = 0; i < offsets_.size(); ++i) offsets_[i] = plan_.echo[i].size();
     if (plan_.tool_family != toolcall::Family::none) {
       tools_.emplace(plan_.tool_family, plan_.tools, offsets_.size(), plan_.parallel_tool_calls);
@@ -109,7 +128,7 @@ class StreamResponse : public ResponseBase {
         delta["content"] = "";
         out += sse_event(chat_chunk(meta, static_cast<int64_t>(i), std::move(delta), Json(),
                                     engine::FinishReason::none));
-      } else if (!plan_.echo[i].empty()) {
+      } else if (!plan_.echo[i].empty() && !plan_.echo_logprobs) {
         out += sse_event(completion_chunk(meta, static_cast<int64_t>(i), plan_.echo[i], Json(),
                                           engine::FinishReason::none));
       }
@@ -120,7 +139,11 @@ class StreamResponse : public ResponseBase {
  private:
   void on_events(const std::vector<JobEvent>& events, bool finished) override {
     std::string out;
-    for (const auto& e : events) out += render(e);
+    for (const auto& e : events) {
+      if (plan_.echo_logprobs && !echoed_[static_cast<size_t>(e.choice)])
+        out += echo_chunk(e.choice);
+      out += render(e);
+    }
     if (finished) {
       if (const auto error = job_->error(); !error.empty()) {
         out += sse_event(ApiError(500, str_cat("the engine failed: ", error)).to_json());
@@ -173,7 +196,21 @@ class StreamResponse : public ResponseBase {
         completion_chunk(meta, e.choice, text, std::move(logprobs), d.finish_reason, d.token_ids));
   }
 
+  // Echo + logprobs: the echoed prompt goes out with its logprobs, which come with the
+  // prompt's first engine output.
+  std::string echo_chunk(int64_t choice) {
+    const auto i = static_cast<size_t>(choice);
+    echoed_[i] = true;
+    size_t offset = 0;
+    const auto logprobs = job_->prompt_logprobs(i / static_cast<size_t>(plan_.n));
+    return sse_event(completion_chunk(
+        plan_.meta, choice, plan_.echo[i],
+        echo_logprobs_json(plan_.meta, *server_.tokenizer, prompt_of(i), logprobs, offset),
+        engine::FinishReason::none));
+  }
+
   std::vector<size_t> offsets_;  // per choice: completions logprobs text_offset
+  std::vector<bool> echoed_;     // per choice: the echo chunk was sent (echo + logprobs)
   std::optional<ToolCallStream> tools_;
 };
 

@@ -75,6 +75,13 @@ void Job::on_output(size_t index, const engine::RequestOutput& out) {
       part.generated += tokens;
       metrics.add_generation_tokens(tokens);
     }
+    // A scoring-only request (max_tokens 0) ends after its prefill without a token: its
+    // prompt was processed all the same.
+    const bool scored = out.finished && part.generated == 0 && !out.prompt_logprobs.empty();
+    if (scored) {
+      metrics.observe_queue_time(seconds(now - part.submitted_at));
+      metrics.add_prompt_tokens(part.prompt_tokens);
+    }
     if (tokens > 0 || out.finished) leave_not_started(part);
     if (!out.prompt_logprobs.empty()) part.prompt_logprobs = out.prompt_logprobs;
     for (const auto& d : out.completions) {
