@@ -29,7 +29,9 @@ void resolve_all(const GenerationRequest& request, const SamplingDefaults& defau
     try {
       const int64_t n =
           deepinfer::server::resolve_max_tokens(request, prompt_len, kMaxModelLen, defaults);
-      if (n < 1 || n > kMaxModelLen - prompt_len) std::abort();
+      // 0 only when asked for (completions' max_tokens 0: scoring the prompt).
+      const bool zero_asked = request.max_tokens && *request.max_tokens == 0;
+      if (n < (zero_asked ? 0 : 1) || n > kMaxModelLen - prompt_len) std::abort();
     } catch (const ApiError&) {
     }
   }
