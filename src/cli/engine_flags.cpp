@@ -33,8 +33,8 @@ std::set<std::string> with_engine_bool_flags(std::set<std::string> bool_flags) {
   return bool_flags;
 }
 
-double peak_rss_mib() {
-  std::ifstream status("/proc/self/status");
+double peak_rss_mib(int pid) {
+  std::ifstream status(pid > 0 ? "/proc/" + std::to_string(pid) + "/status" : "/proc/self/status");
   std::string line;
   while (std::getline(status, line)) {
     if (line.rfind("VmHWM:", 0) == 0) {

@@ -16,7 +16,8 @@ std::set<std::string> with_engine_value_flags(std::set<std::string> value_flags)
 // apply_engine_flags (model_flags.h).
 std::set<std::string> with_engine_bool_flags(std::set<std::string> bool_flags);
 
-// Peak resident set size of this process in MiB (VmHWM of /proc/self/status); 0 if unknown.
-double peak_rss_mib();
+// Peak resident set size in MiB (VmHWM of /proc/PID/status) of process `pid`, 0: this one;
+// 0 if unknown.
+double peak_rss_mib(int pid = 0);
 
 }  // namespace deepinfer::cli

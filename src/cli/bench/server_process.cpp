@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/engine_flags.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -142,18 +143,7 @@ std::string ServerProcess::log_tail() const {
 }
 
 double ServerProcess::peak_rss_mib() const {
-  if (pid_ <= 0) return 0;
-  std::ifstream status(str_cat("/proc/", pid_, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      std::istringstream in(line.substr(6));
-      double kib = 0;
-      in >> kib;
-      return kib / 1024.0;
-    }
-  }
-  return 0;
+  return pid_ > 0 ? cli::peak_rss_mib(pid_) : 0;
 }
 
 int ServerProcess::stop() {

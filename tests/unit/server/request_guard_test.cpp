@@ -16,8 +16,8 @@ http::Request request(std::vector<http::Header> headers, std::string method = "G
 TEST(RequestGuard, LoopbackBindAcceptsOnlyLoopbackHostNames) {
   ServerOptions options;  // 127.0.0.1
   const auto allowed = effective_allowed_hosts(options);
-  for (const char* host : {"localhost", "localhost:8000", "127.0.0.1:8000", "[::1]:8000",
-                           "LOCALHOST"}) {
+  for (const char* host :
+       {"localhost", "localhost:8000", "127.0.0.1:8000", "[::1]:8000", "LOCALHOST"}) {
     EXPECT_FALSE(check_host(request({{"Host", host}}), allowed)) << host;
   }
   for (const char* host : {"evil.example", "evil.example:8000", "localhost.evil.example", ""}) {
