@@ -3,7 +3,9 @@
 //   g++ -std=c++20 -O2 -Isrc bench/kernels_bench.cpp build/libdeepinfer.a -lpthread
 //       $(pkg-config --libs libpcre2-8 libutf8proc) -o kernels_bench
 //   ./kernels_bench [--isa scalar|avx2|avx512] [--threads 1,2] [--precision f32|bf16] [--json]
+//                   [--weights bf16,f32,q8_0,q4_1,q5_0,q5_1,q4_k,q5_k,q6_k] [--decode]
 //
+// --weights picks the weight dtypes (default bf16,f32); --decode keeps the m = 1 shapes only.
 // For each (m, k, n, weight dtype, threads) it reports GFLOP/s (2·m·n·k per call) and the
 // weight bytes streamed per second. "cold" cycles through enough weight copies to exceed the
 // last-level cache (DRAM bandwidth); "hot" reuses one copy (cache-resident when it fits).
@@ -35,15 +37,26 @@ double process_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
+// Block weights get pseudo-random bytes of 0x30..0x3f: every f16 scale is then a normal value
+// in [0.13, 1.9], int8 scales 48..63, and quants vary (no NaN or subnormal slow paths).
+void fill_blocks(std::vector<unsigned char>& w) {
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = static_cast<unsigned char>(0x30 | ((i * 2654435761u) >> 13 & 0x0f));
+}
+
 Result time_linear(int64_t m, int64_t k, int64_t n, DType dtype, int copies, ThreadPool& pool) {
-  const size_t w_bytes = static_cast<size_t>(n * k) * dtype_size(dtype);
+  const size_t w_bytes = static_cast<size_t>(n) * dtype_bytes(dtype, k);
   std::vector<std::vector<unsigned char>> weights(static_cast<size_t>(copies));
   std::vector<float> src(static_cast<size_t>(n * k));
   for (size_t i = 0; i < src.size(); ++i)
     src[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
   for (auto& w : weights) {
     w.resize(w_bytes);
-    convert_from_f32(src.data(), w.data(), dtype, src.size());
+    if (is_block_dtype(dtype)) {
+      fill_blocks(w);
+    } else {
+      convert_from_f32(src.data(), w.data(), dtype, src.size());
+    }
   }
   std::vector<float> x(static_cast<size_t>(m * k), 0.25f), y(static_cast<size_t>(m * n));
   auto call = [&](int i) {
@@ -100,11 +113,35 @@ double read_gbps(size_t bytes, ThreadPool& pool) {
   return static_cast<double>(bytes) / samples[0] / 1e9;
 }
 
+bool is_k(DType d) {
+  return d == DType::q4_k || d == DType::q5_k || d == DType::q6_k;
+}
+
+// parse_dtype() knows the element types; the block types by their dtype_name().
+DType dtype_named(const std::string& name) {
+  for (DType d : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k,
+                  DType::q5_k, DType::q6_k})
+    if (name == dtype_name(d)) return d;
+  return parse_dtype(name);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int> thread_counts = {1, 2};
+  std::vector<DType> weight_dtypes = {DType::bf16, DType::f32};
   bool json = false;
+  bool decode_only = false;
+  const auto split = [](const std::string& list) {
+    std::vector<std::string> out;
+    size_t pos = 0;
+    while (pos <= list.size()) {
+      const size_t comma = std::min(list.find(',', pos), list.size());
+      out.push_back(list.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+    return out;
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--isa" && i + 1 < argc) {
@@ -120,12 +157,18 @@ int main(int argc, char** argv) {
       }
     } else if (arg == "--precision" && i + 1 < argc) {
       kernels::set_matmul_precision(kernels::parse_matmul_precision(argv[++i]));
+    } else if (arg == "--weights" && i + 1 < argc) {
+      weight_dtypes.clear();
+      for (const std::string& name : split(argv[++i])) weight_dtypes.push_back(dtype_named(name));
+    } else if (arg == "--decode") {
+      decode_only = true;
     } else if (arg == "--json") {
       json = true;
     } else {
       std::fprintf(
           stderr,
-          "usage: %s [--isa scalar|avx2|avx512] [--threads 1,2] [--precision f32|bf16] [--json]\n",
+          "usage: %s [--isa scalar|avx2|avx512] [--threads 1,2] [--precision f32|bf16] [--json]\n"
+          "          [--weights bf16,f32,q8_0,q4_0,q4_1,q5_0,q5_1,q4_k,q5_k,q6_k] [--decode]\n",
           argv[0]);
       return 2;
     }
@@ -150,10 +193,14 @@ int main(int argc, char** argv) {
   };
   for (Shape s : {Shape{1, 896, 4864}, Shape{1, 4864, 896}, Shape{4, 896, 4864},
                   Shape{8, 896, 4864}, Shape{128, 896, 4864}}) {
-    for (DType dtype : {DType::bf16, DType::f32}) {
+    if (decode_only && s.m != 1) continue;
+    for (DType dtype : weight_dtypes) {
+      // k-quant rows are whole 256-element super-blocks: not k = 896 (llama.cpp's q4_k_m
+      // stores such rows in another type).
+      if (is_block_dtype(dtype) && s.k % (is_k(dtype) ? 256 : 32) != 0) continue;
       for (int threads : thread_counts) {
         ThreadPool pool(threads);
-        const size_t w_bytes = static_cast<size_t>(s.n * s.k) * dtype_size(dtype);
+        const size_t w_bytes = static_cast<size_t>(s.n) * dtype_bytes(dtype, s.k);
         // 96 MiB of distinct weights defeats a 32 MiB L3; big-m runs are compute-bound.
         const int cold_copies = static_cast<int>(std::max<size_t>(2, (96u << 20) / w_bytes));
         for (bool cold : {false, true}) {

@@ -30,6 +30,11 @@ size_t dtype_size(DType dtype) {
     case DType::q8_0:
     case DType::q4_0:
     case DType::q4_1:
+    case DType::q5_0:
+    case DType::q5_1:
+    case DType::q4_k:
+    case DType::q5_k:
+    case DType::q6_k:
       fail("dtype_size(", dtype_name(dtype), "): a block-quantized type has no element size; ",
            "its bytes are per row of whole blocks (dtype_bytes, core/quant_blocks.h)");
   }
@@ -72,6 +77,16 @@ std::string_view dtype_name(DType dtype) {
       return "q4_0";
     case DType::q4_1:
       return "q4_1";
+    case DType::q5_0:
+      return "q5_0";
+    case DType::q5_1:
+      return "q5_1";
+    case DType::q4_k:
+      return "q4_k";
+    case DType::q5_k:
+      return "q5_k";
+    case DType::q6_k:
+      return "q6_k";
   }
   return "invalid";
 }

@@ -22,6 +22,11 @@ enum class DType : uint8_t {
   q8_0,
   q4_0,
   q4_1,
+  q5_0,
+  q5_1,
+  q4_k,  // k-quants: 256-element super-blocks
+  q5_k,
+  q6_k,
 };
 
 // Bytes of one element; throws Error for block types (use dtype_bytes()).

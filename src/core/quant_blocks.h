@@ -47,7 +47,8 @@ struct QuantTraits {
 std::optional<QuantTraits> quant_traits(uint32_t ggml_type);
 const QuantTraits& quant_traits(GgmlType type);  // throws Error for an unknown type
 
-// The traits row of a block DType (q8_0, q4_0, q4_1); nullptr for element types (f32, ...).
+// The traits row of a block DType (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k); nullptr for
+// element types (f32, ...).
 const QuantTraits* block_traits(DType dtype);
 
 // Bytes of a row of n elements; throws Error when n is not a multiple of the block size.

@@ -45,6 +45,11 @@ int reference_rank(DType dtype) {
     case DType::q8_0:  // no safetensors dtype: refused where tensors are written
     case DType::q4_0:
     case DType::q4_1:
+    case DType::q5_0:
+    case DType::q5_1:
+    case DType::q4_k:
+    case DType::q5_k:
+    case DType::q6_k:
       break;
   }
   return -1;

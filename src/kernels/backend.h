@@ -32,22 +32,27 @@ struct LinearArgs {
   // MatmulPrecision::bf16 on AVX512_BF16 only: x rounded to bf16, rows of x_stride elements
   // (k rounded up to whole vectors, zero-padded); x is then unused.
   const uint16_t* xb = nullptr;
-  // Block weights (q8_0, q4_0, q4_1): x quantized once per call by quantize_x_blocks(); x is
-  // then unused. Row i: xq + i * k, xd + i * k / 4, xt + i * k / 4.
+  // Block weights (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k): x quantized once per call
+  // by quantize_x_blocks(); x is then unused. Row i: xq + i * k, xd + i * k / 4, xt + i * k / 4.
   const int8_t* xq = nullptr;
   const float* xd = nullptr;
   const int32_t* xt = nullptr;
 };
 
-// Elements per block of every block weight type linear() runs (q8_0, q4_0, q4_1).
+// Elements per x block, and per weight block of the 32-element types (q8_0, q4_0, q4_1, q5_0,
+// q5_1); a k-quant super-block of 256 is 8 such blocks (its 32-element sub-blocks, or pairs of
+// q6_k's 16-element groups), each multiplied by one x block.
 inline constexpr int64_t kQuantBlock = 32;
+inline constexpr int64_t kQuantSuperBlock = 256;
 
 // x[m, k] (k a multiple of 32) to 8-bit blocks, the arithmetic of kernels.h (block weights):
 // per block of 32, d = max|x| / 127 and q = nearbyint(x * (1 / d)) (0 when d is 0). Laid out
 // for the kernels, 8 values per block so that a block is one 256-bit load and two blocks one
 // 512-bit load: q[m, k]; d[m, k / 4] (each block's d 8 times); t[m, k / 4], the lane term of
-// w_dtype from the lane sums s[l] = q[4l] + ... + q[4l + 3]: -8 s (q4_0), -128 s (q8_0, for
-// VNNI's w + 128) or the f32 bits of d * float(s) (q4_1). Shared by every ISA
+// w_dtype from the lane sums s[l] = q[4l] + ... + q[4l + 3]: the integer -o s where o is the
+// offset the kernels take out of unsigned weight quants (8 for q4_0, 16 for q5_0, 32 for q6_k,
+// 128 for q8_0, for VNNI's w + 128), or the f32 bits of d * float(s) for the types with a
+// min (q4_1, q5_1, q4_k, q5_k). Shared by every ISA
 // (quantize_x.cpp, baseline code), so all of them see the same integers and products.
 void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8_t* q, float* d,
                        int32_t* t);
@@ -135,6 +140,19 @@ void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int
 namespace avx512 {
 void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 void linear_rows_q8_vnni(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+}  // namespace avx512
+
+// The same for q5_0, q5_1 and the k-quants q4_k, q5_k, q6_k (linear_qk_*.cpp): per-lane weight
+// scales (kernels.h), bitwise equal on every ISA.
+namespace scalar {
+void linear_rows_qk(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+}
+namespace avx2 {
+void linear_rows_qk(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+}
+namespace avx512 {
+void linear_rows_qk(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+void linear_rows_qk_vnni(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 }  // namespace avx512
 
 }  // namespace deepinfer::kernels::detail

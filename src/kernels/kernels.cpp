@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/quant_blocks.h"
 #include "kernels/attend_rows.h"
 #include "kernels/backend.h"
 #include "kernels/isa.h"
@@ -100,17 +101,27 @@ QuantizedX& quantized_x_buffer(int64_t m, int64_t k) {
 
 using RowsFn = void (*)(const detail::LinearArgs&, int64_t, int64_t, int64_t, int64_t);
 
-RowsFn block_rows(Isa isa) {
+// The 8-bit-activation kernels of q8_0 / q4_0 / q4_1 (linear_q8_*) and of the per-lane-scale
+// types q5_0 / q5_1 / q4_k / q5_k / q6_k (linear_qk_*).
+RowsFn block_rows(Isa isa, DType w_dtype) {
+  const bool q8 = w_dtype == DType::q8_0 || w_dtype == DType::q4_0 || w_dtype == DType::q4_1;
   switch (isa) {
     case Isa::avx512:
-      return cpu_has_avx512_vnni() ? &detail::avx512::linear_rows_q8_vnni
-                                   : &detail::avx512::linear_rows_q8;
+      if (cpu_has_avx512_vnni())
+        return q8 ? &detail::avx512::linear_rows_q8_vnni : &detail::avx512::linear_rows_qk_vnni;
+      return q8 ? &detail::avx512::linear_rows_q8 : &detail::avx512::linear_rows_qk;
     case Isa::avx2:
-      return &detail::avx2::linear_rows_q8;
+      return q8 ? &detail::avx2::linear_rows_q8 : &detail::avx2::linear_rows_qk;
     case Isa::scalar:
       break;
   }
-  return &detail::scalar::linear_rows_q8;
+  return q8 ? &detail::scalar::linear_rows_q8 : &detail::scalar::linear_rows_qk;
+}
+
+// Elements per stored block of a block weight type: 32, or 256 for the k-quants.
+int64_t row_granule(DType w_dtype) {
+  const QuantTraits* traits = block_traits(w_dtype);
+  return traits ? traits->block_size : 1;
 }
 
 void rows_dpbf16(const detail::LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
@@ -148,12 +159,13 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
             const float* bias, float* y, ThreadPool& pool) {
   DI_CHECK(m >= 0 && k >= 0 && n >= 0, "kernels::linear: negative size (m=", m, ", k=", k,
            ", n=", n, ")");
-  const bool blocks = w_dtype == DType::q8_0 || w_dtype == DType::q4_0 || w_dtype == DType::q4_1;
+  const bool blocks = is_block_dtype(w_dtype);
   DI_CHECK(blocks || w_dtype == DType::f32 || w_dtype == DType::bf16 || w_dtype == DType::f16,
            "kernels::linear: weight dtype ", dtype_name(w_dtype),
-           " is not supported (expected f32, bf16, f16, q8_0, q4_0 or q4_1)");
-  DI_CHECK(!blocks || k % detail::kQuantBlock == 0, "kernels::linear: ", dtype_name(w_dtype),
-           " weights need k to be a whole number of ", detail::kQuantBlock,
+           " is not supported (expected f32, bf16, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, "
+           "q5_k or q6_k)");
+  DI_CHECK(!blocks || k % row_granule(w_dtype) == 0, "kernels::linear: ", dtype_name(w_dtype),
+           " weights need k to be a whole number of ", row_granule(w_dtype),
            "-element blocks, got k = ", k);
   if (m == 0 || n == 0) return;
   DI_CHECK(y != nullptr && (k == 0 || (x != nullptr && w != nullptr)),
@@ -187,7 +199,7 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
     args.xq = xq.q.data();
     args.xd = xq.d.data();
     args.xt = xq.t.data();
-    q_rows = block_rows(isa);
+    q_rows = block_rows(isa, w_dtype);
   } else if (dpbf16) {
     const int64_t stride = detail::avx512::linear_bf16_x_stride(k);
     uint16_t* xb = bf16_x_buffer(static_cast<size_t>(m * stride));

@@ -15,24 +15,33 @@
 namespace deepinfer::kernels {
 
 // y[m, n] = x[m, k] · w[n, k]^T (+ bias[n]). w is row-major [n, k] (the Hugging Face
-// Linear layout) in f32, bf16, f16 or a ggml block type (q8_0, q4_0, q4_1: each row is k / 32
-// blocks, core/quant_blocks.h); x, y and bias are f32. bias may be null. y must not overlap x.
+// Linear layout) in f32, bf16, f16 or a ggml block type (core/quant_blocks.h): q8_0, q4_0, q4_1,
+// q5_0, q5_1 (each row k / 32 blocks) or the k-quants q4_k, q5_k, q6_k (each row k / 256
+// super-blocks); x, y and bias are f32. bias may be null. y must not overlap x.
 // bf16/f16 weights are widened exactly to f32 and multiplied in f32 (bf16 weights: unless
 // MatmulPrecision::bf16 is set, below).
 //
 // Block weights run as llama.cpp does: each x row is quantized once per call to 8-bit blocks
 // of 32 (d_x = max|x| / 127, q_x = nearbyint(x * (1 / d_x)), 0 for d_x = 0; a NaN in the
 // block makes d_x NaN), then every (weight block, x block) pair is an integer dot product
-// scaled in f32. Exactly, per output (i, j): split each block into 8 lanes of 4 consecutive
-// elements; t[l] = sum of w_int * q_x over lane l (w_int: the int8 of q8_0, nibble - 8 of
-// q4_0, nibble of q4_1; exact in int32); block b adds into accumulator A[8 (b % 2) + l]
-// (16 f32, from +0), in block order,
-//   A = fma(d_w * d_x, float(t[l]), A)  and for q4_1 then  A = fma(m_w, d_x * float(s[l]), A)
+// scaled in f32. The k-quants are multiplied 32 elements at a time too: a super-block is 8
+// blocks of 32 (q4_k / q5_k: its sub-blocks with their 6-bit scale and min; q6_k: pairs of its
+// 16-element groups), each against its own x block. (llama.cpp quantizes x for the k-quants to
+// q8_K, one f32 scale per 256; one per 32 rounds x no worse and keeps one x format for all.)
+// Exactly, per output (i, j): split each block into 8 lanes of 4 consecutive elements;
+// t[l] = sum of w_int * q_x over lane l (exact in int32), with w_int the int8 of q8_0, the
+// quant minus 8 (q4_0), 16 (q5_0) or 32 (q6_k), or the plain quant (q4_1, q5_1, q4_k, q5_k);
+// d_w[l] is the lane's weight scale: the block's d, or for q4_k / q5_k d * scale of the
+// sub-block and for q6_k d * scale of the lane's 16-element group (an f16 times a small
+// integer: exact in f32); m_w[l] is q4_1's / q5_1's m or the k-quants' -(dmin * min) (exact).
+// Block b adds into accumulator A[8 (b % 2) + l] (16 f32, from +0), in block order,
+//   A = fma(d_w[l] * d_x, float(t[l]), A)  and for types with a min then
+//   A = fma(m_w[l], d_x * float(s[l]), A)
 // where s[l] is the lane sum of q_x; then with h[l] = A[l] + A[l + 8],
 // y = ((h0 + h4) + (h2 + h6)) + ((h1 + h5) + (h3 + h7)) (+ bias[j]), the horizontal-sum
 // tree of every ISA. Every ISA path computes exactly this (reference::linear spells it out),
 // so results are bitwise the same on scalar, AVX2, AVX-512 and AVX-512 VNNI, and batch
-// invariant. k must be a multiple of 32.
+// invariant. k must be a multiple of the type's block size (32, or 256 for the k-quants).
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
             const float* bias, float* y, ThreadPool& pool);
 

@@ -6,10 +6,31 @@
 #include "kernels/backend.h"
 
 namespace deepinfer::kernels::detail {
+namespace {
+
+// The offset o of the unsigned weight quants (the lane term is -o s), or 0 for the types whose
+// lane term is d * float(s) (weights with a min).
+int32_t quant_offset(DType w_dtype) {
+  switch (w_dtype) {
+    case DType::q4_0:
+      return 8;
+    case DType::q5_0:
+      return 16;
+    case DType::q6_k:
+      return 32;
+    case DType::q8_0:
+      return 128;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
 
 void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8_t* q, float* d,
                        int32_t* t) {
   const int64_t blocks = k / kQuantBlock;
+  const int32_t offset = quant_offset(w_dtype);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t b = 0; b < blocks; ++b) {
       const float* v = x + i * k + b * kQuantBlock;
@@ -38,11 +59,11 @@ void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8
       for (int64_t l = 0; l < 8; ++l) {
         const int32_t sum = out[4 * l] + out[4 * l + 1] + out[4 * l + 2] + out[4 * l + 3];
         d[at + l] = scale;
-        if (w_dtype == DType::q4_1) {
+        if (offset == 0) {
           const float term = scale * static_cast<float>(sum);
           std::memcpy(&t[at + l], &term, sizeof(term));
         } else {
-          t[at + l] = (w_dtype == DType::q4_0 ? -8 : -128) * sum;
+          t[at + l] = -offset * sum;
         }
       }
     }

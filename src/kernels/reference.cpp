@@ -49,39 +49,125 @@ XBlock quantize_block(const float* v) {
   return out;
 }
 
-// One weight block: its integers (q8_0: the int8; q4_0: nibble - 8; q4_1: nibble), d and m.
+// One 32-element weight block as kernels.h defines it: its integers w_int (q8_0: the int8;
+// q4_0 / q5_0 / q6_k: quant - 8 / 16 / 32; q4_1, q5_1, q4_k, q5_k: the quant) and, per
+// 4-element lane, the weight scale d_w and min term m_w.
 struct WBlock {
   std::array<int, 32> q{};
-  float d = 0.0f;
-  float m = 0.0f;
+  std::array<float, 8> d{};
+  std::array<float, 8> m{};
+  bool with_min = false;
 };
 
 float f16_at(const uint8_t* p) {
   return f16_to_f32(static_cast<uint16_t>(p[0] | (p[1] << 8)));
 }
 
-WBlock weight_block(const uint8_t* p, DType dtype) {
+// Bit `bit` of the little-endian bit string starting at p.
+int bit_at(const uint8_t* p, int bit) {
+  return (p[bit / 8] >> (bit % 8)) & 1;
+}
+
+// The 6-bit scale (what = 0) or min (what = 1) of sub-block j of a q4_k / q5_k super-block,
+// from the 12 packed bytes as ggml's get_scale_min_k4 documents them.
+int k4_field(const uint8_t* packed, int j, int what) {
+  if (j < 4) return packed[j + 4 * what] & 63;
+  const int low = what == 0 ? packed[j + 4] & 0x0f : packed[j + 4] >> 4;
+  return low | ((packed[j - 4 + 4 * what] >> 6) << 4);
+}
+
+// Block b (elements 32 b .. 32 b + 31) of a weight row.
+WBlock weight_block(const uint8_t* row, int64_t b, DType dtype) {
   WBlock out;
-  out.d = f16_at(p);
-  if (dtype == DType::q8_0) {
-    for (int e = 0; e < 32; ++e) out.q[static_cast<size_t>(e)] = static_cast<int8_t>(p[2 + e]);
-    return out;
+  const auto all = [&](float d, float m) {
+    out.d.fill(d);
+    out.m.fill(m);
+  };
+  switch (dtype) {
+    case DType::q8_0: {
+      const uint8_t* p = row + b * 34;
+      all(f16_at(p), 0.0f);
+      for (int e = 0; e < 32; ++e) out.q[static_cast<size_t>(e)] = static_cast<int8_t>(p[2 + e]);
+      return out;
+    }
+    case DType::q4_0:
+    case DType::q4_1: {
+      const bool offset = dtype == DType::q4_1;
+      const uint8_t* p = row + b * (offset ? 20 : 18);
+      all(f16_at(p), offset ? f16_at(p + 2) : 0.0f);
+      out.with_min = offset;
+      const uint8_t* qs = p + (offset ? 4 : 2);
+      for (int e = 0; e < 16; ++e) {
+        out.q[static_cast<size_t>(e)] = (qs[e] & 0x0f) - (offset ? 0 : 8);
+        out.q[static_cast<size_t>(e + 16)] = (qs[e] >> 4) - (offset ? 0 : 8);
+      }
+      return out;
+    }
+    case DType::q5_0:
+    case DType::q5_1: {
+      const bool with_min = dtype == DType::q5_1;
+      const uint8_t* p = row + b * (with_min ? 24 : 22);
+      all(f16_at(p), with_min ? f16_at(p + 2) : 0.0f);
+      out.with_min = with_min;
+      const uint8_t* qh = p + (with_min ? 4 : 2);
+      const uint8_t* qs = p + (with_min ? 8 : 6);
+      for (int e = 0; e < 32; ++e) {
+        const int nibble = e < 16 ? qs[e] & 0x0f : qs[e - 16] >> 4;
+        out.q[static_cast<size_t>(e)] = (nibble | (bit_at(qh, e) << 4)) - (with_min ? 0 : 16);
+      }
+      return out;
+    }
+    case DType::q4_k:
+    case DType::q5_k: {
+      // Super-block: d, dmin, 12 scale bytes, [q5_k: 32 bytes of fifth bits], 128 nibble bytes;
+      // sub-block j is the low (even j) or high (odd j) nibbles of bytes 32 (j / 2) ...
+      const bool five = dtype == DType::q5_k;
+      const uint8_t* p = row + (b / 8) * (five ? 176 : 144);
+      const int j = static_cast<int>(b % 8);
+      all(f16_at(p) * static_cast<float>(k4_field(p + 4, j, 0)),
+          -(f16_at(p + 2) * static_cast<float>(k4_field(p + 4, j, 1))));
+      out.with_min = true;
+      const uint8_t* qs = p + (five ? 48 : 16);
+      for (int e = 0; e < 32; ++e) {
+        const uint8_t byte = qs[32 * (j / 2) + e];
+        int value = j % 2 == 0 ? byte & 0x0f : byte >> 4;
+        if (five) value |= bit_at(p + 16 + e, j) << 4;  // bit j of qh[e]
+        out.q[static_cast<size_t>(e)] = value;
+      }
+      return out;
+    }
+    case DType::q6_k: {
+      // Element c of the super-block (c = 32 b' + e with b' = b % 8): half h = c / 128, and
+      // within it r = c % 128 = 32 quarter + l: low 4 bits from ql[64 h + l + 32 (quarter % 2)]
+      // (low nibble for quarter < 2), top 2 bits from bits 2 quarter of qh[32 h + l]; scale
+      // index c / 16.
+      const uint8_t* p = row + (b / 8) * 210;
+      const float d = f16_at(p + 208);
+      for (int e = 0; e < 32; ++e) {
+        const int c = static_cast<int>(b % 8) * 32 + e;
+        const int h = c / 128, quarter = (c % 128) / 32, l = c % 32;
+        const uint8_t lowbyte = p[64 * h + l + 32 * (quarter % 2)];
+        const int low = quarter < 2 ? lowbyte & 0x0f : lowbyte >> 4;
+        const int high = (p[128 + 32 * h + l] >> (2 * quarter)) & 3;
+        out.q[static_cast<size_t>(e)] = (low | (high << 4)) - 32;
+        if (e % 4 == 0)
+          out.d[static_cast<size_t>(e / 4)] =
+              d * static_cast<float>(static_cast<int8_t>(p[192 + c / 16]));
+      }
+      return out;
+    }
+    default:
+      fail("reference::linear: ", dtype_name(dtype), " is not a block type it knows");
   }
-  const bool offset = dtype == DType::q4_1;
-  if (offset) out.m = f16_at(p + 2);
-  const uint8_t* qs = p + (offset ? 4 : 2);
-  for (int e = 0; e < 16; ++e) {
-    out.q[static_cast<size_t>(e)] = (qs[e] & 0x0f) - (offset ? 0 : 8);
-    out.q[static_cast<size_t>(e + 16)] = (qs[e] >> 4) - (offset ? 0 : 8);
-  }
-  return out;
 }
 
 void linear_blocks(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
                    const float* bias, float* y) {
   const QuantTraits* traits = block_traits(w_dtype);
-  DI_CHECK(k % 32 == 0, "reference::linear: k = ", k, " is not a whole number of blocks");
+  DI_CHECK(k % traits->block_size == 0, "reference::linear: k = ", k,
+           " is not a whole number of blocks");
   const int64_t blocks = k / 32;
+  const size_t row_bytes = dtype_bytes(w_dtype, k);
   const auto* wb = static_cast<const uint8_t*>(w);
   for (int64_t i = 0; i < m; ++i) {
     std::vector<XBlock> xb;
@@ -89,8 +175,7 @@ void linear_blocks(const float* x, int64_t m, int64_t k, const void* w, DType w_
     for (int64_t j = 0; j < n; ++j) {
       float acc[16] = {};
       for (int64_t b = 0; b < blocks; ++b) {
-        const WBlock wq =
-            weight_block(wb + static_cast<size_t>(j * blocks + b) * traits->block_bytes, w_dtype);
+        const WBlock wq = weight_block(wb + static_cast<size_t>(j) * row_bytes, b, w_dtype);
         const XBlock& xq = xb[static_cast<size_t>(b)];
         for (int l = 0; l < 8; ++l) {
           int dot = 0, sum = 0;
@@ -98,9 +183,10 @@ void linear_blocks(const float* x, int64_t m, int64_t k, const void* w, DType w_
             dot += wq.q[static_cast<size_t>(e)] * xq.q[static_cast<size_t>(e)];
             sum += xq.q[static_cast<size_t>(e)];
           }
+          const auto lane = static_cast<size_t>(l);
           float& a = acc[8 * (b % 2) + l];
-          a = std::fma(wq.d * xq.d, static_cast<float>(dot), a);
-          if (w_dtype == DType::q4_1) a = std::fma(wq.m, xq.d * static_cast<float>(sum), a);
+          a = std::fma(wq.d[lane] * xq.d, static_cast<float>(dot), a);
+          if (wq.with_min) a = std::fma(wq.m[lane], xq.d * static_cast<float>(sum), a);
         }
       }
       float h[8];

@@ -5,7 +5,8 @@
 
 namespace deepinfer::kernels::reference {
 
-// Block weights (q8_0, q4_0, q4_1): the arithmetic stated in kernels.h, step by step.
+// Block weights (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k): the arithmetic stated in
+// kernels.h, step by step.
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
             const float* bias, float* y);
 void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y);

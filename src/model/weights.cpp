@@ -34,7 +34,8 @@ Tensor WeightLoader::matrix(const std::string& name, const Shape& expected) {
   const bool blocks = is_block_dtype(stored);
   DI_CHECK(blocks || stored == DType::f32 || stored == DType::bf16 || stored == DType::f16,
            checkpoint_.dir(), ": tensor '", name, "' is ", dtype_name(stored),
-           "; only f32, bf16, f16, q8_0, q4_0 and q4_1 weights are supported here");
+           "; only f32, bf16, f16 and the ggml block types (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, "
+           "q5_k, q6_k) are supported here");
   DI_CHECK(!blocks || expected.size() == 2, checkpoint_.dir(), ": tensor '", name, "' is ",
            dtype_name(stored), " with ", expected.size(),
            " dimensions; block-quantized weights are supported for matrices only");

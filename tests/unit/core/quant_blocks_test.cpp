@@ -54,8 +54,15 @@ TEST(QuantTraits, DTypesOfTheTypesHeldAsStored) {
   EXPECT_EQ(quant_traits(GgmlType::q8_0).dtype, DType::q8_0);
   EXPECT_EQ(quant_traits(GgmlType::q4_0).dtype, DType::q4_0);
   EXPECT_EQ(quant_traits(GgmlType::q4_1).dtype, DType::q4_1);
-  EXPECT_FALSE(quant_traits(GgmlType::q5_0).dtype.has_value());
-  EXPECT_FALSE(quant_traits(GgmlType::q4_k).dtype.has_value());
+  EXPECT_EQ(quant_traits(GgmlType::q5_0).dtype, DType::q5_0);
+  EXPECT_EQ(quant_traits(GgmlType::q5_1).dtype, DType::q5_1);
+  EXPECT_EQ(quant_traits(GgmlType::q4_k).dtype, DType::q4_k);
+  EXPECT_EQ(quant_traits(GgmlType::q5_k).dtype, DType::q5_k);
+  EXPECT_EQ(quant_traits(GgmlType::q6_k).dtype, DType::q6_k);
+  EXPECT_FALSE(quant_traits(GgmlType::q2_k).dtype.has_value());
+  EXPECT_FALSE(quant_traits(GgmlType::q3_k).dtype.has_value());
+  EXPECT_EQ(block_traits(DType::q6_k)->block_bytes, 210u);
+  EXPECT_EQ(block_traits(DType::q6_k)->block_size, 256);
   ASSERT_NE(block_traits(DType::q4_1), nullptr);
   EXPECT_EQ(block_traits(DType::q4_1)->type, GgmlType::q4_1);
   EXPECT_EQ(block_traits(DType::q8_0)->block_bytes, 34u);

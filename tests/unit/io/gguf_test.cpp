@@ -94,7 +94,12 @@ TEST_F(GgufGolden, FloatTensorsAreZeroCopyViews) {
 TEST_F(GgufGolden, NativeBlockTensorsAreZeroCopyViewsOfTheirRows) {
   for (const auto& [type, dtype] : {std::pair{GgmlType::q8_0, DType::q8_0},
                                     {GgmlType::q4_0, DType::q4_0},
-                                    {GgmlType::q4_1, DType::q4_1}}) {
+                                    {GgmlType::q4_1, DType::q4_1},
+                                    {GgmlType::q5_0, DType::q5_0},
+                                    {GgmlType::q5_1, DType::q5_1},
+                                    {GgmlType::q4_k, DType::q4_k},
+                                    {GgmlType::q5_k, DType::q5_k},
+                                    {GgmlType::q6_k, DType::q6_k}}) {
     int seen = 0;
     for (const GgufTensorInfo& info : file_->tensors()) {
       if (info.type != type) continue;

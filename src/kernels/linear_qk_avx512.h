@@ -1,0 +1,312 @@
+#pragma once
+// AVX-512 block-weight linear for q5_0 / q5_1 / q4_k / q5_k / q6_k, shared by
+// linear_qk_avx512.cpp (AVX-512BW: vpmaddubsw + vpmaddwd) and linear_qk_avx512vnni.cpp
+// (vpdpbusd); include it from those files only (it needs their flags; internal linkage).
+//
+// As linear_q8_avx512.h: one 512-bit step is blocks b and b + 1 (lanes 0-7 and 8-15, the
+// accumulator layout of kernels.h), each decoded by the 256-bit decoders of
+// linear_qk_decode.h. The k-quants have 8 blocks per super-block, so a step never straddles
+// two; only q5_0 / q5_1 rows can end in a lone block (lanes 8-15 masked off).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include "kernels/simd_avx512.h"  // first: see the note there
+
+#include "kernels/backend.h"
+#include "kernels/linear_qk_decode.h"
+
+namespace deepinfer::kernels::detail::avx512 {
+namespace {
+
+using qk::kWithMin;
+
+constexpr int64_t kQkPanelRows = 64;
+constexpr int64_t kQkStreamRows = 8;
+
+template <bool V>
+struct QkFlag {
+  static constexpr bool value = V;
+};
+
+struct QkStep {
+  __m512i q;
+  __m512 d;
+  __m512i offset;
+  __m512 ds;
+};
+
+template <DType W, bool Lone>
+inline QkStep qk_x_step(const LinearArgs& a, int64_t i, int64_t b, int64_t blocks) {
+  QkStep x;
+  const int64_t at = (i * blocks + b) * 8;
+  const int8_t* q = a.xq + i * a.k + b * kQuantBlock;
+  __m512i t;
+  if constexpr (Lone) {
+    x.q = _mm512_maskz_loadu_epi8(0xffffffffull, q);
+    x.d = _mm512_maskz_loadu_ps(0x00ff, a.xd + at);
+    t = _mm512_maskz_loadu_epi32(0x00ff, a.xt + at);
+  } else {
+    x.q = _mm512_loadu_si512(q);
+    x.d = _mm512_loadu_ps(a.xd + at);
+    t = _mm512_loadu_si512(a.xt + at);
+  }
+  x.offset = kWithMin<W> ? _mm512_setzero_si512() : t;
+  x.ds = _mm512_castsi512_ps(t);
+  return x;
+}
+
+inline __m512i join(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+inline __m512 join(__m256 lo, __m256 hi) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+
+template <class Dot, DType W, int MR, int NR, bool PF>
+void qk_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
+  const int64_t blocks = a.k / kQuantBlock;
+  const int64_t row_bytes = blocks / qk::kSubBlocks<W> * qk::kStoredBytes<W>;
+  const uint8_t* wr[NR];
+  DEEPINFER_UNROLL
+  for (int c = 0; c < NR; ++c)
+    wr[c] = static_cast<const uint8_t*>(a.w) + (j0 + min64(c, cols - 1)) * row_bytes;
+  __m512 acc[MR][NR];
+  DEEPINFER_UNROLL
+  for (int r = 0; r < MR; ++r) DEEPINFER_UNROLL
+  for (int c = 0; c < NR; ++c) acc[r][c] = _mm512_setzero_ps();
+
+  auto step = [&](int64_t b, auto lone) {
+    constexpr bool kLone = decltype(lone)::value;
+    QkStep x[MR];
+    DEEPINFER_UNROLL
+    for (int r = 0; r < MR; ++r) x[r] = qk_x_step<W, kLone>(a, i0 + r, b, blocks);
+    DEEPINFER_UNROLL
+    for (int c = 0; c < NR; ++c) {
+      if constexpr (PF)
+        _mm_prefetch(reinterpret_cast<const char*>(wr[c] + qk::block_byte<W>(b) + NR * row_bytes),
+                     _MM_HINT_T0);
+      const qk::WBlock w0 = qk::decode<W>(wr[c], b);
+      const qk::WBlock w1 = kLone ? w0 : qk::decode<W>(wr[c], b + 1);
+      const __m512i wq = join(w0.q, w1.q);
+      const __m512 dw = join(w0.d, w1.d);
+      const __m512 mw = kWithMin<W> ? join(w0.m, w1.m) : _mm512_setzero_ps();
+      DEEPINFER_UNROLL
+      for (int r = 0; r < MR; ++r) {
+        const __m512i t = Dot::unsigned_dot(x[r].offset, wq, x[r].q);
+        const __m512 d = _mm512_mul_ps(dw, x[r].d);
+        if constexpr (kLone) {
+          acc[r][c] = _mm512_mask3_fmadd_ps(d, _mm512_cvtepi32_ps(t), acc[r][c], 0x00ff);
+          if constexpr (kWithMin<W>)
+            acc[r][c] = _mm512_mask3_fmadd_ps(mw, x[r].ds, acc[r][c], 0x00ff);
+        } else {
+          acc[r][c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(t), acc[r][c]);
+          if constexpr (kWithMin<W>) acc[r][c] = _mm512_fmadd_ps(mw, x[r].ds, acc[r][c]);
+        }
+      }
+    }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) step(b, QkFlag<false>{});
+  if (b < blocks) step(b, QkFlag<true>{});
+  DEEPINFER_UNROLL
+  for (int r = 0; r < MR; ++r) {
+    float* yr = a.y + (i0 + r) * a.n + j0;
+    DEEPINFER_UNROLL
+    for (int c = 0; c < NR; ++c) {
+      if (c < cols) {
+        const float v = hsum(acc[r][c]);
+        yr[c] = a.bias ? v + a.bias[j0 + c] : v;
+      }
+    }
+  }
+}
+
+// The k-quants a super-block at a time: its 8 (q4_k, q5_k: scales and mins) or 16 (q6_k)
+// lane scales are computed once per weight row into one vector, from which each of its 4
+// steps takes its 16 lanes with one permute; the quants of a step's two blocks come from one
+// load (q4_k / q5_k: the low and high nibbles of the same 32 bytes; q6_k: 64 bytes of low
+// bits). The values are the ones decode() gives (exact products), so results are bitwise those
+// of qk_tile.
+template <DType W>
+inline __m512 super_scales(const uint8_t* super) {
+  if constexpr (W == DType::q6_k) {
+    const __m512 sc = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(super + 192))));
+    return _mm512_mul_ps(_mm512_set1_ps(qk::f16_at(super + 208)), sc);
+  } else {
+    // ggml's get_scale_min_k4 on 4 bytes at a time: bytes 0-3 scales 0-3, 4-7 mins 0-3, and
+    // 8-11 the low four bits of scales / mins 4-7 whose top bits are the top bits of 0-7.
+    const uint32_t u0 = qk::u32_at(super + 4), u1 = qk::u32_at(super + 8),
+                   u2 = qk::u32_at(super + 12);
+    const uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
+    const uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
+    const __m128i bytes =
+        _mm_setr_epi32(static_cast<int>(u0 & 0x3f3f3f3fu), static_cast<int>(sc_hi),
+                       static_cast<int>(u1 & 0x3f3f3f3fu), static_cast<int>(mn_hi));
+    const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));  // 8 scales, 8 mins
+    const __m512 d = _mm512_set1_ps(qk::f16_at(super));
+    const __m512 dmin = _mm512_set1_ps(-qk::f16_at(super + 2));
+    return _mm512_mul_ps(_mm512_mask_blend_ps(0xff00, d, dmin), v);  // d sc, -(dmin mn)
+  }
+}
+
+// The quants of blocks 2s and 2s + 1 of a super-block.
+template <DType W>
+inline __m512i super_quants(const uint8_t* super, int s) {
+  if constexpr (W == DType::q6_k) {
+    const int half = s / 2, high = s % 2;  // quarters 2 high, 2 high + 1 of the half
+    const __m512i ql = _mm512_loadu_si512(super + 64 * half);
+    const __m512i lo =
+        _mm512_and_si512(_mm512_srl_epi16(ql, _mm_cvtsi32_si128(4 * high)), _mm512_set1_epi8(0x0f));
+    const __m512i qh = _mm512_broadcast_i64x4(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + 128 + 32 * half)));
+    const __m512i shifts = _mm512_mask_blend_epi16(0xffff0000u, _mm512_set1_epi16(4 * high),
+                                                   _mm512_set1_epi16(4 * high + 2));
+    const __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(qh, shifts), _mm512_set1_epi8(0x03));
+    return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+  } else {
+    constexpr bool kFive = W == DType::q5_k;
+    const __m512i v = _mm512_broadcast_i64x4(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + (kFive ? 48 : 16) + 32 * s)));
+    __m512i q = _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0)),
+                                 _mm512_set1_epi8(0x0f));
+    if constexpr (kFive) {
+      const __m512i qh =
+          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + 16)));
+      const __m512i bits = _mm512_mask_blend_epi8(
+          0xffffffff00000000ull, _mm512_set1_epi8(static_cast<char>(1 << (2 * s))),
+          _mm512_set1_epi8(static_cast<char>(1 << (2 * s + 1))));
+      q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bits), q, _mm512_set1_epi8(0x10));
+    }
+    return q;
+  }
+}
+
+// Lane indices into super_scales() for step s: the weight scales, and (q4_k / q5_k) the mins.
+template <DType W>
+inline __m512i scale_index(int s) {
+  if constexpr (W == DType::q6_k) {  // group 4 s + lane / 4
+    return _mm512_add_epi32(_mm512_set1_epi32(4 * s),
+                            _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+  } else {  // sub-block 2 s for lanes 0-7, 2 s + 1 for lanes 8-15
+    return _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32(2 * s), _mm512_set1_epi32(2 * s + 1));
+  }
+}
+
+template <class Dot, DType W, int MR, int NR, bool PF>
+void qk_tile_super(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
+  const int64_t blocks = a.k / kQuantBlock;
+  const int64_t supers = blocks / 8;
+  const int64_t row_bytes = supers * qk::kStoredBytes<W>;
+  const uint8_t* wr[NR];
+  DEEPINFER_UNROLL
+  for (int c = 0; c < NR; ++c)
+    wr[c] = static_cast<const uint8_t*>(a.w) + (j0 + min64(c, cols - 1)) * row_bytes;
+  __m512 acc[MR][NR];
+  DEEPINFER_UNROLL
+  for (int r = 0; r < MR; ++r) DEEPINFER_UNROLL
+  for (int c = 0; c < NR; ++c) acc[r][c] = _mm512_setzero_ps();
+
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    __m512 table[NR];
+    DEEPINFER_UNROLL
+    for (int c = 0; c < NR; ++c) {
+      const uint8_t* super = wr[c] + sb * qk::kStoredBytes<W>;
+      if constexpr (PF) {
+        for (int64_t line = 0; line < qk::kStoredBytes<W>; line += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(super + NR * row_bytes + line), _MM_HINT_T0);
+      }
+      table[c] = super_scales<W>(super);
+    }
+    DEEPINFER_UNROLL
+    for (int s = 0; s < 4; ++s) {
+      const int64_t b = sb * 8 + 2 * s;
+      QkStep x[MR];
+      DEEPINFER_UNROLL
+      for (int r = 0; r < MR; ++r) x[r] = qk_x_step<W, false>(a, i0 + r, b, blocks);
+      const __m512i d_index = scale_index<W>(s);
+      const __m512i m_index = _mm512_add_epi32(d_index, _mm512_set1_epi32(8));
+      DEEPINFER_UNROLL
+      for (int c = 0; c < NR; ++c) {
+        const uint8_t* super = wr[c] + sb * qk::kStoredBytes<W>;
+        const __m512i wq = super_quants<W>(super, s);
+        const __m512 dw = _mm512_permutexvar_ps(d_index, table[c]);
+        const __m512 mw = kWithMin<W> ? _mm512_permutexvar_ps(m_index, table[c]) : dw;
+        DEEPINFER_UNROLL
+        for (int r = 0; r < MR; ++r) {
+          const __m512i t = Dot::unsigned_dot(x[r].offset, wq, x[r].q);
+          acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, x[r].d), _mm512_cvtepi32_ps(t), acc[r][c]);
+          if constexpr (kWithMin<W>) acc[r][c] = _mm512_fmadd_ps(mw, x[r].ds, acc[r][c]);
+        }
+      }
+    }
+  }
+  DEEPINFER_UNROLL
+  for (int r = 0; r < MR; ++r) {
+    float* yr = a.y + (i0 + r) * a.n + j0;
+    DEEPINFER_UNROLL
+    for (int c = 0; c < NR; ++c) {
+      if (c < cols) {
+        const float v = hsum(acc[r][c]);
+        yr[c] = a.bias ? v + a.bias[j0 + c] : v;
+      }
+    }
+  }
+}
+
+template <class Dot, DType W, int MR, int NR, bool PF>
+void qk_tiles(const LinearArgs& a, int64_t i0, int64_t j_begin, int64_t j_end) {
+  for (int64_t j = j_begin; j < j_end; j += NR)
+    if constexpr (qk::kSubBlocks<W> == 8) {
+      qk_tile_super<Dot, W, MR, NR, PF>(a, i0, j, min64(NR, j_end - j));
+    } else {
+      qk_tile<Dot, W, MR, NR, PF>(a, i0, j, min64(NR, j_end - j));
+    }
+}
+
+template <class Dot, DType W, bool PF>
+void qk_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  for (int64_t jp = n0; jp < n1; jp += kQkPanelRows) {
+    const int64_t jp_end = min64(jp + kQkPanelRows, n1);
+    int64_t i = m0;
+    for (; i + 4 <= m1; i += 4) qk_tiles<Dot, W, 4, 4, PF>(a, i, jp, jp_end);
+    switch (m1 - i) {
+      case 3:
+        qk_tiles<Dot, W, 3, 4, PF>(a, i, jp, jp_end);
+        break;
+      case 2:
+        qk_tiles<Dot, W, 2, 4, PF>(a, i, jp, jp_end);
+        break;
+      case 1:
+        qk_tiles<Dot, W, 1, 4, true>(a, i, jp, jp_end);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+template <class Dot, DType W>
+void qk_rows_of(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  if (m1 - m0 <= kQkStreamRows) return qk_rows<Dot, W, true>(a, m0, m1, n0, n1);
+  qk_rows<Dot, W, false>(a, m0, m1, n0, n1);
+}
+
+template <class Dot>
+void qk_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  switch (a.w_dtype) {
+    case DType::q5_0:
+      return qk_rows_of<Dot, DType::q5_0>(a, m0, m1, n0, n1);
+    case DType::q5_1:
+      return qk_rows_of<Dot, DType::q5_1>(a, m0, m1, n0, n1);
+    case DType::q4_k:
+      return qk_rows_of<Dot, DType::q4_k>(a, m0, m1, n0, n1);
+    case DType::q5_k:
+      return qk_rows_of<Dot, DType::q5_k>(a, m0, m1, n0, n1);
+    default:
+      return qk_rows_of<Dot, DType::q6_k>(a, m0, m1, n0, n1);
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::kernels::detail::avx512
