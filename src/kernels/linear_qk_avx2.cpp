@@ -91,10 +91,112 @@ void q_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   }
 }
 
+// The k-quants a super-block at a time: the lane scales of its 8 blocks are computed once
+// per weight row (q4_k / q5_k: 8 d * scale in `d`, 8 -(dmin * min) in `m`; q6_k: the 16 group
+// scales d * scale, groups 0-7 in `d` and 8-15 in `m`), each block then takes its lanes with
+// one permute. Same values as qk::decode() (exact products): bitwise the q_tile result.
+template <DType W>
+inline void super_tables(const uint8_t* super, __m256& d, __m256& m) {
+  if constexpr (W == DType::q6_k) {
+    const __m256 scale = _mm256_set1_ps(qk::f16_at(super + 208));
+    const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(super + 192));
+    const __m128i hi = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(super + 200));
+    d = _mm256_mul_ps(scale, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)));
+    m = _mm256_mul_ps(scale, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)));
+  } else {
+    // ggml's get_scale_min_k4 on 4 bytes at a time (see linear_qk_avx512.h).
+    const uint32_t u0 = qk::u32_at(super + 4), u1 = qk::u32_at(super + 8),
+                   u2 = qk::u32_at(super + 12);
+    const uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
+    const uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
+    const __m128i sc =
+        _mm_setr_epi32(static_cast<int>(u0 & 0x3f3f3f3fu), static_cast<int>(sc_hi), 0, 0);
+    const __m128i mn =
+        _mm_setr_epi32(static_cast<int>(u1 & 0x3f3f3f3fu), static_cast<int>(mn_hi), 0, 0);
+    d = _mm256_mul_ps(_mm256_set1_ps(qk::f16_at(super)),
+                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
+    m = _mm256_mul_ps(_mm256_set1_ps(-qk::f16_at(super + 2)),
+                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)));
+  }
+}
+
+template <DType W, int MR, int NR, bool PF>
+void q_tile_super(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
+  const int64_t blocks = a.k / kQuantBlock;
+  const int64_t supers = blocks / 8;
+  const int64_t row_bytes = supers * qk::kStoredBytes<W>;
+  const uint8_t* wr[NR];
+  DEEPINFER_UNROLL
+  for (int c = 0; c < NR; ++c)
+    wr[c] = static_cast<const uint8_t*>(a.w) + (j0 + min64(c, cols - 1)) * row_bytes;
+  __m256 acc[2][MR][NR];  // even blocks, odd blocks
+  DEEPINFER_UNROLL
+  for (int h = 0; h < 2; ++h) DEEPINFER_UNROLL
+  for (int r = 0; r < MR; ++r) DEEPINFER_UNROLL
+  for (int c = 0; c < NR; ++c) acc[h][r][c] = _mm256_setzero_ps();
+
+  const __m256i pairs = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    __m256 td[NR], tm[NR];
+    DEEPINFER_UNROLL
+    for (int c = 0; c < NR; ++c) {
+      const uint8_t* super = wr[c] + sb * qk::kStoredBytes<W>;
+      if constexpr (PF) {
+        for (int64_t line = 0; line < qk::kStoredBytes<W>; line += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(super + NR * row_bytes + line), _MM_HINT_T0);
+      }
+      super_tables<W>(super, td[c], tm[c]);
+    }
+    DEEPINFER_UNROLL
+    for (int j = 0; j < 8; ++j) {
+      const int64_t b = sb * 8 + j;
+      XBlock x[MR];
+      DEEPINFER_UNROLL
+      for (int r = 0; r < MR; ++r) x[r] = x_block<W>(a, i0 + r, b, blocks);
+      // q6_k: groups 2 j, 2 j + 1 of the table half j / 4; else sub-block j.
+      const __m256i index = W == DType::q6_k
+                                ? _mm256_add_epi32(_mm256_set1_epi32(2 * (j % 4)), pairs)
+                                : _mm256_set1_epi32(j);
+      auto& into = acc[j % 2];
+      DEEPINFER_UNROLL
+      for (int c = 0; c < NR; ++c) {
+        const uint8_t* super = wr[c] + sb * qk::kStoredBytes<W>;
+        const __m256i wq = qk::block_quants<W>(super, j);
+        const __m256 table = W == DType::q6_k && j >= 4 ? tm[c] : td[c];
+        const __m256 dw = _mm256_permutevar8x32_ps(table, index);
+        const __m256 mw = kWithMin<W> ? _mm256_permutevar8x32_ps(tm[c], index) : dw;
+        DEEPINFER_UNROLL
+        for (int r = 0; r < MR; ++r) {
+          const __m256i t = unsigned_dot(x[r].offset, wq, x[r].q);
+          into[r][c] =
+              _mm256_fmadd_ps(_mm256_mul_ps(dw, x[r].d), _mm256_cvtepi32_ps(t), into[r][c]);
+          if constexpr (kWithMin<W>) into[r][c] = _mm256_fmadd_ps(mw, x[r].ds, into[r][c]);
+        }
+      }
+    }
+  }
+
+  DEEPINFER_UNROLL
+  for (int r = 0; r < MR; ++r) {
+    float* yr = a.y + (i0 + r) * a.n + j0;
+    DEEPINFER_UNROLL
+    for (int c = 0; c < NR; ++c) {
+      if (c < cols) {
+        const float v = hsum(_mm256_add_ps(acc[0][r][c], acc[1][r][c]));
+        yr[c] = a.bias ? v + a.bias[j0 + c] : v;
+      }
+    }
+  }
+}
+
 template <DType W, int MR, int NR, bool PF>
 void q_tiles(const LinearArgs& a, int64_t i0, int64_t j_begin, int64_t j_end) {
   for (int64_t j = j_begin; j < j_end; j += NR)
-    q_tile<W, MR, NR, PF>(a, i0, j, min64(NR, j_end - j));
+    if constexpr (qk::kSubBlocks<W> == 8) {
+      q_tile_super<W, MR, NR, PF>(a, i0, j, min64(NR, j_end - j));
+    } else {
+      q_tile<W, MR, NR, PF>(a, i0, j, min64(NR, j_end - j));
+    }
 }
 
 template <DType W, bool PF>

@@ -4,9 +4,10 @@
 // (vpdpbusd); include it from those files only (it needs their flags; internal linkage).
 //
 // As linear_q8_avx512.h: one 512-bit step is blocks b and b + 1 (lanes 0-7 and 8-15, the
-// accumulator layout of kernels.h), each decoded by the 256-bit decoders of
-// linear_qk_decode.h. The k-quants have 8 blocks per super-block, so a step never straddles
-// two; only q5_0 / q5_1 rows can end in a lone block (lanes 8-15 masked off).
+// accumulator layout of kernels.h), decoded two at a time with the values of the 256-bit
+// decoders of linear_qk_decode.h (the AVX2 path). The k-quants have 8 blocks per super-block,
+// so a step never straddles two; only q5_0 / q5_1 rows can end in a lone block (lanes 8-15
+// masked off).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
@@ -55,11 +56,28 @@ inline QkStep qk_x_step(const LinearArgs& a, int64_t i, int64_t b, int64_t block
   return x;
 }
 
-inline __m512i join(__m256i lo, __m256i hi) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-inline __m512 join(__m256 lo, __m256 hi) {
-  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+// Blocks p0, p1 of q5_0 / q5_1 (the values of qk::decode, two at once): nibbles as in q4_0
+// (128-bit lanes [qs0, qs0, qs1, qs1], the 2nd and 4th shifted by 4), plus 16 where the 64 bits
+// qh0 | qh1 << 32 are set; d (and q5_1's m, the f16 after it) from one 32-bit load per block.
+template <DType W>
+inline void q5_pair(const uint8_t* p0, const uint8_t* p1, __m512i& q, __m512& d, __m512& m) {
+  constexpr int64_t kQh = W == DType::q5_1 ? 4 : 2, kQs = kQh + 4;
+  const __m256i lo =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + kQs)));
+  const __m256i hi =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + kQs)));
+  const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  q = _mm512_and_si512(_mm512_srlv_epi64(both, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)),
+                       _mm512_set1_epi8(0x0f));
+  const __mmask64 fifth = static_cast<__mmask64>(qk::u32_at(p0 + kQh)) |
+                          (static_cast<__mmask64>(qk::u32_at(p1 + kQh)) << 32);
+  q = _mm512_mask_add_epi8(q, fifth, q, _mm512_set1_epi8(0x10));
+  const __m128i h = _mm_unpacklo_epi32(_mm_loadu_si32(p0), _mm_loadu_si32(p1));  // d0 x0 d1 x1
+  const __m512 f = _mm512_castps128_ps512(_mm_cvtph_ps(h));
+  d = _mm512_permutexvar_ps(_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0), f);
+  m = W == DType::q5_1 ? _mm512_permutexvar_ps(
+                             _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1), f)
+                       : _mm512_setzero_ps();
 }
 
 template <class Dot, DType W, int MR, int NR, bool PF>
@@ -85,11 +103,11 @@ void qk_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
       if constexpr (PF)
         _mm_prefetch(reinterpret_cast<const char*>(wr[c] + qk::block_byte<W>(b) + NR * row_bytes),
                      _MM_HINT_T0);
-      const qk::WBlock w0 = qk::decode<W>(wr[c], b);
-      const qk::WBlock w1 = kLone ? w0 : qk::decode<W>(wr[c], b + 1);
-      const __m512i wq = join(w0.q, w1.q);
-      const __m512 dw = join(w0.d, w1.d);
-      const __m512 mw = kWithMin<W> ? join(w0.m, w1.m) : _mm512_setzero_ps();
+      const uint8_t* p0 = wr[c] + b * qk::kStoredBytes<W>;
+      const uint8_t* p1 = kLone ? p0 : p0 + qk::kStoredBytes<W>;
+      __m512i wq;
+      __m512 dw, mw;
+      q5_pair<W>(p0, p1, wq, dw, mw);
       DEEPINFER_UNROLL
       for (int r = 0; r < MR; ++r) {
         const __m512i t = Dot::unsigned_dot(x[r].offset, wq, x[r].q);

@@ -75,6 +75,36 @@ inline void k4_scale_min(const uint8_t* packed, int j, int* scale, int* min) {
   }
 }
 
+// The 32 quants of block j (0..7) of a k-quant super-block.
+template <DType W>
+inline __m256i block_quants(const uint8_t* super, int j) {
+  if constexpr (W == DType::q6_k) {
+    const int half = j / 4, quarter = j % 4;
+    const __m256i ql = _mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(super + 64 * half + 32 * (quarter % 2)));
+    const __m256i qh =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + 128 + 32 * half));
+    const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(ql, _mm_cvtsi32_si128(4 * (quarter / 2))),
+                                        _mm256_set1_epi8(0x0f));
+    const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter)),
+                                        _mm256_set1_epi8(0x03));
+    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+  } else {
+    constexpr bool kFive = W == DType::q5_k;
+    const __m256i v = _mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(super + (kFive ? 48 : 16) + 32 * (j / 2)));
+    __m256i q = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))),
+                                 _mm256_set1_epi8(0x0f));
+    if constexpr (kFive) {
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + 16));
+      const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
+      const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
+      q = _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+    }
+    return q;
+  }
+}
+
 // Block b of a weight row.
 template <DType W>
 inline WBlock decode(const uint8_t* row, int64_t b) {
@@ -87,35 +117,17 @@ inline WBlock decode(const uint8_t* row, int64_t b) {
     w.q = _mm256_or_si256(split_nibbles(block + (kMin ? 8 : 6)),
                           fifth_bits(u32_at(block + (kMin ? 4 : 2))));
   } else if constexpr (W == DType::q4_k || W == DType::q5_k) {
-    constexpr bool kFive = W == DType::q5_k;
     const uint8_t* super = row + (b / 8) * kStoredBytes<W>;
     const int j = static_cast<int>(b % 8);
     int scale, min;
     k4_scale_min(super + 4, j, &scale, &min);
     w.d = _mm256_set1_ps(f16_at(super) * static_cast<float>(scale));
     w.m = _mm256_set1_ps(-(f16_at(super + 2) * static_cast<float>(min)));
-    const __m256i v = _mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(super + (kFive ? 48 : 16) + 32 * (j / 2)));
-    w.q = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))),
-                           _mm256_set1_epi8(0x0f));
-    if constexpr (kFive) {
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + 16));
-      const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
-      const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
-      w.q = _mm256_or_si256(w.q, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
-    }
+    w.q = block_quants<W>(super, j);
   } else {  // q6_k: 32 elements of one quarter of a 128-element half, two 16-element groups
     const uint8_t* super = row + (b / 8) * kStoredBytes<W>;
     const int j = static_cast<int>(b % 8), half = j / 4, quarter = j % 4;
-    const __m256i ql = _mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(super + 64 * half + 32 * (quarter % 2)));
-    const __m256i qh =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + 128 + 32 * half));
-    const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(ql, _mm_cvtsi32_si128(4 * (quarter / 2))),
-                                        _mm256_set1_epi8(0x0f));
-    const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter)),
-                                        _mm256_set1_epi8(0x03));
-    w.q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+    w.q = block_quants<W>(super, j);
     const auto* scales = reinterpret_cast<const int8_t*>(super + 192 + 8 * half + 2 * quarter);
     const float d = f16_at(super + 208);
     w.d = _mm256_set_m128(_mm_set1_ps(d * static_cast<float>(scales[1])),

@@ -42,8 +42,8 @@ TEST(KQuantGguf, MatricesStayInTheirBlocks) {
 
 // Native blocks vs the same blocks dequantized to f32: only the 8-bit rounding of the
 // activations per 32-element block differs (|error| <= max|x| / 254 per element). Measured on
-// this random-block model: relative L2 of the last-position logits 1.7 % and 1.9 %, the same on every
-// ISA (the block kernels are bitwise equal). Bound 4 %, and the same first greedy token.
+// this random-block model: relative L2 of the last-position logits 1.7 % and 1.9 %, the same on
+// every ISA (the block kernels are bitwise equal). Bound 4 %, and the same first greedy token.
 TEST(KQuantGguf, NativeStaysCloseToTheDequantizedF32Path) {
   if (!std::filesystem::exists(kquant_model())) GTEST_SKIP() << kquant_model() << " is absent";
   auto native = load_model(kquant_model(), {});
