@@ -228,6 +228,10 @@ int run_info(const std::vector<std::string>& argv) {
     if (bytes > 0 || part != "other") row("  " + part, human_bytes(static_cast<double>(bytes)));
   }
   row("  total", human_bytes(static_cast<double>(weight_bytes)));
+  row("  kv cache per token",
+      str_cat(human_bytes(static_cast<double>(kv_bytes(DType::f32))), " (f32, the default), ",
+              human_bytes(static_cast<double>(kv_bytes(DType::bf16))), " (bf16), ",
+              human_bytes(static_cast<double>(kv_bytes(DType::i8))), " (int8)"));
   if (load_options.quantization) {
     std::printf("memory (weights after --quantization %s):\n",
                 std::string(dtype_name(*load_options.quantization)).c_str());
@@ -237,10 +241,6 @@ int run_info(const std::vector<std::string>& argv) {
     row("  total", human_bytes(static_cast<double>(out["loaded_weight_bytes"].get<int64_t>())));
     row("  policy", load_report.quantization);
   }
-  row("  kv cache per token",
-      str_cat(human_bytes(static_cast<double>(kv_bytes(DType::f32))), " (f32, the default), ",
-              human_bytes(static_cast<double>(kv_bytes(DType::bf16))), " (bf16), ",
-              human_bytes(static_cast<double>(kv_bytes(DType::i8))), " (int8)"));
   return 0;
 }
 

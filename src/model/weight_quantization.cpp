@@ -14,15 +14,16 @@ namespace {
 struct Choice {
   const char* name;
   DType dtype;
+  const char* alias;  // another accepted name, or nullptr
 };
 
 // The types quantize-at-load writes: a block type with both a reference quantizer and
-// kernels::linear kernels. A new one is a row here once its DType and kernels exist.
+// kernels::linear kernels. A new one is a row here (and out of kNotBuilt) once its DType and
+// kernels exist: q5_0 / q5_1 have quantizers already.
 constexpr Choice kChoices[] = {
-    {"q8_0", DType::q8_0},
-    {"int8", DType::q8_0},
-    {"q4_0", DType::q4_0},
-    {"q4_1", DType::q4_1},
+    {"q8_0", DType::q8_0, "int8"},
+    {"q4_0", DType::q4_0, nullptr},
+    {"q4_1", DType::q4_1, nullptr},
 };
 
 // Named by issue #11 (and by llama.cpp / vLLM), not built yet: refused with a message, never
@@ -37,18 +38,27 @@ std::string lower(std::string_view text) {
   return out;
 }
 
+const Choice* find_choice(const std::string& key) {
+  for (const Choice& c : kChoices) {
+    if (key == c.name || (c.alias && key == c.alias)) return &c;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::string quantization_choices() {
-  return "q8_0 (alias int8), q4_0, q4_1";
+  std::string out;
+  for (const Choice& c : kChoices) {
+    out +=
+        str_cat(out.empty() ? "" : ", ", c.name, c.alias ? str_cat(" (alias ", c.alias, ")") : "");
+  }
+  return out;
 }
 
 std::string quantization_problem(std::string_view name) {
   const std::string key = lower(name);
-  if (key == "none") return "";
-  for (const Choice& c : kChoices) {
-    if (key == c.name) return "";
-  }
+  if (key == "none" || find_choice(key)) return "";
   for (const char* other : kNotBuilt) {
     if (key == other) {
       return str_cat("not built yet: this build quantizes weights at load to ",
@@ -62,11 +72,9 @@ std::string quantization_problem(std::string_view name) {
 std::optional<DType> parse_quantization(std::string_view name) {
   const std::string problem = quantization_problem(name);
   if (!problem.empty()) fail("--quantization ", name, ": ", problem);
-  const std::string key = lower(name);
-  for (const Choice& c : kChoices) {
-    if (key == c.name) return c.dtype;
-  }
-  return std::nullopt;  // none
+  const Choice* choice = find_choice(lower(name));
+  if (!choice) return std::nullopt;  // none
+  return choice->dtype;
 }
 
 Tensor quantize_matrix(const Tensor& matrix, DType target) {
