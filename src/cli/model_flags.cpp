@@ -9,7 +9,8 @@
 namespace deepinfer::cli {
 namespace {
 
-const std::set<std::string> kModelSettingFlags = {"model", "threads", "dtype", "matmul-precision"};
+const std::set<std::string> kModelSettingFlags = {"model", "threads", "dtype", "quantization",
+                                                  "matmul-precision"};
 
 }  // namespace
 
@@ -51,7 +52,7 @@ config::RecipeConfig recipe_from_flags(const Args& args, bool engine_flags) {
 
 model::LoadOptions load_options_from(const Args& args) {
   config::RecipeConfig config;
-  apply_setting_flags(config, args, {"dtype"});
+  apply_setting_flags(config, args, {"dtype", "quantization"});
   return config::load_options(config);
 }
 

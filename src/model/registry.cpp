@@ -31,7 +31,8 @@ std::vector<std::string> supported_architectures() {
   return names;
 }
 
-std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options) {
+std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options,
+                                     LoadReport* report) {
   const io::ModelConfig config = io::ModelConfig::load(dir);
   const auto& families = model_families();
   const auto family = std::find_if(families.begin(), families.end(), [&](const ModelFamily& f) {
@@ -49,6 +50,12 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
   auto model = family->build(config, weights);
   if (const std::string blocks = weights.block_summary(); !blocks.empty())
     log::info(dir, ": ", blocks);
+  const std::string quantization = weights.quantization_summary();
+  if (!quantization.empty()) {
+    log::info(dir, ": ", quantization);
+    log::info(dir, ": weights in memory: ", describe_weight_bytes(weights.loaded_bytes()));
+  }
+  if (report) *report = {weights.loaded_bytes(), quantization};
   const auto unused = weights.unused();
   if (!unused.empty()) {
     log::warn(dir, ": ", unused.size(), " checkpoint tensors are not used by ", config.architecture,
