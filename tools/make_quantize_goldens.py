@@ -38,7 +38,7 @@ OUT = ROOT / "tests" / "data" / "quantize"
 MODELS = ROOT / "tests" / "data" / "gguf-models"
 TYPES = [Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1]
 # (model, types) for the quantize-at-load equality tests (tests/unit/model/quantize_at_load_test.cpp).
-GGUF_MODELS = [("tiny-qwen3", [Q.Q8_0, Q.Q4_0]), ("tiny-llama", [Q.Q8_0])]
+GGUF_MODELS = [("tiny-qwen3", [Q.Q8_0, Q.Q4_0, Q.Q5_1]), ("tiny-llama", [Q.Q8_0])]
 
 
 def cases(rng):

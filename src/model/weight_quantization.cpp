@@ -18,18 +18,17 @@ struct Choice {
 };
 
 // The types quantize-at-load writes: a block type with both a reference quantizer and
-// kernels::linear kernels. A new one is a row here (and out of kNotBuilt) once its DType and
-// kernels exist: q5_0 / q5_1 have quantizers already.
+// kernels::linear kernels. A new one is a row here (and out of kNotBuilt) once its DType,
+// quantizer and kernels exist.
 constexpr Choice kChoices[] = {
-    {"q8_0", DType::q8_0, "int8"},
-    {"q4_0", DType::q4_0, nullptr},
-    {"q4_1", DType::q4_1, nullptr},
+    {"q8_0", DType::q8_0, "int8"},  {"q4_0", DType::q4_0, nullptr}, {"q4_1", DType::q4_1, nullptr},
+    {"q5_0", DType::q5_0, nullptr}, {"q5_1", DType::q5_1, nullptr},
 };
 
 // Named by issue #11 (and by llama.cpp / vLLM), not built yet: refused with a message, never
 // silently replaced by another type.
-constexpr const char* kNotBuilt[] = {"q5_0", "q5_1", "q4_k", "q4_k_m", "int4",
-                                     "q5_k", "q6_k", "w8a8", "fp8",    "w4a8"};
+constexpr const char* kNotBuilt[] = {"q4_k", "q4_k_m", "int4", "q5_k",
+                                     "q6_k", "w8a8",   "fp8",  "w4a8"};
 
 std::string lower(std::string_view text) {
   std::string out(text);

@@ -120,6 +120,7 @@ TEST_P(QuantizeAtLoad, LogitsAndGreedyEqualTheGgufPyFileBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Models, QuantizeAtLoad,
                          ::testing::Values(SameAsGgufPy{"tiny-qwen3", "q8_0", DType::q8_0},
                                            SameAsGgufPy{"tiny-qwen3", "q4_0", DType::q4_0},
+                                           SameAsGgufPy{"tiny-qwen3", "q5_1", DType::q5_1},
                                            SameAsGgufPy{"tiny-llama", "q8_0", DType::q8_0}),
                          [](const auto& info) {
                            std::string name = str_cat(info.param.model, "_", info.param.type);
@@ -232,7 +233,7 @@ TEST(QuantizationNames, AcceptedAliasesAndRefusals) {
       EXPECT_EQ(std::string(e.what()),
                 str_cat("--quantization ", name,
                         ": not built yet: this build quantizes weights at load to q8_0 (alias "
-                        "int8), q4_0, q4_1 (or none)"));
+                        "int8), q4_0, q4_1, q5_0, q5_1 (or none)"));
     }
   }
   try {
@@ -241,7 +242,7 @@ TEST(QuantizationNames, AcceptedAliasesAndRefusals) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
               "--quantization q3_x: unknown weight quantization (expected q8_0 (alias int8), "
-              "q4_0, q4_1 or none; see docs/QUANTIZATION.md)");
+              "q4_0, q4_1, q5_0, q5_1 or none; see docs/QUANTIZATION.md)");
   }
 }
 
