@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "kernels/isa.h"
+#include "parallel/mpi_communicator.h"
 
 namespace deepinfer::cli {
 
@@ -49,14 +50,18 @@ int main(int argc, char** argv) {
     try {
       // A bad DEEPINFER_ISA is reported now rather than at the first kernel call.
       deepinfer::kernels::active_isa();
-      return command.run(std::vector<std::string>(args.begin() + 1, args.end()));
+      const int status = command.run(std::vector<std::string>(args.begin() + 1, args.end()));
+      deepinfer::parallel::mpi_finalize();  // only if a distributed command started MPI
+      return status;
     } catch (const deepinfer::Error& e) {
       std::fprintf(stderr, "deepinfer %s: error: %s\n", command.name.c_str(), e.what());
-      return 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "deepinfer %s: internal error: %s\n", command.name.c_str(), e.what());
-      return 1;
     }
+    // Under mpirun the other ranks may be waiting in a collective for this one: end them all.
+    std::fflush(stderr);
+    deepinfer::parallel::mpi_abort_job(1);
+    return 1;
   }
   std::fprintf(stderr, "deepinfer: unknown command '%s' (see deepinfer --help)\n", args[0].c_str());
   return 2;

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 #include "core/error.h"
@@ -31,6 +32,36 @@ std::vector<std::string> supported_architectures() {
   return names;
 }
 
+namespace {
+
+// What this rank holds under expert parallelism: its routed experts and the bytes it read.
+void log_expert_placement(const CausalLM& model, const WeightLoader& weights,
+                          const parallel::ParallelContext& parallel,
+                          const io::Checkpoint& checkpoint) {
+  const auto loads = model.expert_load();
+  int64_t moe_layers = 0, experts = 0;
+  for (const auto& layer : loads) {
+    if (layer.empty()) continue;
+    ++moe_layers;
+    experts = static_cast<int64_t>(layer.size());
+  }
+  const auto mib = [](double bytes) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.2f MiB", bytes / (1 << 20));
+    return std::string(text);
+  };
+  const int64_t ep = parallel.expert_parallel_size();
+  const int64_t per_rank = experts / std::max<int64_t>(ep, 1);
+  const int64_t first = per_rank * parallel.expert_group()->rank();
+  log::info("expert parallel ", parallel.describe(), ": routed experts ", first, "-",
+            first + per_rank - 1, " of ", experts, " in each of ", moe_layers,
+            " MoE layers; weights read by this rank ",
+            mib(static_cast<double>(weights.loaded_bytes())), " of ",
+            mib(static_cast<double>(checkpoint.total_bytes())), " in the checkpoint");
+}
+
+}  // namespace
+
 std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options) {
   const io::ModelConfig config = io::ModelConfig::load(dir);
   const auto& families = model_families();
@@ -49,6 +80,8 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
   auto model = family->build(config, weights);
   if (const std::string blocks = weights.block_summary(); !blocks.empty())
     log::info(dir, ": ", blocks);
+  if (options.parallel && options.parallel->distributed())
+    log_expert_placement(*model, weights, *options.parallel, checkpoint);
   const auto unused = weights.unused();
   if (!unused.empty()) {
     log::warn(dir, ": ", unused.size(), " checkpoint tensors are not used by ", config.architecture,

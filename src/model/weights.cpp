@@ -14,8 +14,16 @@ Tensor WeightLoader::fetch(const std::string& name, const Shape& expected) {
   Tensor tensor = checkpoint_.get(name);
   DI_CHECK(tensor.shape() == expected, checkpoint_.dir(), ": tensor '", name, "' has shape ",
            shape_to_string(tensor.shape()), " but config.json implies ", shape_to_string(expected));
-  used_.insert(name);
+  if (used_.insert(name).second) loaded_bytes_ += static_cast<int64_t>(tensor.nbytes());
   return tensor;
+}
+
+std::shared_ptr<parallel::Communicator> WeightLoader::expert_group() {
+  if (!expert_group_) {
+    expert_group_ = options_.parallel ? options_.parallel->expert_group()
+                                      : std::make_shared<parallel::SingleProcessCommunicator>();
+  }
+  return expert_group_;
 }
 
 Tensor WeightLoader::matrix(const std::string& name, const Shape& expected) {
@@ -70,6 +78,12 @@ Tensor WeightLoader::vector_f32(const std::string& name, const Shape& expected) 
   Tensor tensor = fetch(name, expected);
   Tensor out = tensor.to(DType::f32);
   return out.is_borrowed() ? out.clone() : out;
+}
+
+bool WeightLoader::skip(const std::string& name) {
+  if (!checkpoint_.contains(name)) return false;
+  used_.insert(name);
+  return true;
 }
 
 int64_t WeightLoader::skip_prefix(const std::string& prefix) {

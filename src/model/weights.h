@@ -3,6 +3,7 @@
 // only when needed: matrices keep the stored dtype (zero-copy) unless a compute dtype is
 // forced; small vectors (norms, biases) become f32.
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -11,6 +12,7 @@
 #include "core/tensor.h"
 #include "io/fp8.h"
 #include "io/safetensors.h"
+#include "parallel/parallel_context.h"
 
 namespace deepinfer::model {
 
@@ -18,6 +20,9 @@ struct LoadOptions {
   std::optional<DType> weight_dtype;  // nullopt: as stored (f32, bf16, f16 and the ggml block
                                       // types q8_0 / q4_0 / q4_1 all run; FP8 blocks are
                                       // dequantized to bf16); set: every matrix in this dtype
+  // The process's parallel layout (parallel_context.h); null: one process. MoE builders take
+  // their expert group's communicator from it and load only this rank's experts.
+  std::shared_ptr<const parallel::ParallelContext> parallel;
 };
 
 class WeightLoader {
@@ -41,7 +46,19 @@ class WeightLoader {
   // Marks every tensor whose name starts with `prefix` as deliberately unused (e.g. DeepSeek-V3's
   // multi-token-prediction layers); returns how many there were.
   int64_t skip_prefix(const std::string& prefix);
+  // Marks one tensor as deliberately unused (another rank's expert); false when absent.
+  bool skip(const std::string& name);
   const io::Checkpoint& checkpoint() const { return checkpoint_; }
+  // The communicator MoE layers dispatch over (a SingleProcessCommunicator for one process),
+  // one object shared by every layer.
+  std::shared_ptr<parallel::Communicator> expert_group();
+  // Whether every rank of the expert group runs the same tokens (MoeConfig::replicated_tokens).
+  bool expert_tokens_replicated() const {
+    return options_.parallel && options_.parallel->expert_tokens_replicated();
+  }
+  // Stored bytes of the tensors read so far (what this rank holds, for the load log; a fused
+  // expert tensor counts whole even when only this rank's slice of it is used).
+  int64_t loaded_bytes() const { return loaded_bytes_; }
 
  private:
   Tensor fetch(const std::string& name, const Shape& expected);
@@ -49,6 +66,8 @@ class WeightLoader {
   LoadOptions options_;
   std::optional<io::Fp8BlockQuantization> fp8_;
   std::set<std::string> used_;
+  std::shared_ptr<parallel::Communicator> expert_group_;
+  int64_t loaded_bytes_ = 0;
   std::map<std::string, int64_t> native_blocks_;       // dtype name -> matrices kept in blocks
   std::map<std::string, int64_t> dequantized_blocks_;  // ... dequantized by weight_dtype
 };
