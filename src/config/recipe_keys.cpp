@@ -10,8 +10,8 @@ namespace deepinfer::config {
 namespace {
 
 constexpr const char* kOneProcess =
-    "not built yet (of parallelism across processes only expert parallelism is, "
-    "expert_parallel_size under mpirun: docs/DISTRIBUTED.md): set it to 1";
+    "not built yet (only expert parallelism runs across processes so far: "
+    "expert_parallel_size under mpirun, docs/DISTRIBUTED.md): set it to 1";
 
 std::string lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),

@@ -95,11 +95,12 @@ def assert_same_generation(deepinfer_bin, model, ranks, tmp_path):
     assert len(ep_lines) == len(ref_lines) == len(load_golden(model)["cases"])
     for r, e in zip(ref_lines, ep_lines):
         assert e["output_ids"] == r["output_ids"]
-        ref_lp = [t["logprob"] for t in r["logprobs"]] + [
-            a["logprob"] for t in r["logprobs"] for a in t["top_logprobs"]]
-        ep_lp = [t["logprob"] for t in e["logprobs"]] + [
-            a["logprob"] for t in e["logprobs"] for a in t["top_logprobs"]]
-        assert rel_diff(ep_lp, ref_lp) <= TOLERANCE
+        # Each step: the chosen token's logprob and the top 5 as [token, logprob] pairs.
+        values = lambda out: [v for t in out["logprobs"]
+                              for v in [t["logprob"]] + [p[1] for p in t["top_logprobs"]]]
+        assert [[p[0] for p in t["top_logprobs"]] for t in e["logprobs"]] == [
+            [p[0] for p in t["top_logprobs"]] for t in r["logprobs"]]
+        assert rel_diff(values(e), values(r)) <= TOLERANCE
 
 
 @pytest.mark.parametrize("model", MODELS)

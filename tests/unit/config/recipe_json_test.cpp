@@ -114,7 +114,7 @@ TEST(RecipeJson, ParallelismBeyondOneProcessIsExplained) {
   for (const char* key : {"tensor_parallel_size", "pipeline_parallel_size"}) {
     expect_config_error([&] { parse_infer(str_cat(R"({"parallel": {")", key, R"(": 8}})")); },
                         {str_cat("x/infer_config.json: parallel.", key, " = 8"), "not built yet",
-                         "only expert parallelism is", "set it to 1"});
+                         "only expert parallelism runs across processes", "set it to 1"});
   }
   // Expert parallelism is read as given; set-up checks it against mpirun's world.
   EXPECT_EQ(*parse_infer(R"({"parallel": {"expert_parallel_size": 8}})").expert_parallel_size, 8);
