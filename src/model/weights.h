@@ -22,7 +22,7 @@ struct LoadOptions {
                                       // dequantized to bf16); set: every matrix in this dtype
   // The process's parallel layout (parallel_context.h); null: one process. MoE builders take
   // their expert group's communicator from it and load only this rank's experts.
-  std::shared_ptr<const parallel::ParallelContext> parallel;
+  std::shared_ptr<const parallel::ParallelContext> parallel = nullptr;
 };
 
 class WeightLoader {

@@ -19,7 +19,7 @@ namespace {
 using parallel::testing::ThreadCommunicator;
 using parallel::testing::ThreadGroup;
 
-struct Run {
+struct Outcome {
   std::vector<std::vector<int32_t>> tokens;  // engine, one per prompt
   std::vector<float> prompt_logits;          // greedy loop, last prompt position
   int64_t steps = 0;                         // engine steps + greedy forwards
@@ -30,14 +30,14 @@ const std::vector<std::vector<int32_t>> kPrompts = {
 
 // Runs the prompts through an engine (small pool: chunked prefill, prefix hits) and the last
 // one through the greedy loop.
-Run drive(model::CausalLM& model, ThreadPool& pool) {
+Outcome drive(model::CausalLM& model, ThreadPool& pool) {
   EngineConfig config;
   config.block_size = 4;
   config.max_num_blocks = 24;
   config.max_num_batched_tokens = 8;
   config.enable_prefix_caching = true;
   Engine engine(model, pool, config);
-  Run run;
+  Outcome run;
   for (const auto& r : engine.generate(kPrompts, {testing::greedy_params(6)})) {
     run.tokens.push_back(r.completions.at(0).token_ids);
   }
@@ -59,10 +59,10 @@ TEST_P(Lockstep, TwoRanksComputeWhatOneProcessDoes) {
   if (!std::filesystem::exists(dir + "/config.json")) GTEST_SKIP() << dir << " is absent";
   ThreadPool one(1);
   auto whole = model::load_model(dir, {});
-  const Run want = drive(*whole, one);
+  const Outcome want = drive(*whole, one);
 
   ThreadGroup world_group(2), expert_group(2);
-  Run got;
+  Outcome got;
   int64_t worker_steps = -1;
   world_group.run([&](int rank) {
     auto world = std::make_shared<ThreadCommunicator>(world_group, rank);
