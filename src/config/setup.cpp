@@ -127,6 +127,7 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
   s.sampling = sampling_defaults(config, s.generation);
   s.engine = engine_config(config, s.generation);
   check_max_model_len(config, s.engine, model_config, s.dir);
+  s.parallel = parallel_layout(config, model_config, s.dir, options);
   const std::string tokenizer_dir = config.tokenizer_path.value_or(s.dir);
   if (config.tokenizer_path.has() && !fs::is_directory(tokenizer_dir)) {
     throw ConfigError(str_cat(config.tokenizer_path.origin, " = \"", tokenizer_dir,
@@ -156,7 +157,6 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
   log::info("loading model from ", s.dir);
   const auto start = Clock::now();
   prefault_checkpoint(s.dir, options.progress_bar);
-  s.parallel = parallel_layout(config, model_config, s.dir, options);
   model::LoadOptions load = load_options(config);
   load.parallel = s.parallel;
   s.model = model::load_model(s.dir, load);
