@@ -18,6 +18,6 @@ from cann_recipes_infer import InferenceEngine  # noqa: E402
 
 config_path = os.environ.get("DEEPINFER_CONFIG", str(ROOT / "configs" / "demo" / "infer_config.json"))
 engine = InferenceEngine(config_path=config_path)
-output = engine.generate(prompt="What is the capital of France?", max_new_tokens=64,
+output = engine.generate(prompt="The capital of France is", max_new_tokens=64,
                          temperature=0.7, top_p=0.95, stream=False)
 print(output)

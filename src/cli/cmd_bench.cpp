@@ -33,7 +33,8 @@ constexpr const char* kUsage =
     "usage: deepinfer bench [--mode offline|online] (--config FILE | --model DIR)\n"
     "         [--dataset FILE | --input-len L] [--num_samples N] [--warmup W] [flags]\n"
     "  --config FILE            a recipe (infer_config.json or .yaml, docs/CONFIG.md); flags win\n"
-    "  --model DIR              the model (-m); --threads --dtype --matmul-precision as generate\n"
+    "  --model DIR              the model (-m); --threads --dtype --quantization\n"
+    "                           --matmul-precision as generate\n"
     "workload:\n"
     "  --dataset FILE           (= --dataset-path) a JSON list of prompts (strings or\n"
     "                           {\"prompt\": ..., \"output_len\": N}), jsonl, or ShareGPT\n"
@@ -111,7 +112,8 @@ int run_bench(const std::vector<std::string>& argv) {
 
   config::RecipeConfig recipe;
   if (const auto path = args.get("config")) recipe = config::load_recipe(*path);
-  apply_setting_flags(recipe, args, {"model", "threads", "dtype", "matmul-precision"});
+  apply_setting_flags(recipe, args,
+                      {"model", "threads", "dtype", "quantization", "matmul-precision"});
   apply_engine_flags(recipe, args);
   apply_parallel_flags(recipe, args);
   DI_CHECK(recipe.model_path.has() || !options.base_url.empty(),

@@ -48,6 +48,8 @@ constexpr const char* kUsage =
     "  --stream / --no-stream    print text as it is generated (default: on for --chat when\n"
     "                            stdout is a terminal and --json is not given)\n"
     "  --ignore-eos  --json  --dtype auto|f32|bf16|f16  --matmul-precision f32|bf16\n"
+    "  --quantization none|q8_0|q4_0|q4_1  quantize the projections at load (int8 = q8_0;\n"
+    "                            docs/QUANTIZATION.md)\n"
     "  --log-level info  --block-size 16  --kv-cache-dtype auto|f32|bf16|f16|int8\n"
     "  sampling (default greedy): --temperature T  --top-p P  --top-k K  --min-p P\n"
     "                             --repetition-penalty R  --seed S (same seed, same tokens)\n"

@@ -111,6 +111,7 @@ int run_info(const std::vector<std::string>& argv) {
   if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
     std::printf(
         "usage: deepinfer info -m MODEL [--json] [--dtype auto|f32|bf16|f16]\n"
+        "                      [--quantization none|q8_0|q4_0|q4_1]\n"
         "prints the architecture, layout, experts, quantization, the memory each part of the\n"
         "weights takes and the KV cache cost per token\n");
     return 0;
@@ -118,7 +119,9 @@ int run_info(const std::vector<std::string>& argv) {
   const Args args(argv, with_model_flags({}), {"json"}, {.aliases = {{"m", "model"}}});
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   const std::string dir = args.require("model");
-  const auto model = model::load_model(dir, load_options_from(args));
+  const model::LoadOptions load_options = load_options_from(args);
+  model::LoadReport load_report;
+  const auto model = model::load_model(dir, load_options, &load_report);
   const io::ModelConfig& mc = model->config();
 
   int64_t parameters = 0;
@@ -181,6 +184,15 @@ int run_info(const std::vector<std::string>& argv) {
   out["kv_bytes_per_token_bf16"] = kv_bytes(DType::bf16);
   out["kv_bytes_per_token_int8"] = kv_bytes(DType::i8);  // scales included
   out["max_position_embeddings"] = mc.max_position_embeddings;
+  if (load_options.quantization) {
+    // What --quantization made of the weights: bytes held per type after loading.
+    out["quantization_at_load"] = std::string(dtype_name(*load_options.quantization));
+    out["quantization_at_load_summary"] = load_report.quantization;
+    int64_t loaded = 0;
+    for (const auto& [type, bytes] : load_report.weight_bytes) loaded += bytes;
+    out["loaded_weight_bytes"] = loaded;
+    out["loaded_weight_bytes_by_dtype"] = load_report.weight_bytes;
+  }
   if (args.flag("json")) {
     std::printf("%s\n", out.dump().c_str());
     return 0;
@@ -220,6 +232,15 @@ int run_info(const std::vector<std::string>& argv) {
       str_cat(human_bytes(static_cast<double>(kv_bytes(DType::f32))), " (f32, the default), ",
               human_bytes(static_cast<double>(kv_bytes(DType::bf16))), " (bf16), ",
               human_bytes(static_cast<double>(kv_bytes(DType::i8))), " (int8)"));
+  if (load_options.quantization) {
+    std::printf("memory (weights after --quantization %s):\n",
+                std::string(dtype_name(*load_options.quantization)).c_str());
+    for (const auto& [type, bytes] : load_report.weight_bytes) {
+      row("  " + type, human_bytes(static_cast<double>(bytes)));
+    }
+    row("  total", human_bytes(static_cast<double>(out["loaded_weight_bytes"].get<int64_t>())));
+    row("  policy", load_report.quantization);
+  }
   return 0;
 }
 

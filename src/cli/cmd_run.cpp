@@ -32,6 +32,7 @@ constexpr const char* kUsage =
     "                       compute threads; more than one rank needs MPI (not built yet)\n"
     "overrides (win over the config file):\n"
     "  --model DIR  --threads T  --dtype auto|f32|bf16|f16  --matmul-precision f32|bf16\n"
+    "  --quantization none|q8_0|q4_0|q4_1 (int8 = q8_0)\n"
     "  --block-size N  --max-num-blocks N | --kv-cache-memory GIB | --mem-fraction-static F\n"
     "  --kv-cache-dtype auto|f32|bf16|f16|int8  --max-num-seqs N  --max-num-batched-tokens N\n"
     "  --gpu-memory-utilization F (= --mem-fraction-static)\n"
@@ -49,9 +50,9 @@ constexpr const char* kUsage =
 // Value flags that are settings (model_flags.h): the model and engine flags, and these. The
 // boolean ones are the engine's (--enable-prefix-caching).
 std::set<std::string> setting_value_flags() {
-  return with_engine_value_flags({"model", "threads", "dtype", "matmul-precision", "npu_devices",
-                                  "devices", "mem-fraction-static", "max-new-tokens", "temperature",
-                                  "top-p", "top-k", "repetition-penalty", "seed",
+  return with_engine_value_flags({"model", "threads", "dtype", "quantization", "matmul-precision",
+                                  "npu_devices", "devices", "mem-fraction-static", "max-new-tokens",
+                                  "temperature", "top-p", "top-k", "repetition-penalty", "seed",
                                   "served-model-name", "chat-template", "tokenizer"});
 }
 

@@ -25,9 +25,11 @@ constexpr const char* kUsage =
     "usage: deepinfer validate --model A (--reference B | --golden FILE) [inputs] [metrics]\n"
     "  -m, --model A                    the model under test (directory or .gguf)\n"
     "  --dtype, --kv-cache-dtype        its weight and KV cache dtypes (as generate)\n"
+    "  --quantization Q                 its projections quantized at load (as generate)\n"
     "  --reference B                    the model to match: another checkpoint, format or dtype\n"
     "  --reference-dtype D              B's weight dtype (default: as stored)\n"
     "  --reference-kv-cache-dtype D     B's KV cache dtype (default: auto, f32)\n"
+    "  --reference-quantization Q       B's quantization at load (default: none)\n"
     "  --golden FILE                    instead of B: tools/dump_reference.py output\n"
     "                                   (transformers, f32; its own prompts)\n"
     " inputs (default --preset fixed):\n"
@@ -64,7 +66,7 @@ std::vector<std::string> split_json_flag(const std::vector<std::string>& argv) {
 }
 
 config::ModelSetup load(const Args& args, const std::string& path, const char* dtype_flag,
-                        const char* kv_flag) {
+                        const char* kv_flag, const char* quantization_flag) {
   config::RecipeConfig recipe;
   config::apply_override(recipe, "model_path", path, "--model");
   if (const auto v = args.get("threads"))
@@ -74,6 +76,9 @@ config::ModelSetup load(const Args& args, const std::string& path, const char* d
   }
   if (const auto v = args.get(kv_flag)) {
     config::apply_override(recipe, "kv_cache_dtype", *v, str_cat("--", kv_flag), true);
+  }
+  if (const auto v = args.get(quantization_flag)) {
+    config::apply_override(recipe, "quantization", *v, str_cat("--", quantization_flag), true);
   }
   return config::load_model_setup(recipe, {.require_tokenizer = false, .progress_bar = false});
 }
@@ -92,6 +97,8 @@ int run_validate(const std::vector<std::string>& argv) {
                    "reference",
                    "reference-dtype",
                    "reference-kv-cache-dtype",
+                   "quantization",
+                   "reference-quantization",
                    "golden",
                    "prompts",
                    "text",
@@ -126,19 +133,19 @@ int run_validate(const std::vector<std::string>& argv) {
 
   validate::ValidationReport report;
   if (const auto golden_path = args.get("golden")) {
-    for (const char* flag :
-         {"prompts", "text", "preset", "reference-dtype", "reference-kv-cache-dtype"}) {
+    for (const char* flag : {"prompts", "text", "preset", "reference-dtype",
+                             "reference-kv-cache-dtype", "reference-quantization"}) {
       DI_CHECK(!args.has(flag), "--", flag, " does not apply with --golden (it holds its prompts)");
     }
     const validate::Golden golden = validate::read_golden(*golden_path);
-    config::ModelSetup model = load(args, model_path, "dtype", "kv-cache-dtype");
+    config::ModelSetup model = load(args, model_path, "dtype", "kv-cache-dtype", "quantization");
     validate::ModelProbe probe(*model.model, *model.pool, model.engine.kv_cache_dtype);
     report = validate::compare_golden(probe, golden, options);
   } else {
     const std::string reference_path = *args.get("reference");
-    config::ModelSetup model = load(args, model_path, "dtype", "kv-cache-dtype");
-    config::ModelSetup reference =
-        load(args, reference_path, "reference-dtype", "reference-kv-cache-dtype");
+    config::ModelSetup model = load(args, model_path, "dtype", "kv-cache-dtype", "quantization");
+    config::ModelSetup reference = load(args, reference_path, "reference-dtype",
+                                        "reference-kv-cache-dtype", "reference-quantization");
     validate::check_comparable(*model.model, *reference.model, options.layers);
     const tokenizer::Tokenizer* tok = model.tokenizer ? &*model.tokenizer : nullptr;
     const int64_t vocab = model.model->vocab_size();

@@ -10,7 +10,8 @@
 namespace deepinfer::cli {
 namespace {
 
-const std::set<std::string> kModelSettingFlags = {"model", "threads", "dtype", "matmul-precision"};
+const std::set<std::string> kModelSettingFlags = {"model", "threads", "dtype", "quantization",
+                                                  "matmul-precision"};
 
 const std::set<std::string> kParallelValueFlags = {"expert-parallel-size", "tensor-parallel-size",
                                                    "pipeline-parallel-size"};
@@ -85,7 +86,7 @@ config::RecipeConfig recipe_from_flags(const Args& args, bool engine_flags) {
 
 model::LoadOptions load_options_from(const Args& args) {
   config::RecipeConfig config;
-  apply_setting_flags(config, args, {"dtype"});
+  apply_setting_flags(config, args, {"dtype", "quantization"});
   return config::load_options(config);
 }
 

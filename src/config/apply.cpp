@@ -7,6 +7,7 @@
 #include "cache/kv_cache.h"
 #include "core/dtype.h"
 #include "io/gguf_model.h"
+#include "model/weight_quantization.h"
 
 namespace deepinfer::config {
 namespace {
@@ -105,6 +106,8 @@ model::LoadOptions load_options(const RecipeConfig& config) {
   model::LoadOptions options;
   if (config.dtype.has() && *config.dtype != "auto")
     options.weight_dtype = parse_dtype(*config.dtype);
+  if (config.quantization.has())
+    options.quantization = model::parse_quantization(*config.quantization);
   return options;
 }
 

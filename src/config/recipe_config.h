@@ -55,6 +55,9 @@ struct RecipeConfig {
   Setting<std::string> model_name;  // served model name (YAML model_config.model_name)
   std::vector<ExpectedValue> expected;
   Setting<std::string> dtype;  // weight dtype: auto | f32 | bf16 | f16 (atb.precision_mode)
+  // Block type projections are quantized to at load: none | q8_0 | q4_0 | q4_1 (canonical
+  // names; int8 is stored as q8_0). docs/QUANTIZATION.md.
+  Setting<std::string> quantization;
   // Activations of matmuls with bf16 weights: f32 (exact) | bf16 (rounded, vdpbf16ps).
   Setting<std::string> matmul_precision;
   Setting<bool> attention_fusion;

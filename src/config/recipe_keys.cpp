@@ -5,6 +5,7 @@
 
 #include "cache/kv_cache.h"
 #include "core/dtype.h"
+#include "model/weight_quantization.h"
 
 namespace deepinfer::config {
 namespace {
@@ -80,10 +81,20 @@ void precision_mode(RecipeConfig& c, const Value& v, Mode m) {
   if (mode == "auto") dtype = "auto";
   if (dtype.empty()) {
     v.reject(
-        "expected fp16, bf16, fp32 or auto (weights as stored); quantized modes come with "
-        "the converter");
+        "expected fp16, bf16, fp32 or auto (weights as stored); for block-quantized weights "
+        "use the key quantization (--quantization): ",
+        model::quantization_choices());
   }
   assign(c.dtype, dtype, v, m);
+}
+
+void quantization(RecipeConfig& c, const Value& v, Mode m) {
+  const std::string name = lower(v.string());
+  if (const std::string problem = model::quantization_problem(name); !problem.empty())
+    v.reject(problem);
+  // Canonical, so "int8" in one file agrees with "q8_0" in another.
+  const std::optional<DType> dtype = model::parse_quantization(name);
+  assign(c.quantization, dtype ? std::string(dtype_name(*dtype)) : std::string("none"), v, m);
 }
 
 void atb_attention(RecipeConfig& c, const Value& v, Mode m) {

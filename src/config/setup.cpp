@@ -167,8 +167,11 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
   log::info(
       "model loaded in ", fixed(std::chrono::duration<double>(Clock::now() - start).count(), 2),
       " s (", model_config.architecture, ", ", model_config.num_hidden_layers, " layers, weights ",
-      config.dtype.value_or("auto") == "auto" ? "as stored" : *config.dtype, ", matmul precision ",
-      kernels::matmul_precision_name(kernels::matmul_precision()), ")");
+      config.dtype.value_or("auto") == "auto" ? "as stored" : *config.dtype,
+      config.quantization.value_or("none") == "none"
+          ? ""
+          : ", projections quantized to " + *config.quantization,
+      ", matmul precision ", kernels::matmul_precision_name(kernels::matmul_precision()), ")");
   if (is_test_model(model_config)) {
     log::warn(s.dir,
               " is a random-weight test model (config.json: \"deepinfer_test_model\": true): "

@@ -60,9 +60,17 @@ struct ModelFamily {
 const std::vector<ModelFamily>& model_families();
 std::vector<std::string> supported_architectures();
 
+// What loading did with the weights (also logged): bytes held per dtype after quantizing.
+struct LoadReport {
+  WeightBytes weight_bytes;
+  std::string quantization;  // WeightLoader::quantization_summary(); empty without it
+};
+
 // Loads config.json + safetensors of `dir` and builds the model. Throws Error for an
-// unsupported architecture (listing the supported ones) or mismatched weights.
-std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options);
+// unsupported architecture (listing the supported ones) or mismatched weights. `report`,
+// when given, receives what the load did with the weights.
+std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options,
+                                     LoadReport* report = nullptr);
 
 // Elements per int8 KV scale for a layout: its quant_group (or one head row), capped at
 // cache::kMaxKvQuantGroup.

@@ -34,7 +34,8 @@ std::vector<std::string> supported_architectures() {
 
 namespace {
 
-// What this rank holds under expert parallelism: its routed experts and the bytes it read.
+// What this rank holds under expert parallelism: its routed experts and its weights' bytes
+// (a fused expert tensor counts whole, though only this rank's slice of it is touched).
 void log_expert_placement(const CausalLM& model, const WeightLoader& weights,
                           const parallel::ParallelContext& parallel,
                           const io::Checkpoint& checkpoint) {
@@ -45,24 +46,20 @@ void log_expert_placement(const CausalLM& model, const WeightLoader& weights,
     ++moe_layers;
     experts = static_cast<int64_t>(layer.size());
   }
-  const auto mib = [](double bytes) {
-    char text[32];
-    std::snprintf(text, sizeof(text), "%.2f MiB", bytes / (1 << 20));
-    return std::string(text);
-  };
   const int64_t ep = parallel.expert_parallel_size();
   const int64_t per_rank = experts / std::max<int64_t>(ep, 1);
   const int64_t first = per_rank * parallel.expert_group()->rank();
   log::info("expert parallel ", parallel.describe(), ": routed experts ", first, "-",
             first + per_rank - 1, " of ", experts, " in each of ", moe_layers,
-            " MoE layers; weights read by this rank ",
-            mib(static_cast<double>(weights.loaded_bytes())), " of ",
-            mib(static_cast<double>(checkpoint.total_bytes())), " in the checkpoint");
+            " MoE layers; weights on this rank: ", describe_weight_bytes(weights.loaded_bytes()),
+            " (the whole checkpoint:",
+            describe_weight_bytes({{"", static_cast<int64_t>(checkpoint.total_bytes())}}), ")");
 }
 
 }  // namespace
 
-std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options) {
+std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options,
+                                     LoadReport* report) {
   const io::ModelConfig config = io::ModelConfig::load(dir);
   const auto& families = model_families();
   const auto family = std::find_if(families.begin(), families.end(), [&](const ModelFamily& f) {
@@ -80,6 +77,12 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
   auto model = family->build(config, weights);
   if (const std::string blocks = weights.block_summary(); !blocks.empty())
     log::info(dir, ": ", blocks);
+  const std::string quantization = weights.quantization_summary();
+  if (!quantization.empty()) {
+    log::info(dir, ": ", quantization);
+    log::info(dir, ": weights in memory: ", describe_weight_bytes(weights.loaded_bytes()));
+  }
+  if (report) *report = {weights.loaded_bytes(), quantization};
   if (options.parallel && options.parallel->distributed())
     log_expert_placement(*model, weights, *options.parallel, checkpoint);
   const auto unused = weights.unused();

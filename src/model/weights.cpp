@@ -1,9 +1,54 @@
 #include "model/weights.h"
 
+#include <cstdio>
+
 #include "core/error.h"
+#include "core/quant_blocks.h"
 #include "kernels/kernels.h"
+#include "model/weight_quantization.h"
 
 namespace deepinfer::model {
+namespace {
+
+const char* kept_reason(MatrixUse use) {
+  switch (use) {
+    case MatrixUse::embedding:
+      return "embedding";
+    case MatrixUse::lm_head:
+      return "lm_head";
+    case MatrixUse::expert:
+      return "routed-expert";  // the MoE expert stacks run f32 / bf16 / f16 only
+    case MatrixUse::by_element:
+      return "read-by-element";  // MLA's kv_b_proj is split per head by element
+    case MatrixUse::projection:
+      break;
+  }
+  return "projection";
+}
+
+std::string human_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  if (unit == 0) return str_cat(bytes, " B");
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f %s", value, units[unit]);
+  return text;
+}
+
+}  // namespace
+
+std::string describe_weight_bytes(const WeightBytes& bytes) {
+  std::string out;
+  for (const auto& [dtype, count] : bytes) {
+    out += str_cat(out.empty() ? "" : ", ", dtype, " ", human_bytes(count));
+  }
+  return out;
+}
 
 WeightLoader::WeightLoader(const io::Checkpoint& checkpoint, LoadOptions options)
     : checkpoint_(checkpoint), options_(options) {}
@@ -14,7 +59,7 @@ Tensor WeightLoader::fetch(const std::string& name, const Shape& expected) {
   Tensor tensor = checkpoint_.get(name);
   DI_CHECK(tensor.shape() == expected, checkpoint_.dir(), ": tensor '", name, "' has shape ",
            shape_to_string(tensor.shape()), " but config.json implies ", shape_to_string(expected));
-  if (used_.insert(name).second) loaded_bytes_ += static_cast<int64_t>(tensor.nbytes());
+  used_.insert(name);
   return tensor;
 }
 
@@ -26,7 +71,33 @@ std::shared_ptr<parallel::Communicator> WeightLoader::expert_group() {
   return expert_group_;
 }
 
-Tensor WeightLoader::matrix(const std::string& name, const Shape& expected) {
+Tensor WeightLoader::loaded(Tensor tensor) {
+  loaded_bytes_[std::string(dtype_name(tensor.dtype()))] += static_cast<int64_t>(tensor.nbytes());
+  return tensor;
+}
+
+std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, const Tensor& tensor,
+                                                   MatrixUse use, DType stored) {
+  if (!options_.quantization) return std::nullopt;
+  if (use != MatrixUse::projection || tensor.ndim() != 2) {
+    ++kept_[kept_reason(use)];
+    return std::nullopt;
+  }
+  const DType target = *options_.quantization;
+  const int64_t block = block_traits(target)->block_size;
+  if (tensor.dim(1) % block != 0) {
+    // A row must be whole blocks; such matrices keep their dtype (llama.cpp falls back to
+    // another type for them, which a single --quantization type cannot).
+    ++kept_[str_cat("partial-block (rows not whole ", block, "-element blocks)")];
+    if (first_partial_rows_.empty())
+      first_partial_rows_ = str_cat(name, ", rows of ", tensor.dim(1), " elements");
+    return std::nullopt;
+  }
+  ++quantized_[std::string(dtype_name(stored))];
+  return quantize_matrix(tensor, target);
+}
+
+Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, MatrixUse use) {
   Tensor tensor = fetch(name, expected);
   const DType stored = tensor.dtype();
   if (stored == DType::f8_e4m3) {
@@ -36,8 +107,15 @@ Tensor WeightLoader::matrix(const std::string& name, const Shape& expected) {
     DI_CHECK(expected.size() == 2, checkpoint_.dir(), ": tensor '", name, "' is F8_E4M3 with ",
              expected.size(), " dimensions; block scales are supported for matrices only");
     const Tensor scale = fetch(name + "_scale_inv", io::fp8_scale_shape(expected, *fp8_));
-    return io::dequantize_fp8_blocks(tensor, scale, *fp8_,
-                                     options_.weight_dtype.value_or(DType::bf16));
+    const DType widened = options_.weight_dtype.value_or(DType::bf16);
+    if (options_.quantization) {
+      // Quantized from the exact FP8 values (f32), not from a bf16 rounding of them.
+      const Tensor exact = io::dequantize_fp8_blocks(tensor, scale, *fp8_, DType::f32);
+      if (auto quantized = maybe_quantize(name, exact, use, stored))
+        return loaded(std::move(*quantized));
+      return loaded(exact.to(widened));
+    }
+    return loaded(io::dequantize_fp8_blocks(tensor, scale, *fp8_, widened));
   }
   const bool blocks = is_block_dtype(stored);
   DI_CHECK(blocks || stored == DType::f32 || stored == DType::bf16 || stored == DType::f16,
@@ -46,10 +124,16 @@ Tensor WeightLoader::matrix(const std::string& name, const Shape& expected) {
   DI_CHECK(!blocks || expected.size() == 2, checkpoint_.dir(), ": tensor '", name, "' is ",
            dtype_name(stored), " with ", expected.size(),
            " dimensions; block-quantized weights are supported for matrices only");
-  const DType dtype = options_.weight_dtype.value_or(stored);
+  if (!blocks) {
+    if (auto quantized = maybe_quantize(name, tensor, use, stored))
+      return loaded(std::move(*quantized));
+  }
+  // With --quantization a matrix stored in blocks stays in them (it is quantized already).
+  const DType dtype =
+      blocks && options_.quantization ? stored : options_.weight_dtype.value_or(stored);
   if (blocks)
     ++(dtype == stored ? native_blocks_ : dequantized_blocks_)[std::string(dtype_name(stored))];
-  return tensor.to(dtype);
+  return loaded(tensor.to(dtype));
 }
 
 std::string WeightLoader::block_summary() const {
@@ -74,10 +158,31 @@ std::string WeightLoader::block_summary() const {
   return out;
 }
 
+std::string WeightLoader::quantization_summary() const {
+  if (!options_.quantization) return "";
+  const auto list = [](const std::map<std::string, int64_t>& counts, const char* prefix) {
+    std::string text;
+    for (const auto& [what, count] : counts) {
+      text += str_cat(text.empty() ? "" : ", ", count, " ", prefix, what);
+    }
+    return text;
+  };
+  int64_t total = 0;
+  for (const auto& [from, count] : quantized_) total += count;
+  std::string out = str_cat("quantized at load to ", dtype_name(*options_.quantization), ": ",
+                            total, " matrices");
+  if (!quantized_.empty()) out += " (" + list(quantized_, "from ") + ")";
+  if (!kept_.empty()) {
+    out += "; not quantized (docs/QUANTIZATION.md): " + list(kept_, "");
+    if (!first_partial_rows_.empty()) out += " (first: " + first_partial_rows_ + ")";
+  }
+  return out;
+}
+
 Tensor WeightLoader::vector_f32(const std::string& name, const Shape& expected) {
   Tensor tensor = fetch(name, expected);
   Tensor out = tensor.to(DType::f32);
-  return out.is_borrowed() ? out.clone() : out;
+  return loaded(out.is_borrowed() ? out.clone() : out);
 }
 
 bool WeightLoader::skip(const std::string& name) {

@@ -20,10 +20,28 @@ struct LoadOptions {
   std::optional<DType> weight_dtype;  // nullopt: as stored (f32, bf16, f16 and the ggml block
                                       // types q8_0 / q4_0 / q4_1 all run; FP8 blocks are
                                       // dequantized to bf16); set: every matrix in this dtype
+  // --quantization: projections stored in f32 / bf16 / f16 / FP8 are quantized to this block
+  // type at load (model/weight_quantization.h); the rest follows weight_dtype. (Initialized
+  // so that the shorthand LoadOptions{DType::bf16} stays warning-free.)
+  std::optional<DType> quantization = std::nullopt;
   // The process's parallel layout (parallel_context.h); null: one process. MoE builders take
   // their expert group's communicator from it and load only this rank's experts.
   std::shared_ptr<const parallel::ParallelContext> parallel = nullptr;
 };
+
+// What a matrix is for, which decides whether --quantization applies (docs/QUANTIZATION.md):
+// only projections are quantized; the others keep the checkpoint's (or --dtype's) type.
+enum class MatrixUse {
+  projection,  // attention / MLP / shared-expert projections, run by kernels::linear
+  embedding,   // token embeddings: rows are looked up (and a tied lm_head shares them)
+  lm_head,     // the output projection: its rounding lands directly on the logits
+  expert,      // routed MoE experts: the expert stacks run f32 / bf16 / f16 only (for now)
+  by_element,  // read by element, not by kernels::linear (MLA's kv_b_proj, split per head)
+};
+
+// Bytes of the weights a model holds after loading, by dtype name ("q8_0", "f32", ...).
+using WeightBytes = std::map<std::string, int64_t>;
+std::string describe_weight_bytes(const WeightBytes& bytes);  // "q8_0 1.2 MiB, f32 330.0 KiB"
 
 class WeightLoader {
  public:
@@ -34,11 +52,19 @@ class WeightLoader {
   // are then dequantized at load with their `<name>_scale_inv` blocks.
   void set_fp8(std::optional<io::Fp8BlockQuantization> quant) { fp8_ = quant; }
   // A matrix for kernels::linear in the compute dtype; Error if missing or misshaped. Block
-  // types (q8_0 / q4_0 / q4_1) stay as stored (zero-copy) unless a weight_dtype is forced.
-  Tensor matrix(const std::string& name, const Shape& expected);
+  // types (q8_0 / q4_0 / q4_1) stay as stored (zero-copy) unless a weight_dtype is forced
+  // (and always with --quantization). A projection is quantized when --quantization asks and
+  // its rows are whole blocks.
+  Tensor matrix(const std::string& name, const Shape& expected,
+                MatrixUse use = MatrixUse::projection);
   // What matrix() did with block-quantized matrices, for the load log: "30 q4_1, 1 q8_0
   // matrices run natively (AVX-512 VNNI block kernels)"; empty when there were none.
   std::string block_summary() const;
+  // What --quantization did, for the load log: "quantized at load to q8_0: 14 matrices (from
+  // f32); kept: 1 embedding, 1 lm_head"; empty without --quantization.
+  std::string quantization_summary() const;
+  // Bytes of every tensor matrix() and vector_f32() returned, by dtype.
+  const WeightBytes& loaded_bytes() const { return loaded_bytes_; }
   // f32 copy of a small tensor (norm weights, biases).
   Tensor vector_f32(const std::string& name, const Shape& expected);
   // Checkpoint tensors no layer asked for (reported so silent mismatches are visible).
@@ -56,20 +82,25 @@ class WeightLoader {
   bool expert_tokens_replicated() const {
     return options_.parallel && options_.parallel->expert_tokens_replicated();
   }
-  // Stored bytes of the tensors read so far (what this rank holds, for the load log; a fused
-  // expert tensor counts whole even when only this rank's slice of it is used).
-  int64_t loaded_bytes() const { return loaded_bytes_; }
 
  private:
   Tensor fetch(const std::string& name, const Shape& expected);
+  Tensor loaded(Tensor tensor);  // counts its bytes
+  // The projection quantized to options_.quantization, or nullopt when the policy keeps it;
+  // `stored` is the checkpoint's dtype (FP8 arrives here widened to f32).
+  std::optional<Tensor> maybe_quantize(const std::string& name, const Tensor& tensor, MatrixUse use,
+                                       DType stored);
   const io::Checkpoint& checkpoint_;
   LoadOptions options_;
   std::optional<io::Fp8BlockQuantization> fp8_;
   std::set<std::string> used_;
   std::shared_ptr<parallel::Communicator> expert_group_;
-  int64_t loaded_bytes_ = 0;
   std::map<std::string, int64_t> native_blocks_;       // dtype name -> matrices kept in blocks
   std::map<std::string, int64_t> dequantized_blocks_;  // ... dequantized by weight_dtype
+  std::map<std::string, int64_t> quantized_;           // source dtype -> matrices quantized
+  std::map<std::string, int64_t> kept_;                // why -> matrices --quantization kept
+  std::string first_partial_rows_;                     // a matrix kept for partial blocks
+  WeightBytes loaded_bytes_;
 };
 
 }  // namespace deepinfer::model

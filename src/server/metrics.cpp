@@ -176,6 +176,9 @@ std::string Metrics::render(const engine::EngineStats& stats) const {
            "free).",
            stats.blocks.usage());
   const auto& b = stats.blocks;
+  w.scalar("deepinfer:kv_cache_total_blocks", "gauge",
+           "KV-cache blocks in the pool (used blocks = kv_cache_usage_perc x this).",
+           static_cast<double>(b.num_blocks));
   w.scalar("deepinfer:prefix_cache_hit_rate", "gauge",
            "Prompt tokens found in the prefix cache / prompt tokens looked up (0 when none).",
            b.prefix_query_tokens ? static_cast<double>(b.prefix_hit_tokens) /

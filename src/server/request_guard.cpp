@@ -55,7 +55,9 @@ bool is_loopback_host(const std::string& host) {
 std::vector<std::string> effective_allowed_hosts(const ServerOptions& options) {
   if (!options.allowed_hosts.empty()) return options.allowed_hosts;
   if (!is_loopback_host(options.host)) return {};
-  return {"localhost", "127.0.0.1", "[::1]", lower(options.host)};
+  std::vector<std::string> names = {"localhost", "127.0.0.1", "[::1]"};
+  if (!listed(names, options.host)) names.push_back(lower(options.host));  // e.g. 127.0.0.2
+  return names;
 }
 
 std::optional<ApiError> check_host(const http::Request& request,

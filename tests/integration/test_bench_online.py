@@ -31,6 +31,7 @@ def test_online_against_a_started_server(run_cli):
     assert 8 < sent[-1] < 30
     assert all(r["output_tokens"] == 8 and r["prompt_tokens"] == 16 for r in run["requests"])
     assert run["peak_rss_mb"] > 0
+    assert run["kv_blocks"] > 0 and 0 <= run["peak_kv_blocks"] <= run["kv_blocks"]
     assert "bench: starting deepinfer serve" in proc.stderr
 
 

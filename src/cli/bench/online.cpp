@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -147,7 +148,8 @@ void send_one(const OnlineTarget& target, const BenchRequest& request, clock_typ
 }
 
 // Polls /metrics while a run goes on: the KV cache's peak usage (the gauge vLLM and deepinfer
-// both name *kv_cache_usage_perc).
+// both name *kv_cache_usage_perc) and, from deepinfer's kv_cache_total_blocks, the pool size
+// (peak blocks used = peak usage x pool).
 class MetricsSampler {
  public:
   explicit MetricsSampler(http::Url url) : url_(std::move(url)) {
@@ -163,6 +165,7 @@ class MetricsSampler {
     if (thread_.joinable()) thread_.join();
   }
   std::optional<double> peak_usage() const { return peak_; }
+  std::optional<double> total_blocks() const { return total_blocks_; }
 
  private:
   void loop() {
@@ -187,11 +190,13 @@ class MetricsSampler {
         pos = eol + 1;
         if (line.empty() || line[0] == '#') continue;
         const std::string name = line.substr(0, line.find_first_of("{ "));
-        if (name.size() < 19 || name.compare(name.size() - 19, 19, "kv_cache_usage_perc") != 0) {
-          continue;
-        }
         const double value = std::atof(line.c_str() + line.rfind(' ') + 1);
-        peak_ = std::max(peak_.value_or(0.0), value);
+        const auto ends_with = [&](std::string_view suffix) {
+          return name.size() >= suffix.size() &&
+                 name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+        };
+        if (ends_with("kv_cache_usage_perc")) peak_ = std::max(peak_.value_or(0.0), value);
+        if (ends_with("kv_cache_total_blocks")) total_blocks_ = value;
       }
     } catch (const Error&) {
       // a server without /metrics, or a busy one: the peak stays what was seen
@@ -202,6 +207,7 @@ class MetricsSampler {
   std::condition_variable cv_;
   bool stop_ = false;
   std::optional<double> peak_;
+  std::optional<double> total_blocks_;
   std::thread thread_;
 };
 
@@ -356,6 +362,11 @@ std::vector<Json> bench_online(const BenchOptions& o, const config::RecipeConfig
     run.resources["peak_rss_mb"] = server ? Json(server->peak_rss_mib()) : Json(nullptr);
     run.resources["peak_kv_cache_usage"] =
         sampler.peak_usage() ? Json(*sampler.peak_usage()) : Json(nullptr);
+    if (sampler.peak_usage() && sampler.total_blocks()) {
+      run.resources["kv_blocks"] = static_cast<int64_t>(*sampler.total_blocks());
+      run.resources["peak_kv_blocks"] =
+          static_cast<int64_t>(std::llround(*sampler.peak_usage() * *sampler.total_blocks()));
+    }
     Json header;
     header["mode"] = "online";
     header["model"] = target.model;

@@ -38,7 +38,8 @@ TransformerDecoder::TransformerDecoder(const io::ModelConfig& config, WeightLoad
     lm_head_.in_features = hidden;
     lm_head_.out_features = config.vocab_size;
   } else {
-    lm_head_ = Linear::load(weights, "lm_head", hidden, config.vocab_size, false);
+    lm_head_ =
+        Linear::load(weights, "lm_head", hidden, config.vocab_size, false, MatrixUse::lm_head);
   }
 }
 

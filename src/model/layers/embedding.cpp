@@ -7,7 +7,7 @@ namespace deepinfer::model {
 
 Embedding Embedding::load(WeightLoader& weights, const std::string& name, int64_t vocab,
                           int64_t hidden) {
-  return Embedding{weights.matrix(name, {vocab, hidden})};
+  return Embedding{weights.matrix(name, {vocab, hidden}, MatrixUse::embedding)};
 }
 
 void Embedding::forward(std::span<const int32_t> tokens, float* out) const {

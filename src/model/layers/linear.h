@@ -14,9 +14,10 @@ struct Linear {
   int64_t in_features = 0;
   int64_t out_features = 0;
 
-  // Loads `<prefix>.weight` (and `<prefix>.bias` when with_bias).
+  // Loads `<prefix>.weight` (and `<prefix>.bias` when with_bias); `use` tells the loader's
+  // --quantization policy what the weight is for.
   static Linear load(WeightLoader& weights, const std::string& prefix, int64_t in_features,
-                     int64_t out_features, bool with_bias);
+                     int64_t out_features, bool with_bias, MatrixUse use = MatrixUse::projection);
   // x [rows, in_features] -> y [rows, out_features]
   void forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const;
 };

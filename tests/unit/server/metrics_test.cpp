@@ -73,6 +73,8 @@ TEST(ServerMetrics, ExpositionText) {
             std::vector<std::string>{"deepinfer:num_requests_waiting" + label + "} 2"});
   EXPECT_EQ(lines_with(text, "deepinfer:kv_cache_usage_perc"),
             std::vector<std::string>{"deepinfer:kv_cache_usage_perc" + label + "} 0.25"});
+  EXPECT_EQ(lines_with(text, "deepinfer:kv_cache_total_blocks"),
+            std::vector<std::string>{"deepinfer:kv_cache_total_blocks" + label + "} 8"});
   EXPECT_EQ(lines_with(text, "deepinfer:prefix_cache_hit_rate"),
             std::vector<std::string>{"deepinfer:prefix_cache_hit_rate" + label + "} 0.25"});
   EXPECT_EQ(lines_with(text, "deepinfer:num_preemptions_total"),

@@ -47,7 +47,7 @@ std::unique_ptr<MlaAttention> MlaAttention::load(WeightLoader& weights, const st
       RmsNorm::load(weights, prefix + ".kv_a_layernorm.weight", shape.kv_lora_rank, kLatentNormEps);
   const int64_t per_head = shape.qk_nope_head_dim + shape.v_head_dim;
   attn->kv_b_proj_ = Linear::load(weights, prefix + ".kv_b_proj", shape.kv_lora_rank,
-                                  shape.heads * per_head, false);
+                                  shape.heads * per_head, false, MatrixUse::by_element);
   attn->o_proj_ = Linear::load(weights, prefix + ".o_proj", shape.heads * shape.v_head_dim,
                                shape.hidden, shape.bias);
 

@@ -46,8 +46,10 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
            ", ", first + count, ") outside the layer's ", num_experts, " experts");
   const int64_t i = intermediate;
   if (weights.has(prefix + ".gate_up_proj")) {
-    const Tensor gate_up = weights.matrix(prefix + ".gate_up_proj", {num_experts, 2 * i, hidden});
-    const Tensor down = weights.matrix(prefix + ".down_proj", {num_experts, hidden, i});
+    const Tensor gate_up =
+        weights.matrix(prefix + ".gate_up_proj", {num_experts, 2 * i, hidden}, MatrixUse::expert);
+    const Tensor down =
+        weights.matrix(prefix + ".down_proj", {num_experts, hidden, i}, MatrixUse::expert);
     refuse_blocks(gate_up, prefix + ".gate_up_proj");
     return ExpertStack(gate_up.slice_rows(first, first + count),
                        down.slice_rows(first, first + count));
@@ -66,10 +68,10 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
   Tensor gate_up, down;
   for (int64_t j = 0; j < count; ++j) {
     const int64_t e = first + j;
-    const Tensor gate = weights.matrix(name(e, "gate_proj"), {i, hidden});
+    const Tensor gate = weights.matrix(name(e, "gate_proj"), {i, hidden}, MatrixUse::expert);
     refuse_blocks(gate, name(e, "gate_proj"));
-    const Tensor up = weights.matrix(name(e, "up_proj"), {i, hidden});
-    const Tensor dn = weights.matrix(name(e, "down_proj"), {hidden, i});
+    const Tensor up = weights.matrix(name(e, "up_proj"), {i, hidden}, MatrixUse::expert);
+    const Tensor dn = weights.matrix(name(e, "down_proj"), {hidden, i}, MatrixUse::expert);
     if (j == 0) {  // the stacks take the compute dtype the loader gives the first expert
       gate_up = Tensor::zeros({count, 2 * i, hidden}, gate.dtype());
       down = Tensor::zeros({count, hidden, i}, gate.dtype());
