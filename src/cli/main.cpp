@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "kernels/isa.h"
+#include "parallel/mpi_communicator.h"
 
 namespace deepinfer::cli {
 
@@ -30,6 +31,12 @@ void print_usage() {
   }
 }
 
+// The commands whose ranks > 0 follow rank 0 in lockstep (docs/DISTRIBUTED.md); the others
+// would run as independent copies under mpirun.
+bool runs_distributed(const std::string& command) {
+  return command == "generate" || command == "bench";
+}
+
 }  // namespace
 }  // namespace deepinfer::cli
 
@@ -49,14 +56,23 @@ int main(int argc, char** argv) {
     try {
       // A bad DEEPINFER_ISA is reported now rather than at the first kernel call.
       deepinfer::kernels::active_isa();
-      return command.run(std::vector<std::string>(args.begin() + 1, args.end()));
+      const int ranks = deepinfer::parallel::launcher_world_size();
+      DI_CHECK(ranks == 1 || runs_distributed(command.name), "mpirun started ", ranks,
+               " ranks, but `deepinfer ", command.name,
+               "` runs in one process only for now; `deepinfer generate` and `deepinfer bench "
+               "--mode offline` run expert-parallel under mpirun (docs/DISTRIBUTED.md)");
+      const int status = command.run(std::vector<std::string>(args.begin() + 1, args.end()));
+      deepinfer::parallel::mpi_finalize();  // only if a distributed command started MPI
+      return status;
     } catch (const deepinfer::Error& e) {
       std::fprintf(stderr, "deepinfer %s: error: %s\n", command.name.c_str(), e.what());
-      return 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "deepinfer %s: internal error: %s\n", command.name.c_str(), e.what());
-      return 1;
     }
+    // Under mpirun the other ranks may be waiting in a collective for this one: end them all.
+    std::fflush(stderr);
+    deepinfer::parallel::mpi_abort_job(1);
+    return 1;
   }
   std::fprintf(stderr, "deepinfer: unknown command '%s' (see deepinfer --help)\n", args[0].c_str());
   return 2;

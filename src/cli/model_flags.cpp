@@ -5,6 +5,7 @@
 #include "cli/engine_flags.h"
 #include "config/apply.h"
 #include "core/error.h"
+#include "parallel/mpi_communicator.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -12,7 +13,39 @@ namespace {
 const std::set<std::string> kModelSettingFlags = {"model", "threads", "dtype", "quantization",
                                                   "matmul-precision"};
 
+const std::set<std::string> kParallelValueFlags = {"expert-parallel-size", "tensor-parallel-size",
+                                                   "pipeline-parallel-size"};
+
 }  // namespace
+
+const char* const kParallelFlagsUsage =
+    "  parallel (under mpirun, docs/DISTRIBUTED.md):\n"
+    "  --expert-parallel-size N  split the routed experts over N ranks; N must equal the\n"
+    "                            number of ranks: mpirun -np N deepinfer ...\n"
+    "  --enable-expert-parallel  the same over every rank mpirun started\n"
+    "  --tensor-parallel-size 1  --pipeline-parallel-size 1   (larger: not built yet)\n";
+
+std::set<std::string> with_parallel_value_flags(std::set<std::string> value_flags) {
+  value_flags.insert(kParallelValueFlags.begin(), kParallelValueFlags.end());
+  return value_flags;
+}
+
+std::set<std::string> with_parallel_bool_flags(std::set<std::string> bool_flags) {
+  bool_flags.insert("enable-expert-parallel");
+  return bool_flags;
+}
+
+void apply_parallel_flags(config::RecipeConfig& config, const Args& args) {
+  apply_setting_flags(config, args, kParallelValueFlags);
+  if (args.flag("enable-expert-parallel")) {
+    const int64_t world = parallel::launcher_world_size();
+    DI_CHECK(!config.expert_parallel_size.has() || *config.expert_parallel_size == world,
+             "--enable-expert-parallel spreads the experts over the ", world,
+             " ranks mpirun started, but ", config.expert_parallel_size.origin, " = ",
+             *config.expert_parallel_size, ": give one of them");
+    config::apply_override(config, "expert_parallel_size", world, "--enable-expert-parallel");
+  }
+}
 
 std::set<std::string> with_model_flags(std::set<std::string> value_flags) {
   value_flags.insert(kModelSettingFlags.begin(), kModelSettingFlags.end());
@@ -46,6 +79,7 @@ void apply_engine_flags(config::RecipeConfig& config, const Args& args) {
 config::RecipeConfig recipe_from_flags(const Args& args, bool engine_flags) {
   config::RecipeConfig config;
   apply_setting_flags(config, args, kModelSettingFlags);
+  apply_parallel_flags(config, args);
   if (engine_flags) apply_engine_flags(config, args);
   return config;
 }

@@ -16,6 +16,17 @@ namespace deepinfer::cli {
 // Adds the shared value flags (--model, --threads, --dtype, --log-level) to a command's set.
 std::set<std::string> with_model_flags(std::set<std::string> value_flags);
 
+// The parallel-layout flags of the commands that run distributed (generate, bench):
+// --expert-parallel-size N, --tensor-parallel-size / --pipeline-parallel-size (1 only, for
+// now) and the boolean --enable-expert-parallel (vLLM: expert parallelism over every rank
+// mpirun started). Usage text in kParallelFlagsUsage.
+extern const char* const kParallelFlagsUsage;
+std::set<std::string> with_parallel_value_flags(std::set<std::string> value_flags);
+std::set<std::string> with_parallel_bool_flags(std::set<std::string> bool_flags);
+// Applies them as the settings expert_parallel_size / tensor_parallel_size /
+// pipeline_parallel_size (recipe_from_flags does this).
+void apply_parallel_flags(config::RecipeConfig& config, const Args& args);
+
 // Applies each flag of `flags` that `args` holds to `config` as an override named "--flag"
 // in errors; a boolean flag is true.
 void apply_setting_flags(config::RecipeConfig& config, const Args& args,

@@ -7,9 +7,11 @@
 #include "config/apply.h"
 #include "config/progress.h"
 #include "core/log.h"
+#include "engine/lockstep.h"
 #include "io/gguf_model.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
+#include "parallel/mpi_communicator.h"
 
 namespace deepinfer::config {
 namespace {
@@ -55,7 +57,64 @@ void size_pool_by_memory_fraction(const RecipeConfig& config, const model::Causa
             " GiB for weights + KV cache; KV pool ", ec.max_num_blocks, " blocks");
 }
 
+// The parallel layout the config asks for, checked against the launcher and the checkpoint
+// before any weight is read (every rank refuses alike).
+std::shared_ptr<parallel::ParallelContext> parallel_layout(const RecipeConfig& config,
+                                                           const io::ModelConfig& model,
+                                                           const std::string& dir,
+                                                           const SetupOptions& options) {
+  const int64_t ep = config.expert_parallel_size.value_or(1);
+  const std::string origin = config.expert_parallel_size.has()
+                                 ? config.expert_parallel_size.origin
+                                 : std::string("expert_parallel_size");
+  const int launched = parallel::launcher_world_size();
+  if (!options.lockstep && (ep > 1 || launched > 1)) {
+    throw ConfigError(str_cat(
+        ep > 1 ? str_cat(origin, " = ", ep) : str_cat("mpirun with ", launched, " ranks"),
+        ": this runs in one process only for now; `deepinfer generate` and `deepinfer bench "
+        "--mode offline` run expert-parallel under mpirun (docs/DISTRIBUTED.md)"));
+  }
+  if (ep > 1) {
+    const int64_t experts = routed_experts(model);
+    if (experts == 0) {
+      throw ConfigError(str_cat(origin, " = ", ep, " but ", dir,
+                                "/config.json describes a dense model: there are no routed "
+                                "experts to split; set it to 1"));
+    }
+    if (experts % ep != 0) {
+      throw ConfigError(str_cat(origin, " = ", ep, " does not divide the ", experts,
+                                " routed experts of ", dir,
+                                "/config.json: every rank must hold the same number"));
+    }
+  }
+  if (launched > 1 && ep == 1) {
+    throw ConfigError(
+        str_cat("mpirun started ", launched,
+                " ranks but the expert-parallel size is 1: give --expert-parallel-size ", launched,
+                " (or --enable-expert-parallel) so the ranks share the experts"));
+  }
+  try {
+    return parallel::ParallelContext::create({.expert_parallel_size = ep, .origin = origin});
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ConfigError(e.what());
+  }
+}
+
 }  // namespace
+
+bool is_lockstep_worker(const ModelSetup& setup) {
+  return setup.parallel && !setup.parallel->is_driver();
+}
+
+int run_lockstep_worker(ModelSetup& setup) {
+  const int64_t steps =
+      engine::run_lockstep_worker(*setup.model, *setup.parallel->world(), *setup.pool);
+  log::debug("lockstep worker ", setup.parallel->describe(), ": ", steps,
+             " steps, stopped by rank 0");
+  return 0;
+}
 
 ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& options) {
   ModelSetup s;
@@ -68,6 +127,7 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
   s.sampling = sampling_defaults(config, s.generation);
   s.engine = engine_config(config, s.generation);
   check_max_model_len(config, s.engine, model_config, s.dir);
+  s.parallel = parallel_layout(config, model_config, s.dir, options);
   const std::string tokenizer_dir = config.tokenizer_path.value_or(s.dir);
   if (config.tokenizer_path.has() && !fs::is_directory(tokenizer_dir)) {
     throw ConfigError(str_cat(config.tokenizer_path.origin, " = \"", tokenizer_dir,
@@ -97,7 +157,12 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
   log::info("loading model from ", s.dir);
   const auto start = Clock::now();
   prefault_checkpoint(s.dir, options.progress_bar);
-  s.model = model::load_model(s.dir, load_options(config));
+  model::LoadOptions load = load_options(config);
+  load.parallel = s.parallel;
+  s.model = model::load_model(s.dir, load);
+  if (s.parallel->distributed() && s.parallel->is_driver()) {
+    s.model = std::make_unique<engine::LockstepModel>(std::move(s.model), s.parallel->world());
+  }
   if (has_tokenizer) s.tokenizer = tokenizer::Tokenizer::load_dir(tokenizer_dir);
   log::info(
       "model loaded in ", fixed(std::chrono::duration<double>(Clock::now() - start).count(), 2),

@@ -16,6 +16,7 @@
 #include "engine/sampling_params.h"
 #include "io/hf_config.h"
 #include "model/causal_lm.h"
+#include "parallel/parallel_context.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::config {
@@ -25,10 +26,17 @@ struct SetupOptions {
   // work on token ids alone.
   bool require_tokenizer = true;
   bool progress_bar = true;  // drawn only when stderr is a terminal
+  // The command runs distributed (generate, bench --mode offline): under mpirun, rank 0's
+  // model is a LockstepModel and the caller runs the other ranks through
+  // run_lockstep_worker. Other commands refuse a parallel size > 1 or an mpirun world.
+  bool lockstep = false;
 };
 
 struct ModelSetup {
   std::string dir;  // model_path resolved
+  // World and expert group; one process unless launched by mpirun. Declared before the
+  // model, whose layers hold its communicators.
+  std::shared_ptr<parallel::ParallelContext> parallel;
   io::GenerationConfig generation;
   engine::EngineConfig engine;       // the config's engine options (pool sized when it says how)
   engine::SamplingParams sampling;   // request defaults: generation_config.json, then the config
@@ -40,5 +48,10 @@ struct ModelSetup {
 // Resolves and checks `config` (ConfigError: nothing was loaded), then loads, logging
 // "loading model from DIR" / "model loaded in N s (...)". Bad weights throw Error.
 ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& options = {});
+
+// Ranks > 0 of a distributed run (SetupOptions::lockstep) follow rank 0: a command checks
+// is_lockstep_worker right after load_model_setup and returns run_lockstep_worker's status.
+bool is_lockstep_worker(const ModelSetup& setup);
+int run_lockstep_worker(ModelSetup& setup);
 
 }  // namespace deepinfer::config

@@ -100,7 +100,6 @@ EngineConfig resolve(const model::CausalLM& model, EngineConfig config) {
 Engine::Engine(model::CausalLM& model, ThreadPool& pool, const EngineConfig& config,
                const tokenizer::Tokenizer* tokenizer)
     : model_(model),
-      pool_(pool),
       config_(resolve(model, config)),
       tokenizer_(tokenizer),
       cache_(model::kv_cache_spec(model, config_.block_size, config_.max_num_blocks,
@@ -108,7 +107,8 @@ Engine::Engine(model::CausalLM& model, ThreadPool& pool, const EngineConfig& con
       blocks_(config_.max_num_blocks, config_.block_size, config_.enable_prefix_caching),
       scheduler_({config_.max_num_seqs, config_.max_num_batched_tokens, config_.scheduling_policy},
                  blocks_),
-      seed_source_(config.seed ? *config.seed : std::random_device{}()) {}
+      seed_source_(config.seed ? *config.seed : std::random_device{}()),
+      runner_(model, pool) {}
 
 Engine::~Engine() = default;
 
@@ -226,11 +226,8 @@ std::vector<RequestOutput> Engine::step() {
 }
 
 void Engine::run_model(const SchedulerOutput& out) {
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> positions;
-  tokens.reserve(static_cast<size_t>(out.num_tokens));
-  positions.reserve(static_cast<size_t>(out.num_tokens));
-  model::ForwardBatch batch;
+  runner_.prepare(out);
+  std::vector<int64_t> logit_rows;
   // Which logits row serves what: sampling a sequence's next token, or scoring prompt token
   // `position + 1` of a request asking for prompt logprobs.
   struct SampleRow {
@@ -245,47 +242,38 @@ void Engine::run_model(const SchedulerOutput& out) {
   std::vector<SampleRow> sampled;  // sequences whose chunk reaches their last token
   std::vector<ScoreRow> scored;
   std::vector<Sequence*> prefilled;  // max_new_tokens = 0: prompt scored, nothing to sample
-  for (const ScheduledChunk& c : out.chunks) {
+  for (size_t i = 0; i < out.chunks.size(); ++i) {
+    const ScheduledChunk& c = out.chunks[i];
     Sequence& seq = *c.seq;
-    const auto begin = static_cast<int64_t>(tokens.size());
+    const int64_t begin = runner_.first_rows()[i];
     const int64_t first = seq.num_computed;
     const int64_t end = first + c.num_tokens;
-    for (int64_t p = first; p < end; ++p) {
-      tokens.push_back(seq.tokens[static_cast<size_t>(p)]);
-      positions.push_back(static_cast<int32_t>(p));
-    }
-    batch.sequences.push_back({begin, c.num_tokens, seq.block_table});
     Request& req = request_of(seq);
     if (seq.index == 0 && req.prompt_logprobs_pending()) {
       // A recomputed prefix (after a preemption) is not scored twice.
       const int64_t from = std::max(first, static_cast<int64_t>(req.prompt_logprobs.size()));
       const int64_t to = std::min(end, req.prompt_logprobs_wanted());
       for (int64_t p = from; p < to; ++p) {
-        scored.push_back({&req, p, batch.logit_rows.size()});
-        batch.logit_rows.push_back(begin + p - first);
+        scored.push_back({&req, p, logit_rows.size()});
+        logit_rows.push_back(begin + p - first);
       }
     }
     if (end == seq.num_tokens()) {
       if (seq.num_output() == 0 && req.params.max_new_tokens == 0) {
         prefilled.push_back(&seq);
       } else {
-        sampled.push_back({&seq, batch.logit_rows.size()});
-        batch.logit_rows.push_back(begin + c.num_tokens - 1);
+        sampled.push_back({&seq, logit_rows.size()});
+        logit_rows.push_back(begin + c.num_tokens - 1);
       }
     }
   }
-  batch.tokens = tokens;
-  batch.positions = positions;
+  const std::span<float> logits = runner_.execute(std::move(logit_rows), cache_);
   const auto vocab = static_cast<size_t>(model_.vocab_size());
-  logits_.resize(batch.logit_rows.size() * vocab);
-  model_.forward(batch, cache_, logits_.data(), pool_);
   ++counters_.steps;
   counters_.forward_tokens += out.num_tokens;
   scheduler_.commit(out);
 
-  const auto row_of = [&](size_t row) {
-    return std::span<float>(logits_.data() + row * vocab, vocab);
-  };
+  const auto row_of = [&](size_t row) { return logits.subspan(row * vocab, vocab); };
   for (const ScoreRow& s : scored) {
     Request& req = *s.req;
     DI_CHECK(static_cast<int64_t>(req.prompt_logprobs.size()) == s.position,

@@ -23,6 +23,7 @@
 #include "cache/block_manager.h"
 #include "cache/kv_cache.h"
 #include "core/thread_pool.h"
+#include "engine/model_runner.h"
 #include "engine/request_output.h"
 #include "engine/sampling_params.h"
 #include "engine/scheduler.h"
@@ -127,7 +128,6 @@ class Engine {
   void collect_outputs(std::vector<RequestOutput>& outputs);
 
   model::CausalLM& model_;
-  ThreadPool& pool_;
   EngineConfig config_;
   const tokenizer::Tokenizer* tokenizer_;
   cache::KvCache cache_;
@@ -138,7 +138,7 @@ class Engine {
   RequestId next_id_ = 1;
   uint64_t next_arrival_ = 0;
   std::mt19937_64 seed_source_;
-  std::vector<float> logits_;
+  ModelRunner runner_;  // SchedulerOutput -> ForwardBatch -> model
   EngineStats counters_;
 };
 

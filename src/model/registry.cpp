@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 #include "core/error.h"
@@ -31,6 +32,32 @@ std::vector<std::string> supported_architectures() {
   return names;
 }
 
+namespace {
+
+// What this rank holds under expert parallelism: its routed experts and its weights' bytes
+// (a fused expert tensor counts whole, though only this rank's slice of it is touched).
+void log_expert_placement(const CausalLM& model, const WeightLoader& weights,
+                          const parallel::ParallelContext& parallel,
+                          const io::Checkpoint& checkpoint) {
+  const auto loads = model.expert_load();
+  int64_t moe_layers = 0, experts = 0;
+  for (const auto& layer : loads) {
+    if (layer.empty()) continue;
+    ++moe_layers;
+    experts = static_cast<int64_t>(layer.size());
+  }
+  const int64_t ep = parallel.expert_parallel_size();
+  const int64_t per_rank = experts / std::max<int64_t>(ep, 1);
+  const int64_t first = per_rank * parallel.expert_group()->rank();
+  log::info("expert parallel ", parallel.describe(), ": routed experts ", first, "-",
+            first + per_rank - 1, " of ", experts, " in each of ", moe_layers,
+            " MoE layers; weights on this rank: ", describe_weight_bytes(weights.loaded_bytes()),
+            " (the whole checkpoint:",
+            describe_weight_bytes({{"", static_cast<int64_t>(checkpoint.total_bytes())}}), ")");
+}
+
+}  // namespace
+
 std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options,
                                      LoadReport* report) {
   const io::ModelConfig config = io::ModelConfig::load(dir);
@@ -56,6 +83,8 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
     log::info(dir, ": weights in memory: ", describe_weight_bytes(weights.loaded_bytes()));
   }
   if (report) *report = {weights.loaded_bytes(), quantization};
+  if (options.parallel && options.parallel->distributed())
+    log_expert_placement(*model, weights, *options.parallel, checkpoint);
   const auto unused = weights.unused();
   if (!unused.empty()) {
     log::warn(dir, ": ", unused.size(), " checkpoint tensors are not used by ", config.architecture,

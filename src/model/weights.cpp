@@ -63,6 +63,14 @@ Tensor WeightLoader::fetch(const std::string& name, const Shape& expected) {
   return tensor;
 }
 
+std::shared_ptr<parallel::Communicator> WeightLoader::expert_group() {
+  if (!expert_group_) {
+    expert_group_ = options_.parallel ? options_.parallel->expert_group()
+                                      : std::make_shared<parallel::SingleProcessCommunicator>();
+  }
+  return expert_group_;
+}
+
 Tensor WeightLoader::loaded(Tensor tensor) {
   loaded_bytes_[std::string(dtype_name(tensor.dtype()))] += static_cast<int64_t>(tensor.nbytes());
   return tensor;
@@ -176,6 +184,12 @@ Tensor WeightLoader::vector_f32(const std::string& name, const Shape& expected) 
   Tensor tensor = fetch(name, expected);
   Tensor out = tensor.to(DType::f32);
   return loaded(out.is_borrowed() ? out.clone() : out);
+}
+
+bool WeightLoader::skip(const std::string& name) {
+  if (!checkpoint_.contains(name)) return false;
+  used_.insert(name);
+  return true;
 }
 
 int64_t WeightLoader::skip_prefix(const std::string& prefix) {

@@ -3,6 +3,7 @@
 // only when needed: matrices keep the stored dtype (zero-copy) unless a compute dtype is
 // forced; small vectors (norms, biases) become f32.
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -11,6 +12,7 @@
 #include "core/tensor.h"
 #include "io/fp8.h"
 #include "io/safetensors.h"
+#include "parallel/parallel_context.h"
 
 namespace deepinfer::model {
 
@@ -22,6 +24,9 @@ struct LoadOptions {
   // type at load (model/weight_quantization.h); the rest follows weight_dtype. (Initialized
   // so that the shorthand LoadOptions{DType::bf16} stays warning-free.)
   std::optional<DType> quantization = std::nullopt;
+  // The process's parallel layout (parallel_context.h); null: one process. MoE builders take
+  // their expert group's communicator from it and load only this rank's experts.
+  std::shared_ptr<const parallel::ParallelContext> parallel = nullptr;
 };
 
 // What a matrix is for, which decides whether --quantization applies (docs/QUANTIZATION.md):
@@ -67,7 +72,16 @@ class WeightLoader {
   // Marks every tensor whose name starts with `prefix` as deliberately unused (e.g. DeepSeek-V3's
   // multi-token-prediction layers); returns how many there were.
   int64_t skip_prefix(const std::string& prefix);
+  // Marks one tensor as deliberately unused (another rank's expert); false when absent.
+  bool skip(const std::string& name);
   const io::Checkpoint& checkpoint() const { return checkpoint_; }
+  // The communicator MoE layers dispatch over (a SingleProcessCommunicator for one process),
+  // one object shared by every layer.
+  std::shared_ptr<parallel::Communicator> expert_group();
+  // Whether every rank of the expert group runs the same tokens (MoeConfig::replicated_tokens).
+  bool expert_tokens_replicated() const {
+    return options_.parallel && options_.parallel->expert_tokens_replicated();
+  }
 
  private:
   Tensor fetch(const std::string& name, const Shape& expected);
@@ -80,6 +94,7 @@ class WeightLoader {
   LoadOptions options_;
   std::optional<io::Fp8BlockQuantization> fp8_;
   std::set<std::string> used_;
+  std::shared_ptr<parallel::Communicator> expert_group_;
   std::map<std::string, int64_t> native_blocks_;       // dtype name -> matrices kept in blocks
   std::map<std::string, int64_t> dequantized_blocks_;  // ... dequantized by weight_dtype
   std::map<std::string, int64_t> quantized_;           // source dtype -> matrices quantized

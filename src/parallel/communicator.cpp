@@ -28,4 +28,8 @@ void SingleProcessCommunicator::all_to_all_v_bytes(std::span<const std::byte> se
   if (!send.empty()) std::memcpy(recv.data(), send.data(), send.size());
 }
 
+void SingleProcessCommunicator::broadcast_bytes(std::span<std::byte>, int root) {
+  DI_CHECK(root == 0, "broadcast: root rank ", root, " in a world of 1 rank");
+}
+
 }  // namespace deepinfer::parallel

@@ -1,8 +1,8 @@
 #pragma once
 // Collective communication between the ranks of one model replica (expert / tensor
 // parallelism). Model code talks only to this interface: single-process runs use
-// SingleProcessCommunicator (world size 1, every collective is a copy); the MPI
-// implementation slots in behind the same calls without touching model code.
+// SingleProcessCommunicator (world size 1, every collective is a copy); MpiCommunicator
+// (mpi_communicator.h) slots in behind the same calls without touching model code.
 //
 // All collectives are blocking and must be called by every rank in the same order.
 // Payloads are trivially copyable elements; the typed helpers below convert counts of
@@ -40,6 +40,13 @@ class Communicator {
   virtual void all_to_all_v_bytes(std::span<const std::byte> send,
                                   std::span<const int64_t> send_bytes, std::span<std::byte> recv,
                                   std::span<const int64_t> recv_bytes) = 0;
+  // `data` (the same size on every rank) takes root's bytes on every rank.
+  virtual void broadcast_bytes(std::span<std::byte> data, int root) = 0;
+  // The same, for a rank that may wait long (a lockstep worker between steps): a transport
+  // may let it sleep instead of spin. Every rank of one broadcast calls the same variant.
+  virtual void broadcast_bytes_idle(std::span<std::byte> data, int root) {
+    broadcast_bytes(data, root);
+  }
 
   // Typed all-to-all: send_counts[r] elements of `send` (in rank order) go to rank r; on
   // return `recv` holds what every rank sent here, in source-rank order, and
@@ -100,6 +107,7 @@ class SingleProcessCommunicator : public Communicator {
   std::vector<int64_t> exchange_counts(std::span<const int64_t> send_bytes) override;
   void all_to_all_v_bytes(std::span<const std::byte> send, std::span<const int64_t> send_bytes,
                           std::span<std::byte> recv, std::span<const int64_t> recv_bytes) override;
+  void broadcast_bytes(std::span<std::byte> data, int root) override;
 };
 
 }  // namespace deepinfer::parallel

@@ -115,7 +115,12 @@ RunResult run_offline(engine::Engine& engine, const Workload& workload, int64_t 
 std::vector<Json> bench_offline(const BenchOptions& o, const config::RecipeConfig& recipe,
                                 const std::vector<deepinfer::bench::DatasetEntry>& dataset) {
   const bool text = o.dataset_name != "random";
-  config::ModelSetup loaded = config::load_model_setup(recipe, {.require_tokenizer = text});
+  config::ModelSetup loaded =
+      config::load_model_setup(recipe, {.require_tokenizer = text, .lockstep = true});
+  if (config::is_lockstep_worker(loaded)) {
+    config::run_lockstep_worker(loaded);
+    return {};  // rank 0 reports
+  }
   engine::EngineConfig config = loaded.engine;
   const tokenizer::Tokenizer* tok = loaded.tokenizer ? &*loaded.tokenizer : nullptr;
 

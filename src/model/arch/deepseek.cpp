@@ -184,7 +184,7 @@ std::unique_ptr<CausalLM> build_deepseek(const io::ModelConfig& config, WeightLo
   spec.attention = [mla, form](WeightLoader& w, const std::string& prefix, int64_t) {
     return MlaAttention::load(w, prefix + ".self_attn", mla, form);
   };
-  auto comm = std::make_shared<parallel::SingleProcessCommunicator>();
+  auto comm = weights.expert_group();
   const int64_t hidden = config.hidden_size;
   const int64_t intermediate = config.intermediate_size;
   const std::string source = source_of(config);

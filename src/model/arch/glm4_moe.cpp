@@ -91,7 +91,7 @@ std::unique_ptr<CausalLM> build_glm4_moe(const io::ModelConfig& file_config,
   // half-split partial rotary
   DecoderSpec spec =
       gqa_decoder_spec(config, {.attention = {.qkv_bias = bias, .qk_norm = qk_norm}});
-  auto comm = std::make_shared<parallel::SingleProcessCommunicator>();
+  auto comm = weights.expert_group();
   const int64_t hidden = config.hidden_size;
   const int64_t intermediate = config.intermediate_size;
   spec.feed_forward = [=](WeightLoader& w, const std::string& prefix,

@@ -71,7 +71,7 @@ std::unique_ptr<CausalLM> build_qwen3_moe(const io::ModelConfig& file_config,
   DI_CHECK(!any_dense || config.intermediate_size > 0, source,
            ": intermediate_size is required for the dense (mlp_only / non-sparse) layers");
 
-  auto comm = std::make_shared<parallel::SingleProcessCommunicator>();
+  auto comm = weights.expert_group();
   const int64_t hidden = config.hidden_size;
   const int64_t intermediate = config.intermediate_size;
   spec.feed_forward = [=](WeightLoader& w, const std::string& prefix,

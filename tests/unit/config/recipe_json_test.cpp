@@ -111,12 +111,13 @@ TEST(RecipeJson, OutOfRangeValuesAreRejected) {
 }
 
 TEST(RecipeJson, ParallelismBeyondOneProcessIsExplained) {
-  for (const char* key :
-       {"tensor_parallel_size", "pipeline_parallel_size", "expert_parallel_size"}) {
+  for (const char* key : {"tensor_parallel_size", "pipeline_parallel_size"}) {
     expect_config_error([&] { parse_infer(str_cat(R"({"parallel": {")", key, R"(": 8}})")); },
-                        {str_cat("x/infer_config.json: parallel.", key, " = 8"),
-                         "parallelism across processes is not built yet", "set it to 1"});
+                        {str_cat("x/infer_config.json: parallel.", key, " = 8"), "not built yet",
+                         "only expert parallelism runs across processes", "set it to 1"});
   }
+  // Expert parallelism is read as given; set-up checks it against mpirun's world.
+  EXPECT_EQ(*parse_infer(R"({"parallel": {"expert_parallel_size": 8}})").expert_parallel_size, 8);
 }
 
 TEST(RecipeJson, FusionSwitchesCannotBeTurnedOff) {
@@ -144,8 +145,11 @@ TEST(RecipeJson, EpConfig) {
     RecipeConfig r;
     parse_ep_config(r, nlohmann::json::parse(text), "x/ep_config.json");
   };
-  expect_config_error([&] { ep(R"({"ep_size": 8})"); },
-                      {"x/ep_config.json: ep_size = 8", "not built yet"});
+  RecipeConfig eight;
+  parse_ep_config(eight, nlohmann::json::parse(R"({"ep_size": 8})"), "x/ep_config.json");
+  EXPECT_EQ(*eight.expert_parallel_size, 8);
+  EXPECT_EQ(eight.expert_parallel_size.origin, "x/ep_config.json: ep_size");
+  expect_config_error([&] { ep(R"({"ep_size": 0})"); }, {"x/ep_config.json: ep_size = 0"});
   expect_config_error([&] { ep(R"({"capacity_factor": 1.25})"); },
                       {"x/ep_config.json: capacity_factor = 1.25", "remove the key"});
   expect_config_error([&] { ep(R"({"expert_parallel_mode": "allgather"})"); },

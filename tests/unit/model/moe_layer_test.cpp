@@ -421,6 +421,7 @@ TEST(MoeLayer, ExpertParallelOverTwoRanksMatchesOneRankBitwise) {
   std::vector<std::vector<float>> outputs(2);
   std::vector<std::vector<uint64_t>> loads(2);
   std::vector<size_t> unused(2);
+  std::vector<int64_t> bytes(2);
   group.run([&](int rank) {
     WeightLoader local(checkpoint, {});
     auto comm = std::make_shared<parallel::testing::ThreadCommunicator>(group, rank);
@@ -430,15 +431,58 @@ TEST(MoeLayer, ExpertParallelOverTwoRanksMatchesOneRankBitwise) {
     outputs[rank] = run(*layer, inputs[rank], 1);
     loads[rank].assign(layer->expert_load().begin(), layer->expert_load().end());
     unused[rank] = local.unused().size();
+    for (const auto& [dtype, n] : local.loaded_bytes()) bytes[rank] += n;
   });
+  // Each rank read everything but the other rank's experts (3 matrices each).
+  int64_t expert_bytes = 0;
+  for (int64_t e = 0; e < 4; ++e) {
+    for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+      const auto& info = checkpoint.info(str_cat("mlp.experts.", e, ".", proj, ".weight"));
+      expert_bytes += static_cast<int64_t>(info.data_end - info.data_begin);
+    }
+  }
+  int64_t whole_bytes = 0;
+  for (const auto& [dtype, n] : weights.loaded_bytes()) whole_bytes += n;
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(bytes[rank], whole_bytes - expert_bytes) << "rank " << rank;
+  }
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_EQ(outputs[rank], run(*whole, inputs[rank], 2)) << "rank " << rank;
-    EXPECT_EQ(unused[rank], 4u * 3u) << "each rank loads only its own 4 experts";
+    // The other rank's 4 experts are its own to read: skipped, not reported as unused.
+    EXPECT_EQ(unused[rank], 0u);
   }
   whole->reset_load_stats();
   run(*whole, inputs[0], 1);
   EXPECT_EQ(loads[0],
             std::vector<uint64_t>(whole->expert_load().begin(), whole->expert_load().end()));
+}
+
+// Every rank holds the same tokens (replicated attention): each routes its share, and the
+// all-gather gives every rank the whole output, bitwise the world-size-1 one; with fewer
+// tokens than ranks some shares are empty.
+TEST(MoeLayer, ReplicatedTokensOverTwoRanksMatchOneRankBitwise) {
+  TempCheckpoint ckpt(23);
+  MoeConfig config = glm_like_config();
+  add_moe(ckpt, "mlp", config);
+  const io::Checkpoint checkpoint = ckpt.write();
+  WeightLoader weights(checkpoint, {});
+  const auto whole = MoeLayer::load(weights, "mlp", config, single());
+  config.replicated_tokens = true;
+  for (const int64_t tokens : {int64_t{7}, int64_t{1}}) {
+    const std::vector<float> x = random_input(tokens, 29);
+    const std::vector<float> want = run(*whole, x, 2);
+    parallel::testing::ThreadGroup group(2);
+    std::vector<std::vector<float>> outputs(2);
+    group.run([&](int rank) {
+      WeightLoader local(checkpoint, {});
+      auto comm = std::make_shared<parallel::testing::ThreadCommunicator>(group, rank);
+      const auto layer = MoeLayer::load(local, "mlp", config, comm);
+      outputs[rank] = run(*layer, x, 1);
+    });
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_EQ(outputs[rank], want) << tokens << " tokens, rank " << rank;
+    }
+  }
 }
 
 }  // namespace

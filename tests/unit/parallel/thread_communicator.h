@@ -99,6 +99,12 @@ class ThreadCommunicator : public Communicator {
     barrier();
   }
 
+  void broadcast_bytes(std::span<std::byte> data, int root) override {
+    publish(data.data(), {});
+    if (rank_ != root && !data.empty()) std::memcpy(data.data(), slot(root).data, data.size());
+    barrier();
+  }
+
  private:
   void publish(const std::byte* data, std::vector<int64_t> counts) {
     auto& mine = group_.slots_[static_cast<size_t>(rank_)];

@@ -57,6 +57,14 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
   auto name = [&](int64_t e, const char* proj) {
     return prefix + "." + std::to_string(e) + "." + proj + ".weight";
   };
+  // Other ranks' experts (expert parallelism) are theirs to read: not "unused" here.
+  for (int64_t e = 0; e < num_experts; ++e) {
+    if (e >= first && e < first + count) continue;
+    for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+      weights.skip(name(e, proj));
+      weights.skip(name(e, proj) + "_scale_inv");
+    }
+  }
   Tensor gate_up, down;
   for (int64_t j = 0; j < count; ++j) {
     const int64_t e = first + j;

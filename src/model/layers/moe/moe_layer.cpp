@@ -108,7 +108,9 @@ std::unique_ptr<MoeLayer> MoeLayer::load(WeightLoader& weights, const std::strin
     shared = GatedMlp::load(weights, prefix + ".shared_experts", config.hidden,
                             config.shared_intermediate);
   }
-  return std::make_unique<MoeLayer>(config, std::move(router), std::move(experts),
+  MoeConfig layer_config = config;
+  layer_config.replicated_tokens = config.replicated_tokens || weights.expert_tokens_replicated();
+  return std::make_unique<MoeLayer>(std::move(layer_config), std::move(router), std::move(experts),
                                     std::move(shared), std::move(comm));
 }
 
@@ -124,6 +126,27 @@ void MoeLayer::reset_load_stats() {
 }
 
 void MoeLayer::forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const {
+  const int64_t world = comm_->world_size();
+  if (!config_.replicated_tokens || world == 1) {
+    forward_own(x, tokens, out, pool);
+    return;
+  }
+  // Each token's result depends on that token alone (batch-invariant kernels, combine in
+  // slot order), so splitting the batch over the ranks changes no bit of it.
+  const int64_t h = config_.hidden;
+  const auto share = [&](int64_t r) { return tokens * r / world; };
+  const int64_t begin = share(comm_->rank());
+  const int64_t mine = share(comm_->rank() + 1) - begin;
+  const int64_t most = (tokens + world - 1) / world;
+  std::vector<float> padded(static_cast<size_t>(most * h));
+  forward_own(x + begin * h, mine, padded.data(), pool);
+  const std::vector<float> all = comm_->all_gather<float>(padded);
+  for (int64_t r = 0; r < world; ++r) {
+    std::copy_n(all.begin() + r * most * h, (share(r + 1) - share(r)) * h, out + share(r) * h);
+  }
+}
+
+void MoeLayer::forward_own(const float* x, int64_t tokens, float* out, ThreadPool& pool) const {
   const int64_t k = config_.router.top_k;
   const int64_t num_experts = config_.router.num_experts;
   const int64_t h = config_.hidden;
@@ -188,7 +211,7 @@ void MoeLayer::forward(const float* x, int64_t tokens, float* out, ThreadPool& p
       }
     }
   });
-  if (shared_) {
+  if (shared_ && tokens > 0) {
     std::vector<float> shared_out(static_cast<size_t>(tokens * h));
     shared_->forward(x, tokens, shared_out.data(), pool);
     kernels::add(out, shared_out.data(), out, tokens * h);

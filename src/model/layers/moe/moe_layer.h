@@ -53,6 +53,12 @@ struct MoeConfig {
   // plan_dispatch for which are dropped). Off by default: exact transformers semantics and
   // batch invariance need every assignment kept.
   std::optional<double> capacity_factor;
+  // Every rank of the expert group runs the same tokens (attention replicated, as at this
+  // milestone of expert parallelism): rank r then routes and dispatches only its share of
+  // them (tokens [T r / W, T (r + 1) / W)), so each expert computes each token once, and the
+  // ranks all-gather the outputs. Off: each rank's tokens are its own (the MoE unit tests,
+  // later attention data parallelism). The result is the same either way, bit for bit.
+  bool replicated_tokens = false;
 };
 
 class MoeLayer : public FeedForward {
@@ -73,13 +79,17 @@ class MoeLayer : public FeedForward {
   int64_t local_experts() const { return experts_.count(); }
 
   // Load statistics since construction / the last reset: per (global) expert, how many of
-  // this rank's token assignments the router sent to it (before any capacity drop; they sum
-  // to tokens x top_k over all forward calls), and how many assignments capacity dropped.
+  // this rank's token assignments (with replicated_tokens: of its share) the router sent to it
+  // (before any capacity drop; they sum to tokens x top_k over all forward calls), and how many
+  // assignments capacity dropped.
   std::span<const uint64_t> expert_load() const override { return load_; }
   uint64_t dropped_assignments() const { return dropped_; }
   void reset_load_stats() override;
 
  private:
+  // route -> dispatch -> experts -> combine (+ shared experts) of this rank's own tokens.
+  void forward_own(const float* x, int64_t tokens, float* out, ThreadPool& pool) const;
+
   MoeConfig config_;
   MoeRouter router_;
   ExpertStack experts_;

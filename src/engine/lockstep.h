@@ -1,0 +1,52 @@
+#pragma once
+// Lockstep execution over ranks (expert parallelism at this milestone): rank 0 owns the
+// tokenizer, the engine and the scheduler, and runs the model through a LockstepModel, which
+// broadcasts every step's ForwardBatch (tokens, positions, per-sequence rows and block
+// tables, logit rows) and the KV cache's geometry before running it. Every other rank runs
+// run_lockstep_worker: receive a step, run the same forward (its MoE layers meet rank 0's in
+// the expert all-to-alls), repeat until the stop message.
+//
+// This sits at CausalLM::forward, the one call every runner makes (the engine's step, the
+// greedy loop of `generate`, bench's engine), so each of them runs distributed unchanged.
+// Workers keep a KV cache of the same geometry and the same block tables as rank 0's
+// (attention is replicated at this milestone); they allocate nothing themselves, rank 0's
+// block manager decides.
+#include <memory>
+
+#include "core/thread_pool.h"
+#include "model/causal_lm.h"
+#include "parallel/communicator.h"
+
+namespace deepinfer::engine {
+
+class LockstepModel : public model::CausalLM {
+ public:
+  // `world`: rank 0 of it is this process; every other rank runs run_lockstep_worker.
+  LockstepModel(std::unique_ptr<model::CausalLM> model,
+                std::shared_ptr<parallel::Communicator> world);
+  ~LockstepModel() override;  // stops the workers
+  LockstepModel(const LockstepModel&) = delete;
+  LockstepModel& operator=(const LockstepModel&) = delete;
+
+  const io::ModelConfig& config() const override { return model_->config(); }
+  model::KvLayout kv_layout() const override { return model_->kv_layout(); }
+  void forward(const model::ForwardBatch& batch, cache::KvCache& cache, float* logits,
+               ThreadPool& pool) override;
+  // Rank 0's counters: the tokens it routed (every rank routes the same replicated batch).
+  std::vector<std::vector<uint64_t>> expert_load() const override { return model_->expert_load(); }
+  void reset_expert_load() override { model_->reset_expert_load(); }
+
+  // Sends the stop message (once; the destructor does it otherwise).
+  void stop();
+
+ private:
+  std::unique_ptr<model::CausalLM> model_;
+  std::shared_ptr<parallel::Communicator> world_;
+  bool stopped_ = false;
+};
+
+// Ranks > 0: runs rank 0's steps until it stops. Returns the number of steps run.
+int64_t run_lockstep_worker(model::CausalLM& model, parallel::Communicator& world,
+                            ThreadPool& pool);
+
+}  // namespace deepinfer::engine
