@@ -37,26 +37,26 @@ struct Limits {
   // Request bodies held in memory across all connections (read but not yet handed to, or
   // still owned by, a handler); beyond it the server stops reading bodies until some are freed.
   int64_t max_buffered_body_bytes = 64 << 20;
-  double request_timeout_s = 15;     // first byte of a request to its last byte: 408, close
-  double keep_alive_timeout_s = 5;   // an idle connection between requests is closed
-  size_t max_connections = 4096;     // beyond it a new connection gets 503 and is closed
+  double request_timeout_s = 15;       // first byte of a request to its last byte: 408, close
+  double keep_alive_timeout_s = 5;     // an idle connection between requests is closed
+  size_t max_connections = 4096;       // beyond it a new connection gets 503 and is closed
   size_t max_output_bytes = 16 << 20;  // queued for a client that does not read: closed
   int listen_backlog = 1024;
 };
 
 struct Header {
-  std::string name;  // as sent
+  std::string name;   // as sent
   std::string value;  // leading / trailing whitespace removed
 };
 
 struct Request {
-  std::string method;  // as sent (methods are case-sensitive)
-  std::string target;  // the request target as sent, e.g. "/v1/models/a%2Fb?x=1"
-  std::string path;    // target before '?', percent-decoded ("/v1/models/a/b")
-  std::string query;   // after '?', raw
+  std::string method;     // as sent (methods are case-sensitive)
+  std::string target;     // the request target as sent, e.g. "/v1/models/a%2Fb?x=1"
+  std::string path;       // target before '?', percent-decoded ("/v1/models/a/b")
+  std::string query;      // after '?', raw
   int version_minor = 1;  // HTTP/1.<minor>
   std::vector<Header> headers;
-  std::string body;  // whole (Content-Length or de-chunked)
+  std::string body;            // whole (Content-Length or de-chunked)
   std::string remote_address;  // "127.0.0.1:54321"
 
   // First header of that name, compared case-insensitively; nullptr when absent.

@@ -40,7 +40,8 @@ TEST(QuantizationKey, RefusalsNameTheKeyTheValueAndTheChoices) {
         RecipeConfig c;
         apply_override(c, "quantization", "q3_x", "--quantization", true);
       },
-      {"--quantization", "q3_x", "unknown weight quantization", "q8_0 (alias int8), q4_0, q4_1, q5_0, q5_1"});
+      {"--quantization", "q3_x", "unknown weight quantization",
+       "q8_0 (alias int8), q4_0, q4_1, q5_0, q5_1"});
   expect_config_error([] { parse_infer(R"({"model": {"quantization": "w8a8"}})"); },
                       {"model.quantization", "w8a8", "not built yet", "q8_0 (alias int8)"});
   // The same type spelled twice agrees; two types conflict.
