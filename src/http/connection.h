@@ -65,7 +65,10 @@ struct Conn {
   std::string pending_input;  // bytes after a complete request (pipelined), parsed after it
   bool request_begun = false;
   bool sent_continue = false;
-  bool paused = false;     // EPOLLIN off while over the body budget
+  bool paused = false;  // EPOLLIN off while over the body budget
+  // When the pause began: the time the server withheld reading is added to the request's
+  // deadline on resume (a client waiting for the budget is not a slow client).
+  Clock::time_point paused_at;
   bool counted = true;     // counts against max_connections (not the 503 ones)
   bool shut_down = false;  // shutdown(SHUT_WR) done while lingering
   bool want_write = false;

@@ -659,6 +659,7 @@ void HttpServer::Impl::set_deadline(Conn& conn, Clock::time_point when) {
 void HttpServer::Impl::pause_for_budget(Conn& conn) {
   if (conn.paused) return;
   conn.paused = true;
+  conn.paused_at = Clock::now();
   shared->paused_for_budget.fetch_add(1);
   update_interest(conn);
   // A handler may have returned between the check and the pause: look again.
@@ -678,6 +679,9 @@ void HttpServer::Impl::resume_paused() {
     if (waits_for_budget(*conn)) return;  // first come, first served
     conn->paused = false;
     shared->paused_for_budget.fetch_sub(1);
+    if (conn->deadline != Clock::time_point::max()) {
+      set_deadline(*conn, conn->deadline + (Clock::now() - conn->paused_at));
+    }
     update_interest(*conn);
     if (!conn->pending_input.empty()) {
       const std::string held = std::move(conn->pending_input);
