@@ -296,7 +296,13 @@ def test_huge_prompts_are_refused_in_bounded_memory(server):
             t.start()
         for t in threads:
             t.join()
-    assert results == [(400, "context_length_exceeded")] * 32
+    refused = [(400, "context_length_exceeded")]
+    if SANITIZED:
+        # ASan makes each 6 MB parse several times slower: requests waiting for the body budget
+        # may reach the request timeout (408). The Release run asserts 400 for every one.
+        assert set(results) <= {refused[0], (408, None)} and refused[0] in results, results
+    else:
+        assert results == refused * 32
     check_rss(rss, 256 * MB)
 
 
