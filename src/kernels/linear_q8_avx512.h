@@ -17,6 +17,7 @@
 #include "kernels/simd_avx512.h"  // first: see the note there
 
 #include "kernels/backend.h"
+#include "kernels/linear_xblock_avx512.h"
 
 namespace deepinfer::kernels::detail::avx512 {
 namespace {
@@ -67,32 +68,13 @@ inline __m512i pair_quants(const uint8_t* p0, const uint8_t* p1) {
   }
 }
 
-// What one x row contributes to a step (quantize_x_blocks laid it out for these loads): its
-// quants, d_x per block half, and the lane term as the accumulator's integer start (q4_0:
-// -8 s; q8_0 with Dot::kQ8Offset: -128 s) or, for q4_1, d_x * s.
-struct XStep {
-  __m512i q;
-  __m512 d;
-  __m512i offset;
-  __m512 ds;
-};
-
-// Lone: the last block of an odd count, in lanes 0-7 (lanes 8-15 masked off).
+// What one x row contributes to a step (XStep, linear_xblock_avx512.h): its quants, d_x per
+// block half, and the lane term as the accumulator's integer start (q4_0: -8 s; q8_0 with
+// Dot::kQ8Offset: -128 s) or, for q4_1, d_x * s.
 template <class Dot, DType W, bool Lone>
 inline XStep x_step(const LinearArgs& a, int64_t i, int64_t b, int64_t blocks) {
   XStep x;
-  const int64_t at = (i * blocks + b) * 8;
-  const int8_t* q = a.xq + i * a.k + b * kQuantBlock;
-  __m512i t;
-  if constexpr (Lone) {
-    x.q = _mm512_maskz_loadu_epi8(0xffffffffull, q);
-    x.d = _mm512_maskz_loadu_ps(0x00ff, a.xd + at);
-    t = _mm512_maskz_loadu_epi32(0x00ff, a.xt + at);
-  } else {
-    x.q = _mm512_loadu_si512(q);
-    x.d = _mm512_loadu_ps(a.xd + at);
-    t = _mm512_loadu_si512(a.xt + at);
-  }
+  const __m512i t = load_x_block<Lone>(a, i, b, blocks, x);
   const bool offset = W == DType::q4_0 || (W == DType::q8_0 && Dot::kQ8Offset);
   x.offset = offset ? t : _mm512_setzero_si512();
   x.ds = _mm512_castsi512_ps(t);

@@ -15,6 +15,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/linear_qk_decode.h"
+#include "kernels/linear_xblock_avx512.h"
 
 namespace deepinfer::kernels::detail::avx512 {
 namespace {
@@ -29,28 +30,10 @@ struct QkFlag {
   static constexpr bool value = V;
 };
 
-struct QkStep {
-  __m512i q;
-  __m512 d;
-  __m512i offset;
-  __m512 ds;
-};
-
 template <DType W, bool Lone>
-inline QkStep qk_x_step(const LinearArgs& a, int64_t i, int64_t b, int64_t blocks) {
-  QkStep x;
-  const int64_t at = (i * blocks + b) * 8;
-  const int8_t* q = a.xq + i * a.k + b * kQuantBlock;
-  __m512i t;
-  if constexpr (Lone) {
-    x.q = _mm512_maskz_loadu_epi8(0xffffffffull, q);
-    x.d = _mm512_maskz_loadu_ps(0x00ff, a.xd + at);
-    t = _mm512_maskz_loadu_epi32(0x00ff, a.xt + at);
-  } else {
-    x.q = _mm512_loadu_si512(q);
-    x.d = _mm512_loadu_ps(a.xd + at);
-    t = _mm512_loadu_si512(a.xt + at);
-  }
+inline XStep qk_x_step(const LinearArgs& a, int64_t i, int64_t b, int64_t blocks) {
+  XStep x;
+  const __m512i t = load_x_block<Lone>(a, i, b, blocks, x);
   x.offset = kWithMin<W> ? _mm512_setzero_si512() : t;
   x.ds = _mm512_castsi512_ps(t);
   return x;
@@ -95,7 +78,7 @@ void qk_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
 
   auto step = [&](int64_t b, auto lone) {
     constexpr bool kLone = decltype(lone)::value;
-    QkStep x[MR];
+    XStep x[MR];
     DEEPINFER_UNROLL
     for (int r = 0; r < MR; ++r) x[r] = qk_x_step<W, kLone>(a, i0 + r, b, blocks);
     DEEPINFER_UNROLL
@@ -239,7 +222,7 @@ void qk_tile_super(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
     DEEPINFER_UNROLL
     for (int s = 0; s < 4; ++s) {
       const int64_t b = sb * 8 + 2 * s;
-      QkStep x[MR];
+      XStep x[MR];
       DEEPINFER_UNROLL
       for (int r = 0; r < MR; ++r) x[r] = qk_x_step<W, false>(a, i0 + r, b, blocks);
       const __m512i d_index = scale_index<W>(s);
