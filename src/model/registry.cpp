@@ -75,6 +75,7 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
   WeightLoader weights(checkpoint, options);
   weights.set_fp8(io::parse_fp8_quantization(config, dir + "/config.json"));
   auto model = family->build(config, weights);
+  model->set_eplb_state(weights.made_eplb_state());
   if (const std::string blocks = weights.block_summary(); !blocks.empty())
     log::info(dir, ": ", blocks);
   const std::string quantization = weights.quantization_summary();
