@@ -118,9 +118,13 @@ void MoeLayer::synchronize_load() const {
       set_placement(std::move(next));
       balance.rebalances = ++rebalances_;
       balance.placement = placement_.phy2log;
-      log::info("EPLB ", name_, " (rank ", comm_->rank(), "): re-balanced at forward call ", calls_,
-                "; predicted balancedness ", three_digits(before), " -> ", three_digits(after),
-                "; rank loads of the window measured ", describe(rows));
+      if (comm_->rank() == 0) {  // every rank re-places alike; one says so
+        log::info(
+            "EPLB ", name_, ": re-balanced at forward call ", calls_, "; predicted balancedness ",
+            three_digits(before), " -> ", three_digits(after),
+            " (rank loads of the window: ", describe(rows), "); placement ",
+            describe(std::vector<double>(placement_.phy2log.begin(), placement_.phy2log.end())));
+      }
     }
   }
   eplb_->set_rank_loads(eplb_layer_, default_rows, rows);
