@@ -111,7 +111,7 @@ std::shared_ptr<MpiCommunicator> MpiCommunicator::world() {
   return std::shared_ptr<MpiCommunicator>(new MpiCommunicator(std::move(handle)));
 }
 
-std::shared_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key) {
+std::shared_ptr<MpiCommunicator> MpiCommunicator::split_mpi(int color, int key) {
   auto handle = std::make_unique<Handle>();
   MPI_Comm_split(handle_->comm, color, key, &handle->comm);
   handle->owned = true;
@@ -280,6 +280,29 @@ void MpiCommunicator::broadcast_bytes_idle(std::span<std::byte> data, int root) 
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(1000));
     }
+  }
+}
+
+void MpiCommunicator::send_bytes(std::span<const std::byte> data, int dest) {
+  DI_CHECK(dest >= 0 && dest < size_ && dest != rank_, "send: rank ", rank_, " to rank ", dest,
+           " in a world of ", size_, " ranks");
+  constexpr int kTag = 7200;  // point to point, apart from the all-to-all's messages
+  for (const Piece& p : pieces_of(static_cast<int64_t>(data.size()), max_message_bytes_)) {
+    MPI_Send(data.data() + p.offset, p.size, MPI_BYTE, dest, kTag, handle_->comm);
+  }
+}
+
+void MpiCommunicator::recv_bytes(std::span<std::byte> data, int source) {
+  DI_CHECK(source >= 0 && source < size_ && source != rank_, "receive: rank ", rank_, " from rank ",
+           source, " in a world of ", size_, " ranks");
+  constexpr int kTag = 7200;
+  for (const Piece& p : pieces_of(static_cast<int64_t>(data.size()), max_message_bytes_)) {
+    MPI_Status status;
+    MPI_Recv(data.data() + p.offset, p.size, MPI_BYTE, source, kTag, handle_->comm, &status);
+    int got = 0;
+    MPI_Get_count(&status, MPI_BYTE, &got);
+    DI_CHECK(got == p.size, "receive from rank ", source, ": ", got, " bytes where ", p.size,
+             " were expected (the ranks disagree on the message size)");
   }
 }
 
