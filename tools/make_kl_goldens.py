@@ -69,10 +69,10 @@ def perplexity_kl(model: Path, base: Path) -> dict:
 
 
 def ours(deepinfer: str, model: Path, qtype: str) -> dict:
-    out = run([deepinfer, "validate", "-m", model, "--dtype", "f32", "--quantization", qtype,
+    out = run([deepinfer, "validate", "--log-level", "error", "-m", model, "--dtype", "f32", "--quantization", qtype,
                "--reference", model, "--reference-dtype", "f32", "--text", TEXT,
                "--window", CTX, "--stride", CTX // 2, "--threads", THREADS, "--json"])
-    t = json.loads(out[out.index("{"):])["teacher_forcing"]
+    t = json.JSONDecoder().raw_decode(out[out.index("{"):])[0]["teacher_forcing"]
     return {"mean_kl": t["mean_kl"], "max_kl": t["max_kl"]}
 
 
