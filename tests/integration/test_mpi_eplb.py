@@ -149,3 +149,15 @@ def test_bf16_rows_round_within_bf16_precision(deepinfer_bin, skewed, tmp_path):
     # roundings each, stay well inside 2^-6 of the logits' scale. fp16 keeps 11 bits.
     assert 0 < bf16 <= 2 ** -6
     assert 0 < fp16 < bf16
+
+
+def test_bench_reports_the_same_drops_under_mpirun(deepinfer_bin, skewed):
+    model, _ = skewed
+    args = ("bench", "-m", model, "--dataset-name", "random", "--random-input-len", 8,
+            "--random-output-len", 4, "--num-prompts", 4, "--warmup", 0, "--json", "--threads", 1,
+            "--capacity-factor", 0.5, "--log-level", "warn")
+    one = json.loads(ok(plain(deepinfer_bin, *args)).stdout.strip().splitlines()[-1])
+    two = json.loads(ok(mpirun(2, deepinfer_bin, *args, "--expert-parallel-size", 2))
+                     .stdout.strip().splitlines()[-1])
+    assert one["moe_dropped_assignments"] > 0
+    assert two["moe_dropped_assignments"] == one["moe_dropped_assignments"]
