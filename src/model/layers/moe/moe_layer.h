@@ -2,10 +2,14 @@
 // Mixture-of-Experts feed-forward (Qwen3-MoE, GLM-4.5, DeepSeek-V2/V3), written for expert
 // parallelism from the start:
 //   route    MoeRouter: f32 logits, softmax|sigmoid, greedy|group_limited_greedy|noaux_tc
-//   group    plan_dispatch: counting sort of (token, slot) assignments by expert
-//            (+ optional capacity drop)
-//   dispatch Communicator::all_to_all_v: expert e lives on rank e / experts_per_rank; rows
-//            travel to their expert's rank (a copy at world size 1)
+//   group    assign_targets + group_by_target: each (token, slot) assignment goes to a
+//            physical expert slot (capacity drop and replica turns counted in one global
+//            order over the expert group), then a counting sort by slot
+//   dispatch Communicator::all_to_all_v: slot p lives on rank p / slots_per_rank (without
+//            EPLB slot e holds expert e); rows travel to their slot's rank (a copy at world
+//            size 1), in f32 or the communication dtype
+//   balance  EPLB (moe_eplb.cpp): at sync points the ranks sum the expert load of a window
+//            and may re-place experts, moving their weights
 //   experts  ExpertStack: one GEMM per projection per expert over its whole token group
 //   combine  rows come back by the reverse all_to_all_v; each token sums weight x output
 //            over its top-k slots in slot order (so a token's result never depends on the
