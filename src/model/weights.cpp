@@ -17,7 +17,7 @@ const char* kept_reason(MatrixUse use) {
     case MatrixUse::lm_head:
       return "lm_head";
     case MatrixUse::expert:
-      return "routed-expert";  // the MoE expert stacks run f32 / bf16 / f16 only
+      return "routed-expert";
     case MatrixUse::by_element:
       return "read-by-element";  // MLA's kv_b_proj is split per head by element
     case MatrixUse::projection:
@@ -79,21 +79,29 @@ Tensor WeightLoader::loaded(Tensor tensor) {
 std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, const Tensor& tensor,
                                                    MatrixUse use, DType stored) {
   if (!options_.quantization) return std::nullopt;
-  if (use != MatrixUse::projection || tensor.ndim() != 2) {
+  // Routed experts are quantized as projections (they are most of an MoE model's bytes); a
+  // stack of them ([experts, rows, cols]) is quantized row by row like one matrix.
+  const bool expert_stack = use == MatrixUse::expert && tensor.ndim() == 3;
+  if ((use != MatrixUse::projection && use != MatrixUse::expert) ||
+      (tensor.ndim() != 2 && !expert_stack)) {
     ++kept_[kept_reason(use)];
     return std::nullopt;
   }
   const DType target = *options_.quantization;
   const int64_t block = block_traits(target)->block_size;
-  if (tensor.dim(1) % block != 0) {
+  if (tensor.dim(-1) % block != 0) {
     // A row must be whole blocks; such matrices keep their dtype (llama.cpp falls back to
     // another type for them, which a single --quantization type cannot).
     ++kept_[str_cat("partial-block (rows not whole ", block, "-element blocks)")];
     if (first_partial_rows_.empty())
-      first_partial_rows_ = str_cat(name, ", rows of ", tensor.dim(1), " elements");
+      first_partial_rows_ = str_cat(name, ", rows of ", tensor.dim(-1), " elements");
     return std::nullopt;
   }
   ++quantized_[std::string(dtype_name(stored))];
+  if (expert_stack) {
+    const Shape shape = tensor.shape();
+    return quantize_matrix(tensor.reshape({shape[0] * shape[1], shape[2]}), target).reshape(shape);
+  }
   return quantize_matrix(tensor, target);
 }
 
@@ -122,9 +130,11 @@ Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, Matr
            checkpoint_.dir(), ": tensor '", name, "' is ", dtype_name(stored),
            "; only f32, bf16, f16 and the ggml block types (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, "
            "q5_k, q6_k) are supported here");
-  DI_CHECK(!blocks || expected.size() == 2, checkpoint_.dir(), ": tensor '", name, "' is ",
-           dtype_name(stored), " with ", expected.size(),
-           " dimensions; block-quantized weights are supported for matrices only");
+  DI_CHECK(!blocks || expected.size() == 2 || (use == MatrixUse::expert && expected.size() == 3),
+           checkpoint_.dir(), ": tensor '", name, "' is ", dtype_name(stored), " with ",
+           expected.size(),
+           " dimensions; block-quantized weights are supported for matrices and expert stacks "
+           "only");
   if (!blocks) {
     if (auto quantized = maybe_quantize(name, tensor, use, stored))
       return loaded(std::move(*quantized));

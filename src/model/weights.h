@@ -35,7 +35,8 @@ enum class MatrixUse {
   projection,  // attention / MLP / shared-expert projections, run by kernels::linear
   embedding,   // token embeddings: rows are looked up (and a tied lm_head shares them)
   lm_head,     // the output projection: its rounding lands directly on the logits
-  expert,      // routed MoE experts: the expert stacks run f32 / bf16 / f16 only (for now)
+  expert,      // routed MoE experts, one matrix or a stack [experts, rows, cols]: quantized as
+               // projections are (model/layers/moe/expert_stack.h runs every block type)
   by_element,  // read by element, not by kernels::linear (MLA's kv_b_proj, split per head)
 };
 
