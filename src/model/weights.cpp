@@ -5,6 +5,8 @@
 #include "core/error.h"
 #include "core/quant_blocks.h"
 #include "kernels/kernels.h"
+#include "model/fp8_weights.h"
+#include "model/w8a8_weights.h"
 #include "model/weight_quantization.h"
 
 namespace deepinfer::model {
@@ -87,6 +89,30 @@ std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, cons
     ++kept_[kept_reason(use)];
     return std::nullopt;
   }
+  const DType asked = options_.quantization->type;
+  if (asked == DType::f8_e4m3) {  // fp8: 128x128 block scales, any shape; no expert stacks
+    if (use != MatrixUse::projection || tensor.ndim() != 2) {
+      ++kept_[use == MatrixUse::expert ? "routed-expert (no fp8 expert stacks)" : kept_reason(use)];
+      return std::nullopt;
+    }
+    ++quantized_[std::string(dtype_name(stored))];
+    const io::Fp8BlockQuantization block{128, 128};
+    Fp8Matrix fp8 = quantize_fp8_matrix(tensor, block.block_rows, block.block_cols);
+    loaded_bytes_["f8_e4m3"] += static_cast<int64_t>(fp8.scale.nbytes());  // beside the FP8
+    fp8_scales_[name] = {std::move(fp8.scale), block};
+    return std::move(fp8.q);
+  }
+  if (asked == DType::i8) {  // w8a8: any row length; no expert stacks of it yet
+    if (use == MatrixUse::expert || tensor.ndim() != 2) {
+      ++kept_["routed-expert (no w8a8 expert stacks)"];
+      return std::nullopt;
+    }
+    ++quantized_[std::string(dtype_name(stored))];
+    W8a8Matrix w8a8 = quantize_w8a8_matrix(tensor);
+    loaded_bytes_["i8"] += static_cast<int64_t>(w8a8.scale.nbytes());  // beside the int8
+    w8a8_scales_[name] = std::move(w8a8.scale);
+    return std::move(w8a8.q);
+  }
   // The type for this matrix: the one asked for, q4_k_m's choice, or llama-quantize's
   // fallback when the rows are not whole 256-element super-blocks.
   const QuantizationTarget target =
@@ -109,6 +135,30 @@ std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, cons
   return quantize_matrix(tensor, *target.type);
 }
 
+bool WeightLoader::keeps_fp8(MatrixUse use) const {
+  // Only what kernels::linear_fp8 runs (projections and lm_head through Linear, routed experts
+  // through ExpertStack); MLA's kv_b (read by element) and a forced --dtype are widened.
+  // --quantization fp8 keeps FP8 as stored too (it is that type already).
+  const bool quantizing = options_.quantization && !(*options_.quantization == DType::f8_e4m3);
+  return fp8_ && !options_.weight_dtype && !quantizing &&
+         (use == MatrixUse::projection || use == MatrixUse::lm_head || use == MatrixUse::expert) &&
+         fp8_->block_cols % 16 == 0;
+}
+
+const WeightLoader::Fp8Scales& WeightLoader::fp8_scale(const std::string& name) const {
+  const auto it = fp8_scales_.find(name);
+  DI_CHECK(it != fp8_scales_.end(), checkpoint_.dir(), ": tensor '", name,
+           "' was not kept in FP8, so it has no block scales");
+  return it->second;
+}
+
+const Tensor& WeightLoader::w8a8_scale(const std::string& name) const {
+  const auto it = w8a8_scales_.find(name);
+  DI_CHECK(it != w8a8_scales_.end(), checkpoint_.dir(), ": tensor '", name,
+           "' was not quantized to w8a8, so it has no row scales");
+  return it->second;
+}
+
 Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, MatrixUse use) {
   Tensor tensor = fetch(name, expected);
   const DType stored = tensor.dtype();
@@ -119,13 +169,24 @@ Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, Matr
     DI_CHECK(expected.size() == 2, checkpoint_.dir(), ": tensor '", name, "' is F8_E4M3 with ",
              expected.size(), " dimensions; block scales are supported for matrices only");
     const Tensor scale = fetch(name + "_scale_inv", io::fp8_scale_shape(expected, *fp8_));
-    const DType widened = options_.weight_dtype.value_or(DType::bf16);
-    if (options_.quantization) {
+    // Kept FP8 runs the exact dequantized weights; what is widened beside it (MLA's kv_b) then
+    // becomes f32, so the model is the dequantize-at-load f32 one up to summation order.
+    const DType widened =
+        options_.weight_dtype.value_or(keeps_fp8(MatrixUse::projection) ? DType::f32 : DType::bf16);
+    if (options_.quantization && !keeps_fp8(use)) {
       // Quantized from the exact FP8 values (f32), not from a bf16 rounding of them.
       const Tensor exact = io::dequantize_fp8_blocks(tensor, scale, *fp8_, DType::f32);
       if (auto quantized = maybe_quantize(name, exact, use, stored))
         return loaded(std::move(*quantized));
       return loaded(exact.to(widened));
+    }
+    if (keeps_fp8(use)) {
+      // Kept as stored (zero-copy), its scales beside it; kernels::linear_fp8 widens in register.
+      Tensor scales = scale.to(DType::f32);
+      loaded_bytes_["f8_e4m3"] += static_cast<int64_t>(tensor.nbytes() + scales.nbytes());
+      fp8_scales_[name] = {std::move(scales), *fp8_};
+      ++kept_fp8_;
+      return tensor;
     }
     return loaded(io::dequantize_fp8_blocks(tensor, scale, *fp8_, widened));
   }
@@ -164,6 +225,12 @@ std::string WeightLoader::block_summary() const {
   if (!native_blocks_.empty()) {
     out = list(native_blocks_) + " matrices run natively (" +
           std::string(kernels::block_linear_path()) + " block kernels)";
+  }
+  if (kept_fp8_ > 0) {
+    if (!out.empty()) out += "; ";
+    out +=
+        str_cat(kept_fp8_, " f8_e4m3 matrices kept in FP8 with ", fp8_->block_rows, "x",
+                fp8_->block_cols, " block scales (", kernels::block_linear_path(), " FP8 kernels)");
   }
   if (!dequantized_blocks_.empty()) {
     if (!out.empty()) out += "; ";

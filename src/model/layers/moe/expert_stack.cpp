@@ -1,5 +1,6 @@
 #include "model/layers/moe/expert_stack.h"
 
+#include <functional>
 #include <vector>
 
 #include "core/error.h"
@@ -34,6 +35,56 @@ ExpertStack::ExpertStack(Tensor gate, Tensor up, Tensor down)
            "[E, H, I], got ",
            gate_.describe(), ", ", up_.describe(), " and ", down_.describe());
 }
+
+ExpertStack::ExpertStack(Tensor gate, Tensor up, Tensor down, Fp8Scales scales)
+    : ExpertStack(std::move(gate), std::move(up), std::move(down)) {
+  fp8_ = std::move(scales);
+  const auto scale_shape = [&](const Tensor& t) {
+    return Shape{t.dim(0), (t.dim(1) + fp8_.block_rows - 1) / fp8_.block_rows,
+                 (t.dim(2) + fp8_.block_cols - 1) / fp8_.block_cols};
+  };
+  DI_CHECK(gate_.dtype() == DType::f8_e4m3 && down_.dtype() == DType::f8_e4m3 &&
+               fp8_.block_rows > 0 && fp8_.block_cols > 0 &&
+               fp8_.gate.shape() == scale_shape(gate_) && fp8_.up.shape() == scale_shape(up_) &&
+               fp8_.down.shape() == scale_shape(down_),
+           "FP8 expert stacks need f8_e4m3 gate / up / down with f32 block scales of their "
+           "shapes, got ",
+           gate_.describe(), " / ", down_.describe(), " with scales ", fp8_.gate.describe(), " / ",
+           fp8_.down.describe());
+}
+
+namespace {
+
+// Experts [first, first + count) of an FP8 checkpoint kept in FP8: per-expert matrices and their
+// scales copied into stacks (gate / up / down apart: a fused gate_up would need I to be whole
+// scale blocks).
+ExpertStack load_fp8(WeightLoader& weights,
+                     const std::function<std::string(int64_t, const char*)>& name, int64_t first,
+                     int64_t count, int64_t hidden, int64_t i) {
+  const io::Fp8BlockQuantization block = *weights.fp8();
+  Tensor stacks[3], scales[3];
+  const char* projs[3] = {"gate_proj", "up_proj", "down_proj"};
+  for (int p = 0; p < 3; ++p) {
+    const Shape shape = p < 2 ? Shape{i, hidden} : Shape{hidden, i};
+    for (int64_t j = 0; j < count; ++j) {
+      const std::string n = name(first + j, projs[p]);
+      const Tensor w = weights.matrix(n, shape, MatrixUse::expert);
+      DI_CHECK(w.dtype() == DType::f8_e4m3, n, ": ", w.describe(),
+               " among FP8 experts (one expert's projections must share one dtype)");
+      const Tensor& s = weights.fp8_scale(n).scale;
+      if (j == 0) {
+        stacks[p] = Tensor::zeros({count, shape[0], shape[1]}, DType::f8_e4m3);
+        scales[p] = Tensor::zeros({count, s.dim(0), s.dim(1)}, DType::f32);
+      }
+      copy_into_expert(stacks[p], j, 0, w, n);
+      copy_into_expert(scales[p], j, 0, s, n + "_scale_inv");
+    }
+  }
+  return ExpertStack(stacks[0], stacks[1], stacks[2],
+                     {scales[0], scales[1], scales[2], block.block_rows, block.block_cols});
+}
+
+}  // namespace
 
 ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
                               int64_t first, int64_t count, int64_t hidden, int64_t intermediate) {
@@ -78,6 +129,12 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     return ExpertStack(local(gate.to(DType::f32)), local(up.to(DType::f32)), local(down));
   }
   skip_experts(false);
+  if (weights.fp8() && weights.has(name(first, "gate_proj")) &&
+      weights.checkpoint().info(name(first, "gate_proj")).dtype == DType::f8_e4m3) {
+    // Kept in FP8 when the loader keeps it (no --dtype / --quantization); else widened below.
+    if (weights.keeps_fp8(MatrixUse::expert))
+      return load_fp8(weights, name, first, count, hidden, i);
+  }
   Tensor gate_up, down;
   for (int64_t j = 0; j < count; ++j) {
     const int64_t e = first + j;
@@ -106,6 +163,19 @@ void ExpertStack::forward(int64_t j, const float* x, int64_t rows, float* y,
   const int64_t h = hidden();
   const int64_t i = intermediate();
   std::vector<float> act(static_cast<size_t>(rows * i));
+  if (fp8_.block_rows > 0) {
+    const auto weight = [&](const Tensor& stack, const Tensor& scales) {
+      return kernels::Fp8Weight{reinterpret_cast<const uint8_t*>(expert_matrix(stack, j)),
+                                scales.data<float>() + j * scales.dim(1) * scales.dim(2),
+                                fp8_.block_rows, fp8_.block_cols};
+    };
+    std::vector<float> up(act.size());
+    kernels::linear_fp8(x, rows, h, weight(gate_, fp8_.gate), i, nullptr, act.data(), pool);
+    kernels::linear_fp8(x, rows, h, weight(up_, fp8_.up), i, nullptr, up.data(), pool);
+    kernels::silu_mul(act.data(), up.data(), act.data(), rows * i);
+    kernels::linear_fp8(act.data(), rows, i, weight(down_, fp8_.down), h, nullptr, y, pool);
+    return;
+  }
   if (gate_up_.defined()) {
     std::vector<float> gu(static_cast<size_t>(rows * 2 * i));
     kernels::linear(x, rows, h, expert_matrix(gate_up_, j), gate_up_.dtype(), 2 * i, nullptr,

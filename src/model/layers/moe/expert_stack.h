@@ -31,6 +31,14 @@ class ExpertStack {
   ExpertStack(Tensor gate_up, Tensor down);
   // Gate and up apart: gate and up [count, I, H] of one dtype, down [count, H, I].
   ExpertStack(Tensor gate, Tensor up, Tensor down);
+  // FP8 E4M3 stacks kept as an FP8 checkpoint stores them, gate / up / down apart, each with
+  // its f32 block scales stacked [count, ceil(rows / br), ceil(cols / bc)]
+  // (kernels::linear_fp8).
+  struct Fp8Scales {
+    Tensor gate, up, down;
+    int64_t block_rows = 0, block_cols = 0;
+  };
+  ExpertStack(Tensor gate, Tensor up, Tensor down, Fp8Scales scales);
   ExpertStack() = default;
 
   int64_t count() const { return down_.defined() ? down_.dim(0) : 0; }
@@ -48,6 +56,7 @@ class ExpertStack {
   Tensor gate_;
   Tensor up_;
   Tensor down_;
+  Fp8Scales fp8_;  // f8_e4m3 stacks only
 };
 
 }  // namespace deepinfer::model
