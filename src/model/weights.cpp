@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/quant_blocks.h"
+#include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "model/fp8_weights.h"
 #include "model/w8a8_weights.h"
@@ -228,9 +229,9 @@ std::string WeightLoader::block_summary() const {
   }
   if (kept_fp8_ > 0) {
     if (!out.empty()) out += "; ";
-    out +=
-        str_cat(kept_fp8_, " f8_e4m3 matrices kept in FP8 with ", fp8_->block_rows, "x",
-                fp8_->block_cols, " block scales (", kernels::block_linear_path(), " FP8 kernels)");
+    out += str_cat(kept_fp8_, " f8_e4m3 matrices kept in FP8 with ", fp8_->block_rows, "x",
+                   fp8_->block_cols, " block scales (", kernels::isa_name(kernels::active_isa()),
+                   " FP8 kernel)");
   }
   if (!dequantized_blocks_.empty()) {
     if (!out.empty()) out += "; ";
