@@ -184,10 +184,14 @@ int run_info(const std::vector<std::string>& argv) {
   out["kv_bytes_per_token_bf16"] = kv_bytes(DType::bf16);
   out["kv_bytes_per_token_int8"] = kv_bytes(DType::i8);  // scales included
   out["max_position_embeddings"] = mc.max_position_embeddings;
-  if (load_options.quantization) {
-    // What --quantization made of the weights: bytes held per type after loading.
-    out["quantization_at_load"] = load_options.quantization->name();
-    out["quantization_at_load_summary"] = load_report.quantization;
+  // FP8 matrices kept as stored with their block scales: f8_e4m3 counts both.
+  const bool fp8_kept = load_report.weight_bytes.count("f8_e4m3") > 0;
+  if (load_options.quantization || fp8_kept) {
+    // What --quantization (or keeping FP8) made of the weights: bytes held per type.
+    if (load_options.quantization) {
+      out["quantization_at_load"] = load_options.quantization->name();
+      out["quantization_at_load_summary"] = load_report.quantization;
+    }
     int64_t loaded = 0;
     for (const auto& [type, bytes] : load_report.weight_bytes) loaded += bytes;
     out["loaded_weight_bytes"] = loaded;
@@ -232,14 +236,18 @@ int run_info(const std::vector<std::string>& argv) {
       str_cat(human_bytes(static_cast<double>(kv_bytes(DType::f32))), " (f32, the default), ",
               human_bytes(static_cast<double>(kv_bytes(DType::bf16))), " (bf16), ",
               human_bytes(static_cast<double>(kv_bytes(DType::i8))), " (int8)"));
-  if (load_options.quantization) {
-    std::printf("memory (weights after --quantization %s):\n",
-                load_options.quantization->name().c_str());
+  if (load_options.quantization || fp8_kept) {
+    if (load_options.quantization) {
+      std::printf("memory (weights after --quantization %s):\n",
+                  load_options.quantization->name().c_str());
+    } else {
+      std::printf("memory (weights in memory; f8_e4m3: FP8 kept with its block scales):\n");
+    }
     for (const auto& [type, bytes] : load_report.weight_bytes) {
       row("  " + type, human_bytes(static_cast<double>(bytes)));
     }
     row("  total", human_bytes(static_cast<double>(out["loaded_weight_bytes"].get<int64_t>())));
-    row("  policy", load_report.quantization);
+    if (load_options.quantization) row("  policy", load_report.quantization);
   }
   return 0;
 }
