@@ -157,6 +157,14 @@ std::shared_ptr<parallel::ParallelContext> parallel_layout(const RecipeConfig& c
 
 }  // namespace
 
+std::shared_ptr<parallel::ParallelContext> parallel_context_for(const RecipeConfig& config) {
+  const std::string dir = resolve_model_path(config);
+  const io::ModelConfig model_config = io::ModelConfig::load(dir);
+  auto context = parallel_layout(config, model_config, dir, {.lockstep = true});
+  if (context->distributed()) check_ranks_agree(*context->world(), dir);
+  return context;
+}
+
 bool is_lockstep_worker(const ModelSetup& setup) {
   return setup.parallel && !setup.parallel->is_driver();
 }

@@ -57,6 +57,11 @@ struct ModelSetup {
 // "loading model from DIR" / "model loaded in N s (...)". Bad weights throw Error.
 ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& options = {});
 
+// The parallel layout of a command that loads a model without running it (info): what
+// `config` asks for, checked against the checkpoint and, under mpirun, between the ranks
+// (rank_consistency.h). One process unless launched by mpirun.
+std::shared_ptr<parallel::ParallelContext> parallel_context_for(const RecipeConfig& config);
+
 // Ranks > 0 of a distributed run (SetupOptions::lockstep) follow rank 0: a command checks
 // is_lockstep_worker right after load_model_setup and returns run_lockstep_worker's status
 // (for several models: the models of every set-up, in load order; `setup` any one of them).

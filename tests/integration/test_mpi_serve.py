@@ -376,3 +376,29 @@ def test_run_local_and_validate_under_mpirun(deepinfer_bin):
     ref = ok(plain(deepinfer_bin, *args))
     got = ok(mpirun(2, deepinfer_bin, *args, "--expert-parallel-size", 2))
     assert json.loads(got.stdout) == json.loads(ref.stdout)
+
+
+def stored_bytes(model_dir):
+    """(all tensor bytes, routed-expert tensor bytes) from the safetensors header itself."""
+    raw = (model_dir / "model.safetensors").read_bytes()
+    header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
+    sizes = {name: t["data_offsets"][1] - t["data_offsets"][0]
+             for name, t in header.items() if name != "__metadata__"}
+    experts = sum(b for n, b in sizes.items() if ".mlp.experts." in n)
+    return sum(sizes.values()), experts
+
+
+def test_info_reports_the_weights_of_every_rank(deepinfer_bin):
+    model = DATA / "tiny-deepseek-v2"
+    proc = ok(mpirun(2, deepinfer_bin, "info", "-m", model, "--expert-parallel-size", 2, "--json",
+                     "--log-level", "warn"))
+    assert len(proc.stdout.strip().splitlines()) == 1, "rank 0 prints for every rank"
+    out = json.loads(proc.stdout)
+    total, experts = stored_bytes(model)
+    assert experts > 0
+    # Each rank holds everything but the other rank's half of the routed experts.
+    assert out["weight_bytes_per_rank"] == [total - experts // 2] * 2
+    table = ok(mpirun(2, deepinfer_bin, "info", "-m", model, "--expert-parallel-size", 2,
+                      "--log-level", "warn")).stdout
+    assert "memory per rank (weights loaded, expert parallel 2 of 2 ranks)" in table
+    assert "rank 1" in table and "(routed experts 4-7)" in table
