@@ -11,7 +11,12 @@
 // Workers keep a KV cache of the same geometry and the same block tables as rank 0's
 // (attention is replicated at this milestone); they allocate nothing themselves, rank 0's
 // block manager decides.
+//
+// A command may load several models (validate: the model under test and its reference):
+// each of rank 0's LockstepModels carries its index, in load order, and a worker follows
+// all of them until each has sent its stop message. The wire format is step_message.h.
 #include <memory>
+#include <span>
 
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
@@ -22,8 +27,9 @@ namespace deepinfer::engine {
 class LockstepModel : public model::CausalLM {
  public:
   // `world`: rank 0 of it is this process; every other rank runs run_lockstep_worker.
+  // `index`: this model's place among the models the workers follow (load order).
   LockstepModel(std::unique_ptr<model::CausalLM> model,
-                std::shared_ptr<parallel::Communicator> world);
+                std::shared_ptr<parallel::Communicator> world, int64_t index = 0);
   ~LockstepModel() override;  // stops the workers
   LockstepModel(const LockstepModel&) = delete;
   LockstepModel& operator=(const LockstepModel&) = delete;
@@ -45,10 +51,15 @@ class LockstepModel : public model::CausalLM {
  private:
   std::unique_ptr<model::CausalLM> model_;
   std::shared_ptr<parallel::Communicator> world_;
+  int64_t index_ = 0;
   bool stopped_ = false;
 };
 
-// Ranks > 0: runs rank 0's steps until it stops. Returns the number of steps run.
+// Ranks > 0: runs rank 0's steps through `models` (rank 0's LockstepModel of index i is
+// models[i]) until every one of them has been stopped. Returns the number of steps run.
+int64_t run_lockstep_worker(std::span<model::CausalLM* const> models, parallel::Communicator& world,
+                            ThreadPool& pool);
+// One model (index 0).
 int64_t run_lockstep_worker(model::CausalLM& model, parallel::Communicator& world,
                             ThreadPool& pool);
 
