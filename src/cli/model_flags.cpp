@@ -14,7 +14,8 @@ const std::set<std::string> kModelSettingFlags = {"model", "threads", "dtype", "
                                                   "matmul-precision"};
 
 const std::set<std::string> kParallelValueFlags = {"expert-parallel-size", "tensor-parallel-size",
-                                                   "pipeline-parallel-size", "data-parallel-size"};
+                                                   "pipeline-parallel-size", "data-parallel-size",
+                                                   "num-micro-batches"};
 
 }  // namespace
 
@@ -24,6 +25,8 @@ const char* const kParallelFlagsUsage =
     "                            number of ranks: mpirun -np N deepinfer ...\n"
     "  --enable-expert-parallel  the same over every rank mpirun started\n"
     "  --tensor-parallel-size N (-tp)  --pipeline-parallel-size N (-pp)\n"
+    "  --num-micro-batches M     pipeline: split each step's sequences into M parts that\n"
+    "                            overlap across the stages (default 1)\n"
     "  --data-parallel-size N (-dp)    attention data parallelism (--enable-dp-attention:\n"
     "                            N = ranks / tensor-parallel size)\n";
 

@@ -120,8 +120,18 @@ std::shared_ptr<parallel::ParallelContext> parallel_layout(const RecipeConfig& c
     }
   };
   not_built(request.tensor, "tensor parallelism");
-  not_built(request.pipeline, "pipeline parallelism");
   not_built(request.data, "attention data parallelism");
+  const parallel::GroupSize& pp = request.pipeline;
+  if (pp.size > model.num_hidden_layers) {
+    throw ConfigError(str_cat(pp.origin, " = ", pp.size, " is more than the ",
+                              model.num_hidden_layers, " decoder layers of ", dir,
+                              "/config.json: every pipeline stage needs at least one layer"));
+  }
+  if (config.num_micro_batches.has() && *config.num_micro_batches > 1 && pp.size == 1) {
+    throw ConfigError(str_cat(config.num_micro_batches.origin, " = ", *config.num_micro_batches,
+                              ": micro-batches overlap pipeline stages, and there is one "
+                              "stage; give --pipeline-parallel-size > 1 or set it to 1"));
+  }
   const parallel::GroupSize& ep = request.expert;
   if (ep.size > 1) {
     const int64_t experts = routed_experts(model);

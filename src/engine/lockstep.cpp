@@ -196,7 +196,9 @@ int64_t run_lockstep_worker(model::CausalLM& model, parallel::Communicator& worl
     unpack(h, bytes, step);
     // Rank 0 made a new cache (another engine, another greedy run): make the same. Stale
     // contents never matter: rank 0 reads only what its steps wrote, and so does this rank.
-    const cache::KvCacheSpec spec = spec_of(h);
+    cache::KvCacheSpec spec = spec_of(h);
+    // A pipeline stage's cache holds its own layers, not rank 0's.
+    spec.num_layers = model.kv_layout().num_layers;
     if (!cache || !same_geometry(cache->spec(), spec)) {
       cache.reset();
       cache = std::make_unique<cache::KvCache>(spec);

@@ -27,6 +27,9 @@ struct LoadOptions {
   // The process's parallel layout (parallel_context.h); null: one process. MoE builders take
   // their expert group's communicator from it and load only this rank's experts.
   std::shared_ptr<const parallel::ParallelContext> parallel = nullptr;
+  // Pipeline parallelism: a step's sequences are split into this many micro-batches, which
+  // travel the stages one after another so that the stages overlap (1: the whole step at once).
+  int64_t num_micro_batches = 1;
 };
 
 // What a matrix is for, which decides whether --quantization applies (docs/QUANTIZATION.md):
@@ -79,6 +82,9 @@ class WeightLoader {
   // one object shared by every layer.
   std::shared_ptr<parallel::Communicator> expert_group();
   // Whether every rank of the expert group runs the same tokens (MoeConfig::replicated_tokens).
+  // The process's parallel layout; null for one process.
+  const parallel::ParallelContext* parallel() const { return options_.parallel.get(); }
+  int64_t num_micro_batches() const { return options_.num_micro_batches; }
   bool expert_tokens_replicated() const {
     return options_.parallel && options_.parallel->expert_tokens_replicated();
   }
