@@ -89,8 +89,8 @@ void quantization(RecipeConfig& c, const Value& v, Mode m) {
   if (const std::string problem = model::quantization_problem(name); !problem.empty())
     v.reject(problem);
   // Canonical, so "int8" in one file agrees with "q8_0" in another.
-  const std::optional<DType> dtype = model::parse_quantization(name);
-  assign(c.quantization, dtype ? std::string(dtype_name(*dtype)) : std::string("none"), v, m);
+  const std::optional<model::Quantization> choice = model::parse_quantization(name);
+  assign(c.quantization, choice ? choice->name() : std::string("none"), v, m);
 }
 
 void atb_attention(RecipeConfig& c, const Value& v, Mode m) {

@@ -91,7 +91,10 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
          "' is not supported (supported:", supported, ")");
   }
   const io::Checkpoint checkpoint = io::Checkpoint::open(dir);
-  WeightLoader weights(checkpoint, options);
+  LoadOptions shaped = options;
+  if (shaped.quantization)  // q4_k_m picks types by layer (model/weight_quantization.h)
+    shaped.quantization = with_model_shape(*shaped.quantization, config);
+  WeightLoader weights(checkpoint, shaped);
   weights.set_fp8(io::parse_fp8_quantization(config, dir + "/config.json"));
   auto model = family->build(config, weights);
   if (const std::string blocks = weights.block_summary(); !blocks.empty())
