@@ -120,8 +120,13 @@ std::shared_ptr<parallel::ParallelContext> parallel_layout(const RecipeConfig& c
     }
   };
   not_built(request.tensor, "tensor parallelism");
-  not_built(request.data, "attention data parallelism");
   const parallel::GroupSize& pp = request.pipeline;
+  if (request.data.size > 1 && pp.size > 1) {
+    throw ConfigError(str_cat(request.data.origin, " = ", request.data.size, " with ", pp.origin,
+                              " = ", pp.size,
+                              ": attention data parallelism across pipeline stages is not built "
+                              "yet; use one of them"));
+  }
   if (pp.size > model.num_hidden_layers) {
     throw ConfigError(str_cat(pp.origin, " = ", pp.size, " is more than the ",
                               model.num_hidden_layers, " decoder layers of ", dir,
@@ -175,8 +180,8 @@ bool is_lockstep_worker(const ModelSetup& setup) {
 }
 
 int run_lockstep_worker(ModelSetup& setup) {
-  const int64_t steps =
-      engine::run_lockstep_worker(*setup.model, *setup.parallel->world(), *setup.pool);
+  const int64_t steps = engine::run_lockstep_worker(*setup.model, *setup.parallel->world(),
+                                                    *setup.pool, setup.parallel.get());
   const parallel::CommunicationStats comm = parallel::communication_stats();
   log::info("lockstep worker ", setup.parallel->describe(), ": ", steps,
             " steps, stopped by rank 0; in MPI during steps ", fixed(comm.busy_seconds, 3), " s (",
@@ -197,6 +202,8 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
   s.engine = engine_config(config, s.generation);
   check_max_model_len(config, s.engine, model_config, s.dir);
   s.parallel = parallel_layout(config, model_config, s.dir, options);
+  // Each attention group has its own KV pool of the configured size, on its own ranks.
+  s.engine.attention_groups = s.parallel->data_parallel_size();
   const std::string tokenizer_dir = config.tokenizer_path.value_or(s.dir);
   if (config.tokenizer_path.has() && !fs::is_directory(tokenizer_dir)) {
     throw ConfigError(str_cat(config.tokenizer_path.origin, " = \"", tokenizer_dir,
@@ -230,7 +237,8 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
   load.parallel = s.parallel;
   s.model = model::load_model(s.dir, load);
   if (s.parallel->distributed() && s.parallel->is_driver()) {
-    s.model = std::make_unique<engine::LockstepModel>(std::move(s.model), s.parallel->world());
+    s.model = std::make_unique<engine::LockstepModel>(std::move(s.model), s.parallel->world(),
+                                                      s.parallel);
   }
   if (has_tokenizer) s.tokenizer = tokenizer::Tokenizer::load_dir(tokenizer_dir);
   log::info(

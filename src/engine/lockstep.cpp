@@ -5,13 +5,15 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "engine/attention_groups.h"
 
 namespace deepinfer::engine {
 namespace {
 
 // One step on the wire: a fixed header of int64 (broadcast with the idle wait), then one
-// payload whose size the header implies: int64 [begin, count, table length] per sequence and
-// the logit rows, then int32 tokens, positions and the block tables, concatenated.
+// payload whose size the header implies: int64 [begin, count, table length, attention group]
+// per sequence and the logit rows, then int32 tokens, positions and the block tables,
+// concatenated.
 enum Field : size_t {
   kKind,
   kLayers,
@@ -32,10 +34,11 @@ using Header = std::array<int64_t, kFields>;
 constexpr int64_t kStop = 0;
 constexpr int64_t kStep = 1;
 // Versioned kind: a worker built from other sources refuses rather than misreads.
-constexpr int64_t kProtocol = 0x4450'0001;  // "DP" v1
+constexpr int64_t kProtocol = 0x4450'0002;  // "DP" v2: attention groups
+constexpr size_t kWidePerSequence = 4;      // int64 fields per sequence
 
 int64_t payload_bytes(const Header& h) {
-  const int64_t wide = 3 * h[kSequences] + h[kLogitRows];
+  const int64_t wide = static_cast<int64_t>(kWidePerSequence) * h[kSequences] + h[kLogitRows];
   const int64_t narrow = 2 * h[kTokens] + h[kTableEntries];
   return wide * static_cast<int64_t>(sizeof(int64_t)) +
          narrow * static_cast<int64_t>(sizeof(int32_t));
@@ -79,7 +82,7 @@ struct ReceivedStep {
 
 void unpack(const Header& h, const std::vector<std::byte>& bytes, ReceivedStep& step) {
   const auto sequences = static_cast<size_t>(h[kSequences]);
-  std::vector<int64_t> wide(3 * sequences + static_cast<size_t>(h[kLogitRows]));
+  std::vector<int64_t> wide(kWidePerSequence * sequences + static_cast<size_t>(h[kLogitRows]));
   std::memcpy(wide.data(), bytes.data(), wide.size() * sizeof(int64_t));
   const std::byte* narrow = bytes.data() + wide.size() * sizeof(int64_t);
   const auto take = [&](std::vector<int32_t>& into, int64_t count) {
@@ -95,24 +98,38 @@ void unpack(const Header& h, const std::vector<std::byte>& bytes, ReceivedStep& 
   step.batch.positions = step.positions;
   int64_t table_at = 0;
   for (size_t s = 0; s < sequences; ++s) {
-    const int64_t length = wide[3 * s + 2];
+    const int64_t* fields = wide.data() + kWidePerSequence * s;
+    const int64_t length = fields[2];
     DI_CHECK(length >= 0 && table_at + length <= h[kTableEntries],
              "lockstep: block table of sequence ", s, " outside the step's tables");
     step.batch.sequences.push_back(
-        {wide[3 * s], wide[3 * s + 1],
+        {fields[0], fields[1],
          std::span<const int32_t>(step.tables)
-             .subspan(static_cast<size_t>(table_at), static_cast<size_t>(length))});
+             .subspan(static_cast<size_t>(table_at), static_cast<size_t>(length)),
+         fields[3]});
     table_at += length;
   }
-  step.batch.logit_rows.assign(wide.begin() + static_cast<std::ptrdiff_t>(3 * sequences),
-                               wide.end());
+  step.batch.logit_rows.assign(
+      wide.begin() + static_cast<std::ptrdiff_t>(kWidePerSequence * sequences), wide.end());
+}
+
+// One step on this rank: the whole batch, or with attention data parallelism only this rank's
+// attention group of it (attention_groups.h).
+void run_step(model::CausalLM& model, const model::ForwardBatch& batch, cache::KvCache& cache,
+              float* logits, ThreadPool& pool, const parallel::ParallelContext* layout) {
+  if (layout != nullptr && layout->attention_data_parallel()) {
+    run_attention_groups(model, batch, cache, logits, pool, *layout);
+  } else {
+    model.forward(batch, cache, logits, pool);
+  }
 }
 
 }  // namespace
 
 LockstepModel::LockstepModel(std::unique_ptr<model::CausalLM> model,
-                             std::shared_ptr<parallel::Communicator> world)
-    : model_(std::move(model)), world_(std::move(world)) {
+                             std::shared_ptr<parallel::Communicator> world,
+                             std::shared_ptr<const parallel::ParallelContext> layout)
+    : model_(std::move(model)), world_(std::move(world)), layout_(std::move(layout)) {
   DI_CHECK(model_ != nullptr && world_ != nullptr, "LockstepModel: no model or communicator");
   DI_CHECK(world_->rank() == 0, "LockstepModel runs on rank 0; rank ", world_->rank(),
            " runs run_lockstep_worker");
@@ -163,8 +180,8 @@ void LockstepModel::forward(const model::ForwardBatch& batch, cache::KvCache& ca
     at += size;
   };
   for (const auto& s : batch.sequences) {
-    const std::array<int64_t, 3> wide = {s.begin, s.count,
-                                         static_cast<int64_t>(s.block_table.size())};
+    const std::array<int64_t, kWidePerSequence> wide = {
+        s.begin, s.count, static_cast<int64_t>(s.block_table.size()), s.attention_group};
     put(wide.data(), sizeof(wide));
   }
   put(batch.logit_rows.data(), batch.logit_rows.size() * sizeof(int64_t));
@@ -174,11 +191,11 @@ void LockstepModel::forward(const model::ForwardBatch& batch, cache::KvCache& ca
 
   broadcast_header(*world_, h);
   world_->broadcast_bytes(bytes, 0);
-  model_->forward(batch, cache, logits, pool);
+  run_step(*model_, batch, cache, logits, pool, layout_.get());
 }
 
-int64_t run_lockstep_worker(model::CausalLM& model, parallel::Communicator& world,
-                            ThreadPool& pool) {
+int64_t run_lockstep_worker(model::CausalLM& model, parallel::Communicator& world, ThreadPool& pool,
+                            const parallel::ParallelContext* layout) {
   DI_CHECK(world.rank() != 0, "run_lockstep_worker runs on ranks > 0; rank 0 drives");
   std::unique_ptr<cache::KvCache> cache;
   std::vector<float> logits;
@@ -204,7 +221,7 @@ int64_t run_lockstep_worker(model::CausalLM& model, parallel::Communicator& worl
       cache = std::make_unique<cache::KvCache>(spec);
     }
     logits.resize(step.batch.logit_rows.size() * vocab);
-    model.forward(step.batch, *cache, logits.data(), pool);
+    run_step(model, step.batch, *cache, logits.data(), pool, layout);
     ++steps;
   }
 }

@@ -16,14 +16,18 @@
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
 #include "parallel/communicator.h"
+#include "parallel/parallel_context.h"
 
 namespace deepinfer::engine {
 
 class LockstepModel : public model::CausalLM {
  public:
   // `world`: rank 0 of it is this process; every other rank runs run_lockstep_worker.
+  // `layout` (optional): with attention data parallelism each rank runs only its attention
+  // group's sequences of a step (attention_groups.h).
   LockstepModel(std::unique_ptr<model::CausalLM> model,
-                std::shared_ptr<parallel::Communicator> world);
+                std::shared_ptr<parallel::Communicator> world,
+                std::shared_ptr<const parallel::ParallelContext> layout = nullptr);
   ~LockstepModel() override;  // stops the workers
   LockstepModel(const LockstepModel&) = delete;
   LockstepModel& operator=(const LockstepModel&) = delete;
@@ -42,11 +46,12 @@ class LockstepModel : public model::CausalLM {
  private:
   std::unique_ptr<model::CausalLM> model_;
   std::shared_ptr<parallel::Communicator> world_;
+  std::shared_ptr<const parallel::ParallelContext> layout_;
   bool stopped_ = false;
 };
 
 // Ranks > 0: runs rank 0's steps until it stops. Returns the number of steps run.
-int64_t run_lockstep_worker(model::CausalLM& model, parallel::Communicator& world,
-                            ThreadPool& pool);
+int64_t run_lockstep_worker(model::CausalLM& model, parallel::Communicator& world, ThreadPool& pool,
+                            const parallel::ParallelContext* layout = nullptr);
 
 }  // namespace deepinfer::engine
