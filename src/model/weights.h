@@ -83,6 +83,11 @@ class WeightLoader {
   // The communicator MoE layers dispatch over (a SingleProcessCommunicator for one process),
   // one object shared by every layer.
   std::shared_ptr<parallel::Communicator> expert_group();
+  // The ranks of the expert group holding this rank's tokens (ParallelContext::
+  // expert_token_peers); null for one process.
+  std::shared_ptr<parallel::Communicator> expert_token_peers() const {
+    return options_.parallel ? options_.parallel->expert_token_peers() : nullptr;
+  }
   // Whether every rank of the expert group runs the same tokens (MoeConfig::replicated_tokens).
   // The process's parallel layout; null for one process.
   const parallel::ParallelContext* parallel() const { return options_.parallel.get(); }

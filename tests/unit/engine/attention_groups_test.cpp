@@ -74,12 +74,12 @@ std::vector<RequestResult> one_process(const std::string& dir) {
   return engine.generate(prompts(), {greedy()});
 }
 
-std::vector<RequestResult> two_groups(const std::string& dir, int64_t* preemptions) {
-  parallel::ParallelRequest request;
-  request.data.size = 2;
-  request.expert.size = 2;
-  const auto sizes = parallel::ParallelSizes::resolve(request, 2);
-  parallel::testing::ThreadGroup group(2);
+// Rank 0's engine over `world` thread ranks laid out as `request` asks.
+std::vector<RequestResult> distributed(const std::string& dir,
+                                       const parallel::ParallelRequest& request, int world_size,
+                                       int64_t* preemptions) {
+  const auto sizes = parallel::ParallelSizes::resolve(request, world_size);
+  parallel::testing::ThreadGroup group(world_size);
   std::vector<RequestResult> results;
   group.run([&](int rank) {
     auto world = std::make_shared<parallel::testing::ThreadCommunicator>(group, rank);
@@ -90,7 +90,7 @@ std::vector<RequestResult> two_groups(const std::string& dir, int64_t* preemptio
     ThreadPool pool(1);
     if (rank == 0) {
       LockstepModel driver(std::move(model), context->world(), context);
-      Engine engine(driver, pool, engine_config(2));
+      Engine engine(driver, pool, engine_config(sizes.data));
       results = engine.generate(prompts(), {greedy()});
       *preemptions = engine.stats().num_preemptions;
     } else {
@@ -100,23 +100,43 @@ std::vector<RequestResult> two_groups(const std::string& dir, int64_t* preemptio
   return results;
 }
 
+void expect_same(const std::vector<RequestResult>& got, const std::vector<RequestResult>& ref,
+                 const char* name) {
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const Completion& r = ref[i].completions[0];
+    const Completion& g = got[i].completions[0];
+    EXPECT_EQ(g.token_ids, r.token_ids) << name << " request " << i;
+    ASSERT_EQ(g.logprobs.size(), r.logprobs.size());
+    for (size_t t = 0; t < r.logprobs.size(); ++t)
+      EXPECT_NEAR(g.logprobs[t].chosen, r.logprobs[t].chosen, 1e-5) << name << " " << i;
+  }
+}
+
+parallel::ParallelRequest layout(int64_t tensor, int64_t data, int64_t expert) {
+  parallel::ParallelRequest request;
+  request.tensor.size = tensor;
+  request.data.size = data;
+  request.expert.size = expert;
+  return request;
+}
+
 TEST(AttentionGroups, TwoGroupsWithExpertParallelismMatchOneProcess) {
   for (const char* name : {"tiny-deepseek-v2", "tiny-qwen3-moe"}) {
     const std::string dir = model::testing::model_dir(name);
-    const auto ref = one_process(dir);
     int64_t preemptions = 0;
-    const auto got = two_groups(dir, &preemptions);
-    ASSERT_EQ(got.size(), ref.size());
-    for (size_t i = 0; i < ref.size(); ++i) {
-      const Completion& r = ref[i].completions[0];
-      const Completion& g = got[i].completions[0];
-      EXPECT_EQ(g.token_ids, r.token_ids) << name << " request " << i;
-      ASSERT_EQ(g.logprobs.size(), r.logprobs.size());
-      for (size_t t = 0; t < r.logprobs.size(); ++t)
-        EXPECT_NEAR(g.logprobs[t].chosen, r.logprobs[t].chosen, 1e-5) << name << " " << i;
-    }
+    expect_same(distributed(dir, layout(1, 2, 2), 2, &preemptions), one_process(dir), name);
     EXPECT_GT(preemptions, 0) << "the pools were meant to run full";
   }
+}
+
+TEST(AttentionGroups, GroupsOfTwoRanksSplitTheirTokensAmongTheirExpertPeers) {
+  // tp 2 x dp 2, ep 4: the MoE layers of each attention group's two ranks split that group's
+  // tokens between them (expert token peers) while all four exchange over the expert group.
+  const std::string dir = model::testing::model_dir("tiny-qwen3-moe");
+  int64_t preemptions = 0;
+  expect_same(distributed(dir, layout(2, 2, 4), 4, &preemptions), one_process(dir),
+              "tiny-qwen3-moe");
 }
 
 }  // namespace

@@ -67,8 +67,11 @@ class MoeLayer : public FeedForward {
                                         const MoeConfig& config,
                                         std::shared_ptr<parallel::Communicator> comm);
   // From parts in hand; `experts` must hold this rank's experts, `shared` may be null.
+  // `token_peers`: with replicated_tokens, the ranks of `comm` holding the same tokens as this
+  // one, which split them (null: all of `comm`, as without attention data parallelism).
   MoeLayer(MoeConfig config, MoeRouter router, ExpertStack experts,
-           std::unique_ptr<FeedForward> shared, std::shared_ptr<parallel::Communicator> comm);
+           std::unique_ptr<FeedForward> shared, std::shared_ptr<parallel::Communicator> comm,
+           std::shared_ptr<parallel::Communicator> token_peers = nullptr);
 
   // x [tokens, hidden] -> out [tokens, hidden]. Not reentrant (updates the load counters).
   void forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const override;
@@ -95,6 +98,7 @@ class MoeLayer : public FeedForward {
   ExpertStack experts_;
   std::unique_ptr<FeedForward> shared_;
   std::shared_ptr<parallel::Communicator> comm_;
+  std::shared_ptr<parallel::Communicator> token_peers_;  // never null
   int64_t first_local_ = 0;
   // Statistics are observations, not state of the computation: forward stays logically const.
   mutable std::vector<uint64_t> load_;
