@@ -451,6 +451,7 @@ EngineStats Engine::stats() const {
     s.blocks.prefix_hit_tokens += more.prefix_hit_tokens;
     s.blocks.evictions += more.evictions;
   }
+  if (const auto eplb = model_.eplb_state()) s.moe = eplb->summary();
   return s;
 }
 

@@ -13,6 +13,8 @@
 #include "io/fp8.h"
 #include "io/safetensors.h"
 #include "model/weight_quantization.h"
+#include "parallel/eplb_state.h"
+#include "parallel/moe_options.h"
 #include "parallel/parallel_context.h"
 
 namespace deepinfer::model {
@@ -32,6 +34,8 @@ struct LoadOptions {
   // Pipeline parallelism: a step's sequences are split into this many micro-batches, which
   // travel the stages one after another so that the stages overlap (1: the whole step at once).
   int64_t num_micro_batches = 1;
+  // MoE communication dtype, capacity factor and expert load balancing (moe_options.h).
+  parallel::MoeOptions moe = {};
 };
 
 // What a matrix is for, which decides whether --quantization applies (docs/QUANTIZATION.md):
@@ -88,6 +92,12 @@ class WeightLoader {
   std::shared_ptr<parallel::Communicator> expert_token_peers() const {
     return options_.parallel ? options_.parallel->expert_token_peers() : nullptr;
   }
+  const parallel::MoeOptions& moe_options() const { return options_.moe; }
+  // The expert-load state the model's MoE layers share (made on first use, for the layers'
+  // expert group `group`); rank 0 of the group writes the record file.
+  std::shared_ptr<parallel::EplbState> eplb_state(const parallel::Communicator& group);
+  // The one eplb_state() made, or null (no MoE layer asked).
+  std::shared_ptr<parallel::EplbState> made_eplb_state() const { return eplb_state_; }
   // Whether every rank of the expert group runs the same tokens (MoeConfig::replicated_tokens).
   // The process's parallel layout; null for one process.
   const parallel::ParallelContext* parallel() const { return options_.parallel.get(); }
@@ -108,6 +118,7 @@ class WeightLoader {
   std::optional<io::Fp8BlockQuantization> fp8_;
   std::set<std::string> used_;
   std::shared_ptr<parallel::Communicator> expert_group_;
+  std::shared_ptr<parallel::EplbState> eplb_state_;
   std::map<std::string, int64_t> native_blocks_;       // dtype name -> matrices kept in blocks
   std::map<std::string, int64_t> dequantized_blocks_;  // ... dequantized by weight_dtype
   std::map<std::string, int64_t> quantized_;           // source dtype -> matrices quantized
