@@ -160,8 +160,23 @@ std::shared_ptr<parallel::ParallelContext> parallel_layout(const RecipeConfig& c
     }
   };
   not_built(request.tensor, "tensor parallelism");
-  not_built(request.pipeline, "pipeline parallelism");
-  not_built(request.data, "attention data parallelism");
+  const parallel::GroupSize& pp = request.pipeline;
+  if (request.data.size > 1 && pp.size > 1) {
+    throw ConfigError(str_cat(request.data.origin, " = ", request.data.size, " with ", pp.origin,
+                              " = ", pp.size,
+                              ": attention data parallelism across pipeline stages is not built "
+                              "yet; use one of them"));
+  }
+  if (pp.size > model.num_hidden_layers) {
+    throw ConfigError(str_cat(pp.origin, " = ", pp.size, " is more than the ",
+                              model.num_hidden_layers, " decoder layers of ", dir,
+                              "/config.json: every pipeline stage needs at least one layer"));
+  }
+  if (config.num_micro_batches.has() && *config.num_micro_batches > 1 && pp.size == 1) {
+    throw ConfigError(str_cat(config.num_micro_batches.origin, " = ", *config.num_micro_batches,
+                              ": micro-batches overlap pipeline stages, and there is one "
+                              "stage; give --pipeline-parallel-size > 1 or set it to 1"));
+  }
   if (needed > 1 && launched == 1) {
     // Said here rather than by ParallelContext::create so that it can tell whether mpirun
     // is there at all.
@@ -235,7 +250,8 @@ int run_lockstep_worker(ModelSetup& setup) {
 
 int run_lockstep_worker(std::span<model::CausalLM* const> models, ModelSetup& setup) {
   DI_CHECK(is_lockstep_worker(setup), "run_lockstep_worker: rank 0 drives, it does not follow");
-  const int64_t steps = engine::run_lockstep_worker(models, *setup.parallel->world(), *setup.pool);
+  const int64_t steps = engine::run_lockstep_worker(models, *setup.parallel->world(), *setup.pool,
+                                                    setup.parallel.get());
   const parallel::CommunicationStats comm = parallel::communication_stats();
   log::info("lockstep worker ", setup.parallel->describe(), ": ", steps,
             " steps, stopped by rank 0; in MPI during steps ", fixed(comm.busy_seconds, 3), " s (",
@@ -268,6 +284,8 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
     s.heartbeat = parallel::Heartbeat::start(parallel::heartbeat_timeout_from_env());
     check_ranks_agree(*s.parallel->world(), s.dir);
   }
+  // Each attention group has its own KV pool of the configured size, on its own ranks.
+  s.engine.attention_groups = s.parallel->data_parallel_size();
   const std::string tokenizer_dir = config.tokenizer_path.value_or(s.dir);
   if (config.tokenizer_path.has() && !fs::is_directory(tokenizer_dir)) {
     throw ConfigError(str_cat(config.tokenizer_path.origin, " = \"", tokenizer_dir,
@@ -302,7 +320,7 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
   s.model = model::load_model(s.dir, load);
   if (s.parallel->distributed() && s.parallel->is_driver()) {
     s.model = std::make_unique<engine::LockstepModel>(std::move(s.model), s.parallel->world(),
-                                                      options.lockstep_index);
+                                                      s.parallel, options.lockstep_index);
   }
   if (has_tokenizer) s.tokenizer = tokenizer::Tokenizer::load_dir(tokenizer_dir);
   log::info(

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "engine/attention_groups.h"
 #include "engine/step_message.h"
 
 namespace deepinfer::engine {
@@ -20,11 +21,26 @@ bool same_geometry(const cache::KvCacheSpec& a, const cache::KvCacheSpec& b) {
          a.num_blocks == b.num_blocks && a.dtype == b.dtype && a.quant_group == b.quant_group;
 }
 
+// One step on this rank: the whole batch, or with attention data parallelism only this rank's
+// attention group of it (attention_groups.h).
+void run_step(model::CausalLM& model, const model::ForwardBatch& batch, cache::KvCache& cache,
+              float* logits, ThreadPool& pool, const parallel::ParallelContext* layout) {
+  if (layout != nullptr && layout->attention_data_parallel()) {
+    run_attention_groups(model, batch, cache, logits, pool, *layout);
+  } else {
+    model.forward(batch, cache, logits, pool);
+  }
+}
+
 }  // namespace
 
 LockstepModel::LockstepModel(std::unique_ptr<model::CausalLM> model,
-                             std::shared_ptr<parallel::Communicator> world, int64_t index)
-    : model_(std::move(model)), world_(std::move(world)), index_(index) {
+                             std::shared_ptr<parallel::Communicator> world,
+                             std::shared_ptr<const parallel::ParallelContext> layout, int64_t index)
+    : model_(std::move(model)),
+      world_(std::move(world)),
+      layout_(std::move(layout)),
+      index_(index) {
   DI_CHECK(model_ != nullptr && world_ != nullptr, "LockstepModel: no model or communicator");
   DI_CHECK(world_->rank() == 0, "LockstepModel runs on rank 0; rank ", world_->rank(),
            " runs run_lockstep_worker");
@@ -55,11 +71,11 @@ void LockstepModel::forward(const model::ForwardBatch& batch, cache::KvCache& ca
   std::vector<std::byte> bytes = encode_payload(header, batch);
   broadcast_header(*world_, header);
   world_->broadcast_bytes(bytes, 0);
-  model_->forward(batch, cache, logits, pool);
+  run_step(*model_, batch, cache, logits, pool, layout_.get());
 }
 
 int64_t run_lockstep_worker(std::span<model::CausalLM* const> models, parallel::Communicator& world,
-                            ThreadPool& pool) {
+                            ThreadPool& pool, const parallel::ParallelContext* layout) {
   DI_CHECK(world.rank() != 0, "run_lockstep_worker runs on ranks > 0; rank 0 drives");
   DI_CHECK(!models.empty(), "run_lockstep_worker: no model to follow");
   // Per model: its KV cache (made to rank 0's geometry) and whether rank 0 stopped it.
@@ -89,21 +105,24 @@ int64_t run_lockstep_worker(std::span<model::CausalLM* const> models, parallel::
     decode_payload(h, bytes, step);
     // Rank 0 made a new cache (another engine, another greedy run): make the same. Stale
     // contents never matter: rank 0 reads only what its steps wrote, and so does this rank.
-    if (!caches[m] || !same_geometry(caches[m]->spec(), h.cache)) {
+    cache::KvCacheSpec spec = h.cache;
+    // A pipeline stage's cache holds its own layers, not rank 0's.
+    spec.num_layers = models[m]->kv_layout().num_layers;
+    if (!caches[m] || !same_geometry(caches[m]->spec(), spec)) {
       caches[m].reset();
-      caches[m] = std::make_unique<cache::KvCache>(h.cache);
+      caches[m] = std::make_unique<cache::KvCache>(spec);
     }
     logits.resize(step.batch.logit_rows.size() * static_cast<size_t>(models[m]->vocab_size()));
-    models[m]->forward(step.batch, *caches[m], logits.data(), pool);
+    run_step(*models[m], step.batch, *caches[m], logits.data(), pool, layout);
     ++steps;
   }
   return steps;
 }
 
-int64_t run_lockstep_worker(model::CausalLM& model, parallel::Communicator& world,
-                            ThreadPool& pool) {
+int64_t run_lockstep_worker(model::CausalLM& model, parallel::Communicator& world, ThreadPool& pool,
+                            const parallel::ParallelContext* layout) {
   model::CausalLM* const models[] = {&model};
-  return run_lockstep_worker(std::span<model::CausalLM* const>(models), world, pool);
+  return run_lockstep_worker(std::span<model::CausalLM* const>(models), world, pool, layout);
 }
 
 }  // namespace deepinfer::engine

@@ -32,7 +32,7 @@ static_assert(kUsedWords <= kHeaderWords, "the step header outgrew its fixed siz
 }  // namespace
 
 int64_t StepHeader::payload_bytes() const {
-  const int64_t wide = 3 * sequences + logit_rows;
+  const int64_t wide = kWidePerSequence * sequences + logit_rows;
   const int64_t narrow = 2 * tokens + table_entries;
   return wide * static_cast<int64_t>(sizeof(int64_t)) +
          narrow * static_cast<int64_t>(sizeof(int32_t));
@@ -110,8 +110,8 @@ std::vector<std::byte> encode_payload(const StepHeader& h, const model::ForwardB
     at += size;
   };
   for (const auto& s : batch.sequences) {
-    const std::array<int64_t, 3> wide = {s.begin, s.count,
-                                         static_cast<int64_t>(s.block_table.size())};
+    const std::array<int64_t, kWidePerSequence> wide = {
+        s.begin, s.count, static_cast<int64_t>(s.block_table.size()), s.attention_group};
     put(wide.data(), sizeof(wide));
   }
   put(batch.logit_rows.data(), batch.logit_rows.size() * sizeof(int64_t));
@@ -125,7 +125,7 @@ void decode_payload(const StepHeader& h, std::span<const std::byte> bytes, Recei
   DI_CHECK(static_cast<int64_t>(bytes.size()) == h.payload_bytes(), "lockstep: a step payload of ",
            bytes.size(), " bytes where the header says ", h.payload_bytes());
   const auto sequences = static_cast<size_t>(h.sequences);
-  std::vector<int64_t> wide(3 * sequences + static_cast<size_t>(h.logit_rows));
+  std::vector<int64_t> wide(kWidePerSequence * sequences + static_cast<size_t>(h.logit_rows));
   if (!wide.empty()) std::memcpy(wide.data(), bytes.data(), wide.size() * sizeof(int64_t));
   const std::byte* narrow = bytes.data() + wide.size() * sizeof(int64_t);
   const auto take = [&](std::vector<int32_t>& into, int64_t count) {
@@ -141,7 +141,8 @@ void decode_payload(const StepHeader& h, std::span<const std::byte> bytes, Recei
   step.batch.positions = step.positions;
   int64_t table_at = 0;
   for (size_t s = 0; s < sequences; ++s) {
-    const int64_t begin = wide[3 * s], count = wide[3 * s + 1], length = wide[3 * s + 2];
+    const int64_t* fields = wide.data() + kWidePerSequence * s;
+    const int64_t begin = fields[0], count = fields[1], length = fields[2];
     DI_CHECK(length >= 0 && table_at + length <= h.table_entries,
              "lockstep: block table of sequence ", s, " outside the step's tables");
     DI_CHECK(begin >= 0 && count >= 0 && begin + count <= h.tokens, "lockstep: sequence ", s,
@@ -150,11 +151,12 @@ void decode_payload(const StepHeader& h, std::span<const std::byte> bytes, Recei
     step.batch.sequences.push_back(
         {begin, count,
          std::span<const int32_t>(step.tables)
-             .subspan(static_cast<size_t>(table_at), static_cast<size_t>(length))});
+             .subspan(static_cast<size_t>(table_at), static_cast<size_t>(length)),
+         fields[3]});
     table_at += length;
   }
-  step.batch.logit_rows.assign(wide.begin() + static_cast<std::ptrdiff_t>(3 * sequences),
-                               wide.end());
+  step.batch.logit_rows.assign(
+      wide.begin() + static_cast<std::ptrdiff_t>(kWidePerSequence * sequences), wide.end());
   for (int64_t row : step.batch.logit_rows) {
     DI_CHECK(row >= 0 && row < h.tokens, "lockstep: logit row ", row, " outside the step's ",
              h.tokens, " tokens");

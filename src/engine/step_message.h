@@ -7,7 +7,8 @@
 // built from other sources refuses the first message rather than misreading it, and since
 // the header's size never changes, even a newer header is received whole and refused cleanly.
 //
-// Payload of a step: int64 [begin, count, table length] per sequence, then the logit rows,
+// Payload of a step: int64 [begin, count, table length, attention group] per sequence, then
+// the logit rows,
 // then int32 tokens, positions and the block tables, concatenated.
 #include <array>
 #include <cstddef>
@@ -22,7 +23,8 @@ namespace deepinfer::engine {
 
 constexpr size_t kHeaderWords = 32;          // room to grow; only the first fields are used
 constexpr int64_t kWireMagic = 0x4450'0000;  // "DP"
-constexpr int64_t kWireVersion = 2;          // 1: no model index
+constexpr int64_t kWireVersion = 3;          // 1: no model index; 2: no attention group
+constexpr size_t kWidePerSequence = 4;       // int64 fields per sequence
 
 enum class StepKind : int64_t {
   stop = 0,  // the model `model` is done: its follower stops following it

@@ -32,6 +32,9 @@ struct LoadOptions {
   // The process's parallel layout (parallel_context.h); null: one process. MoE builders take
   // their expert group's communicator from it and load only this rank's experts.
   std::shared_ptr<const parallel::ParallelContext> parallel = nullptr;
+  // Pipeline parallelism: a step's sequences are split into this many micro-batches, which
+  // travel the stages one after another so that the stages overlap (1: the whole step at once).
+  int64_t num_micro_batches = 1;
   // MoE communication dtype, capacity factor and expert load balancing (moe_options.h).
   parallel::MoeOptions moe = {};
 };
@@ -101,6 +104,11 @@ class WeightLoader {
   // The communicator MoE layers dispatch over (a SingleProcessCommunicator for one process),
   // one object shared by every layer.
   std::shared_ptr<parallel::Communicator> expert_group();
+  // The ranks of the expert group holding this rank's tokens (ParallelContext::
+  // expert_token_peers); null for one process.
+  std::shared_ptr<parallel::Communicator> expert_token_peers() const {
+    return options_.parallel ? options_.parallel->expert_token_peers() : nullptr;
+  }
   const parallel::MoeOptions& moe_options() const { return options_.moe; }
   // The expert-load state the model's MoE layers share (made on first use, for the layers'
   // expert group `group`); rank 0 of the group writes the record file.
@@ -108,6 +116,9 @@ class WeightLoader {
   // The one eplb_state() made, or null (no MoE layer asked).
   std::shared_ptr<parallel::EplbState> made_eplb_state() const { return eplb_state_; }
   // Whether every rank of the expert group runs the same tokens (MoeConfig::replicated_tokens).
+  // The process's parallel layout; null for one process.
+  const parallel::ParallelContext* parallel() const { return options_.parallel.get(); }
+  int64_t num_micro_batches() const { return options_.num_micro_batches; }
   bool expert_tokens_replicated() const {
     return options_.parallel && options_.parallel->expert_tokens_replicated();
   }

@@ -107,8 +107,8 @@ TEST(LockstepTwoModels, WorkerFollowsEachModelUntilBothStop) {
     auto b = load(expert_b);
     ThreadPool pool(1);
     if (rank == 0) {
-      LockstepModel first(std::move(a), world, 0);
-      LockstepModel second(std::move(b), world, 1);
+      LockstepModel first(std::move(a), world, nullptr, 0);
+      LockstepModel second(std::move(b), world, nullptr, 1);
       got_a = drive(first, pool);
       got_b = drive(second, pool);
       first.stop();  // the worker keeps following the second

@@ -16,7 +16,7 @@ TEST(StepMessage, RoundTripsAStep) {
   model::ForwardBatch batch;
   batch.tokens = tokens;
   batch.positions = positions;
-  batch.sequences = {{0, 3, table_a}, {3, 2, table_b}};
+  batch.sequences = {{0, 3, table_a}, {3, 2, table_b, 1}};
   batch.logit_rows = {2, 4};
   cache::KvCacheSpec spec;
   spec.num_layers = 3;
@@ -30,7 +30,7 @@ TEST(StepMessage, RoundTripsAStep) {
 
   const StepHeader header = step_header(1, spec, batch);
   EXPECT_EQ(header.table_entries, 3);
-  EXPECT_EQ(header.payload_bytes(), (3 * 2 + 2) * 8 + (2 * 5 + 3) * 4);
+  EXPECT_EQ(header.payload_bytes(), (4 * 2 + 2) * 8 + (2 * 5 + 3) * 4);
   const StepHeader back = decode_header(encode_header(header));
   EXPECT_EQ(back.kind, StepKind::step);
   EXPECT_EQ(back.model, 1);
@@ -48,6 +48,8 @@ TEST(StepMessage, RoundTripsAStep) {
   ASSERT_EQ(step.batch.sequences.size(), 2u);
   EXPECT_EQ(step.batch.sequences[1].begin, 3);
   EXPECT_EQ(step.batch.sequences[1].count, 2);
+  EXPECT_EQ(step.batch.sequences[0].attention_group, 0);
+  EXPECT_EQ(step.batch.sequences[1].attention_group, 1);
   EXPECT_EQ(std::vector<int32_t>(step.batch.sequences[0].block_table.begin(),
                                  step.batch.sequences[0].block_table.end()),
             table_a);
@@ -62,7 +64,7 @@ TEST(StepMessage, RefusesAnotherProtocolVersion) {
     decode_header(wire);
     FAIL() << "a v1 header was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("step protocol v1, this rank v2"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("step protocol v1, this rank v3"), std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("mismatched deepinfer binaries"), std::string::npos);
   }
