@@ -72,6 +72,11 @@ struct LoadReport {
 std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options,
                                      LoadReport* report = nullptr);
 
+// Builds the model of `config`'s architecture from `weights` (load_model without opening the
+// directory; deepinfer convert builds with a recording loader). Error naming the supported
+// architectures for an unknown one.
+std::unique_ptr<CausalLM> build_model(const io::ModelConfig& config, WeightLoader& weights);
+
 // Elements per int8 KV scale for a layout: its quant_group (or one head row), capped at
 // cache::kMaxKvQuantGroup.
 int64_t kv_quant_group(const KvLayout& layout);

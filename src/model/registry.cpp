@@ -58,9 +58,9 @@ void log_expert_placement(const CausalLM& model, const WeightLoader& weights,
 
 }  // namespace
 
-std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options,
-                                     LoadReport* report) {
-  const io::ModelConfig config = io::ModelConfig::load(dir);
+namespace {
+
+const ModelFamily& family_of(const io::ModelConfig& config, const std::string& dir) {
   const auto& families = model_families();
   const auto family = std::find_if(families.begin(), families.end(), [&](const ModelFamily& f) {
     return f.architecture == config.architecture;
@@ -71,10 +71,30 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
     fail(dir, "/config.json: architecture '", config.architecture,
          "' is not supported (supported:", supported, ")");
   }
-  const io::Checkpoint checkpoint = io::Checkpoint::open(dir);
-  WeightLoader weights(checkpoint, options);
+  return *family;
+}
+
+}  // namespace
+
+std::unique_ptr<CausalLM> build_model(const io::ModelConfig& config, WeightLoader& weights) {
+  const std::string& dir = weights.checkpoint().dir();
+  const ModelFamily& family = family_of(config, dir);
   weights.set_fp8(io::parse_fp8_quantization(config, dir + "/config.json"));
-  auto model = family->build(config, weights);
+  return family.build(config, weights);
+}
+
+std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options,
+                                     LoadReport* report) {
+  const io::ModelConfig config = io::ModelConfig::load(dir);
+  family_of(config, dir);  // an unsupported architecture is named before any weight is opened
+  // A conversion into per-rank shards (deepinfer convert --ep-size) keeps each rank's weights
+  // in its own directory: this rank maps only its own.
+  const io::Checkpoint checkpoint = io::Checkpoint::open(
+      options.parallel
+          ? io::rank_checkpoint_dir(dir, options.parallel->rank(), options.parallel->world_size())
+          : io::rank_checkpoint_dir(dir, 0, 1));
+  WeightLoader weights(checkpoint, options);
+  auto model = build_model(config, weights);
   if (const std::string blocks = weights.block_summary(); !blocks.empty())
     log::info(dir, ": ", blocks);
   const std::string quantization = weights.quantization_summary();

@@ -47,12 +47,13 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
   const int64_t i = intermediate;
   if (weights.has(prefix + ".gate_up_proj")) {
     const Tensor gate_up =
-        weights.matrix(prefix + ".gate_up_proj", {num_experts, 2 * i, hidden}, MatrixUse::expert);
-    const Tensor down =
-        weights.matrix(prefix + ".down_proj", {num_experts, hidden, i}, MatrixUse::expert);
+        weights.matrix_rows(prefix + ".gate_up_proj", {num_experts, 2 * i, hidden}, first,
+                            first + count, MatrixUse::expert);
+    const Tensor down = weights.matrix_rows(prefix + ".down_proj", {num_experts, hidden, i}, first,
+                                            first + count, MatrixUse::expert);
     refuse_blocks(gate_up, prefix + ".gate_up_proj");
-    return ExpertStack(gate_up.slice_rows(first, first + count),
-                       down.slice_rows(first, first + count));
+    weights.record_expert_stack(prefix, num_experts, first, gate_up, down);
+    return ExpertStack(gate_up, down);
   }
   auto name = [&](int64_t e, const char* proj) {
     return prefix + "." + std::to_string(e) + "." + proj + ".weight";
@@ -80,6 +81,7 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     copy_into(gate_up, j, i, up);
     copy_into(down, j, 0, dn);
   }
+  weights.record_expert_stack(prefix, num_experts, first, gate_up, down);
   return ExpertStack(std::move(gate_up), std::move(down));
 }
 
