@@ -185,7 +185,8 @@ Tensor Unpickler::rebuild_tensor(const std::vector<ValuePtr>& args) {
   const std::string entry_name = prefix_ + "/data/" + storage.text;
   const std::span<const std::byte> bytes = zip_.entry(entry_name);
   const size_t elem = dtype_size(storage.dtype);
-  if (storage.integer < 0 || bytes.size() != static_cast<size_t>(storage.integer) * elem)
+  if (storage.integer < 0 || static_cast<uint64_t>(storage.integer) > bytes.size() ||
+      bytes.size() != static_cast<size_t>(storage.integer) * elem)
     bad("storage " + entry_name + " holds " + std::to_string(bytes.size()) + " bytes, not " +
         std::to_string(storage.integer) + " elements");
   // The furthest element the view touches must lie inside the storage.
@@ -195,10 +196,14 @@ Tensor Unpickler::rebuild_tensor(const std::vector<ValuePtr>& args) {
   for (size_t d = shape.size(); d-- > 0;) {
     if (shape[d] < 0 || stride[d] < 0) bad("negative size or stride");
     if (shape[d] > 1 && stride[d] != expected_stride) contiguous = false;
-    expected_stride *= shape[d];
-    if (shape[d] > 0) last += (shape[d] - 1) * stride[d];
+    expected_stride *= shape[d];  // <= numel, which shape_numel checked
+    int64_t reach = 0;
+    if (shape[d] > 0 && (__builtin_mul_overflow(shape[d] - 1, stride[d], &reach) ||
+                         __builtin_add_overflow(last, reach, &last))) {
+      bad("tensor stride overflows");
+    }
   }
-  if (offset < 0 || (numel > 0 && last >= storage.integer))
+  if (offset < 0 || offset > storage.integer || (numel > 0 && last >= storage.integer))
     bad("tensor view (offset " + std::to_string(offset) + ") runs past its storage of " +
         std::to_string(storage.integer) + " elements");
   const std::byte* base = bytes.data() + static_cast<size_t>(offset) * elem;

@@ -66,6 +66,20 @@ def test_convert_then_load_equals_quantize_at_load_bit_for_bit(run_cli, tmp_path
     assert set(manifest["files"]) == {p.name for p in out.iterdir()} - {"deepinfer_manifest.json"}
 
 
+@pytest.mark.parametrize("model, precision, at_load", [
+    ("tiny-deepseek-v3-fp8", "bf16", ["--dtype", "bf16"]),  # FP8 blocks dequantized as the loader does
+    ("tiny-deepseek-v3-fp8", "q8_0", ["--quantization", "q8_0"]),  # quantized from the exact FP8 values
+    ("tiny-qwen3-moe", "q8_0", ["--quantization", "q8_0"]),  # experts kept by the policy
+    ("tiny-deepseek-v2-lite", "fp16", ["--dtype", "f16"]),
+])
+def test_other_families_convert_then_load_equal_the_load_setting(run_cli, tmp_path, model, precision, at_load):
+    out = tmp_path / "o"
+    convert(run_cli, DATA / model, out, "--precision", precision)
+    assert np.array_equal(last_logits(run_cli, DATA / model, tmp_path, "ref", *at_load),
+                          last_logits(run_cli, out, tmp_path, "converted"))
+    assert not any("F8_E4M3" == v[0] for v in read_dir(out).values())
+
+
 def bf16_bits(f32_bytes):
     """Round-to-nearest-even f32 -> bf16, as torch does (no NaNs in these weights)."""
     words = np.frombuffer(f32_bytes, dtype=np.uint32).astype(np.uint64)
