@@ -106,7 +106,7 @@ int run_bench(const std::vector<std::string>& argv) {
                   with_parallel_value_flags(
                       with_engine_value_flags(with_model_flags(bench::bench_value_flags()))),
                   with_parallel_bool_flags(with_engine_bool_flags(bench::bench_bool_flags())),
-                  {.aliases = {{"m", "model"}}});
+                  {.aliases = with_parallel_aliases({{"m", "model"}})});
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   const bench::BenchOptions options = bench::read_bench_options(args);
 

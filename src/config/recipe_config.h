@@ -67,12 +67,16 @@ struct RecipeConfig {
   // A Jinja file used instead of the tokenizer's chat template (vLLM's --chat-template).
   Setting<std::string> chat_template;
 
-  // Parallel layout. Only 1 is accepted by this build (checked while parsing); kept for the
-  // start-up log.
+  // Parallel layout (parallel/parallel_context.h): checked against mpirun's world and the
+  // checkpoint by config::load_model_setup. The YAML's attn_tp_size / moe_tp_size give the
+  // tensor and expert sizes as world_size / (attention DP) and world_size / moe_tp_size.
   Setting<int64_t> world_size;
   Setting<int64_t> tensor_parallel_size;
   Setting<int64_t> pipeline_parallel_size;
   Setting<int64_t> expert_parallel_size;
+  Setting<int64_t> data_parallel_size;    // attention data parallelism (DP attention)
+  Setting<int64_t> attn_tp_size;          // YAML parallel_config
+  Setting<int64_t> moe_tp_size;           // YAML parallel_config
   Setting<std::vector<int64_t>> devices;  // --npu_devices: their count sets the threads
   Setting<int64_t> threads;
 

@@ -10,10 +10,6 @@
 namespace deepinfer::config {
 namespace {
 
-constexpr const char* kOneProcess =
-    "not built yet (only expert parallelism runs across processes so far: "
-    "expert_parallel_size under mpirun, docs/DISTRIBUTED.md): set it to 1";
-
 std::string lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -93,8 +89,8 @@ void quantization(RecipeConfig& c, const Value& v, Mode m) {
   if (const std::string problem = model::quantization_problem(name); !problem.empty())
     v.reject(problem);
   // Canonical, so "int8" in one file agrees with "q8_0" in another.
-  const std::optional<DType> dtype = model::parse_quantization(name);
-  assign(c.quantization, dtype ? std::string(dtype_name(*dtype)) : std::string("none"), v, m);
+  const std::optional<model::Quantization> choice = model::parse_quantization(name);
+  assign(c.quantization, choice ? choice->name() : std::string("none"), v, m);
 }
 
 void atb_attention(RecipeConfig& c, const Value& v, Mode m) {
@@ -115,30 +111,44 @@ void atb_moe(RecipeConfig& c, const Value& v, Mode m) {
          v, m);
 }
 
+// Any positive size: config::load_model_setup checks the sizes against each other, mpirun's
+// world and the checkpoint (docs/DISTRIBUTED.md).
 void tensor_parallel_size(RecipeConfig& c, const Value& v, Mode m) {
-  if (v.positive() != 1) v.reject("tensor parallelism: ", kOneProcess);
-  assign(c.tensor_parallel_size, int64_t{1}, v, m);
+  assign(c.tensor_parallel_size, v.positive(), v, m);
 }
 
 void pipeline_parallel_size(RecipeConfig& c, const Value& v, Mode m) {
-  if (v.positive() != 1) v.reject("pipeline parallelism: ", kOneProcess);
-  assign(c.pipeline_parallel_size, int64_t{1}, v, m);
+  assign(c.pipeline_parallel_size, v.positive(), v, m);
 }
 
 void expert_parallel_size(RecipeConfig& c, const Value& v, Mode m) {
-  // Any positive size; config::load_model_setup checks it against mpirun's world and the
-  // checkpoint's experts (docs/DISTRIBUTED.md).
   assign(c.expert_parallel_size, v.positive(), v, m);
 }
 
+void data_parallel_size(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.data_parallel_size, v.positive(), v, m);
+}
+
+void attn_tp_size(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.attn_tp_size, v.positive(), v, m);
+}
+
+void moe_tp_size(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.moe_tp_size, v.positive(), v, m);
+}
+
 void world_size(RecipeConfig& c, const Value& v, Mode m) {
-  if (v.positive() != 1) v.reject("several ranks: ", kOneProcess);
-  assign(c.world_size, int64_t{1}, v, m);
+  assign(c.world_size, v.positive(), v, m);
 }
 
 void yaml_tp_size(RecipeConfig&, const Value& v, Mode) {
-  // With world_size 1 every group size is 1; a larger one would split across ranks.
-  if (v.positive() != 1) v.reject("splitting across ranks: ", kOneProcess);
+  // embed / lmhead / dense / o_proj / cp: deepinfer splits embeddings, lm_head, dense layers
+  // and o_proj over the attention tensor-parallel group and has no context parallelism, so
+  // only a size that changes nothing is taken.
+  if (v.positive() != 1)
+    v.reject(
+        "a separate split for this part is not built: deepinfer splits embeddings, "
+        "lm_head, dense layers and o_proj over attn_tp_size's group; set it to 1");
 }
 
 void devices(RecipeConfig& c, const Value& v, Mode m) {

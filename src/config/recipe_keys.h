@@ -78,6 +78,9 @@ void atb_moe(RecipeConfig&, const Value&, Mode);
 void tensor_parallel_size(RecipeConfig&, const Value&, Mode);
 void pipeline_parallel_size(RecipeConfig&, const Value&, Mode);
 void expert_parallel_size(RecipeConfig&, const Value&, Mode);
+void data_parallel_size(RecipeConfig&, const Value&, Mode);
+void attn_tp_size(RecipeConfig&, const Value&, Mode);
+void moe_tp_size(RecipeConfig&, const Value&, Mode);
 void world_size(RecipeConfig&, const Value&, Mode);
 void yaml_tp_size(RecipeConfig&, const Value&, Mode);  // attn/moe/embed/... tp and cp sizes
 void devices(RecipeConfig&, const Value&, Mode);

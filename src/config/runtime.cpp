@@ -37,8 +37,8 @@ void log_layout(const RecipeConfig& config, const model::CausalLM& model, int th
   log::info("initializing parallel layout: world size 1 (one process), tensor parallel ",
             config.tensor_parallel_size.value_or(1), ", pipeline parallel ",
             config.pipeline_parallel_size.value_or(1), ", expert parallel ",
-            config.expert_parallel_size.value_or(1), ", attention data parallel 1; ", threads,
-            " compute threads");
+            config.expert_parallel_size.value_or(1), ", attention data parallel ",
+            config.data_parallel_size.value_or(1), "; ", threads, " compute threads");
   const int64_t experts = routed_experts(model.config());
   if (experts > 0) {
     log::info("initializing EP parallel with 1 device; experts distributed: ", experts,

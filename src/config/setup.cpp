@@ -57,44 +57,100 @@ void size_pool_by_memory_fraction(const RecipeConfig& config, const model::Causa
             " GiB for weights + KV cache; KV pool ", ec.max_num_blocks, " blocks");
 }
 
+parallel::GroupSize group_size(const Setting<int64_t>& setting, const char* name) {
+  return {setting.value_or(1), setting.has() ? setting.origin : std::string(name)};
+}
+
+// The request the config makes. The YAML's parallel_config gives world_size, attn_tp_size and
+// moe_tp_size: attention data parallel = world_size / attn_tp_size, expert parallel =
+// world_size / moe_tp_size (the recipes' definitions).
+parallel::ParallelRequest parallel_request(const RecipeConfig& config) {
+  parallel::ParallelRequest request{
+      .tensor = group_size(config.tensor_parallel_size, "tensor_parallel_size"),
+      .pipeline = group_size(config.pipeline_parallel_size, "pipeline_parallel_size"),
+      .expert = group_size(config.expert_parallel_size, "expert_parallel_size"),
+      .data = group_size(config.data_parallel_size, "data_parallel_size")};
+  if (!config.world_size.has()) return request;
+  const int64_t world = *config.world_size;
+  const auto derived = [&](const Setting<int64_t>& tp, const char* what) {
+    if (world % *tp != 0) {
+      throw ConfigError(str_cat(tp.origin, " = ", *tp, " does not divide ",
+                                config.world_size.origin, " = ", world, " (", what, ")"));
+    }
+    return world / *tp;
+  };
+  if (config.attn_tp_size.has()) {
+    request.tensor = {*config.attn_tp_size, config.attn_tp_size.origin};
+    request.data = {derived(config.attn_tp_size, "attention data parallel = world / attn_tp"),
+                    config.attn_tp_size.origin + " (attention data parallel = world_size / it)"};
+  }
+  if (config.moe_tp_size.has()) {
+    request.expert = {derived(config.moe_tp_size, "expert parallel = world / moe_tp"),
+                      config.moe_tp_size.origin + " (expert parallel = world_size / it)"};
+  }
+  return request;
+}
+
 // The parallel layout the config asks for, checked against the launcher and the checkpoint
 // before any weight is read (every rank refuses alike).
 std::shared_ptr<parallel::ParallelContext> parallel_layout(const RecipeConfig& config,
                                                            const io::ModelConfig& model,
                                                            const std::string& dir,
                                                            const SetupOptions& options) {
-  const int64_t ep = config.expert_parallel_size.value_or(1);
-  const std::string origin = config.expert_parallel_size.has()
-                                 ? config.expert_parallel_size.origin
-                                 : std::string("expert_parallel_size");
+  const parallel::ParallelRequest request = parallel_request(config);
   const int launched = parallel::launcher_world_size();
-  if (!options.lockstep && (ep > 1 || launched > 1)) {
-    throw ConfigError(str_cat(
-        ep > 1 ? str_cat(origin, " = ", ep) : str_cat("mpirun with ", launched, " ranks"),
-        ": this runs in one process only for now; `deepinfer generate` and `deepinfer bench "
-        "--mode offline` run expert-parallel under mpirun (docs/DISTRIBUTED.md)"));
+  const int64_t needed = parallel::ParallelSizes::world_for(request);
+  if (config.world_size.has() && *config.world_size != launched && launched > 1) {
+    throw ConfigError(str_cat(config.world_size.origin, " = ", *config.world_size,
+                              " but mpirun started ", launched, " ranks"));
   }
-  if (ep > 1) {
+  if (!options.lockstep && (needed > 1 || launched > 1)) {
+    throw ConfigError(str_cat(
+        needed > 1 ? parallel::describe_request(request)
+                   : str_cat("mpirun with ", launched, " ranks"),
+        ": this command runs in one process only for now; `deepinfer generate` and `deepinfer "
+        "bench --mode offline` run distributed under mpirun (docs/DISTRIBUTED.md)"));
+  }
+  // Not built yet (issue #10): each gate goes when its parallelism lands.
+  const auto not_built = [](const parallel::GroupSize& size, const char* what) {
+    if (size.size > 1) {
+      throw ConfigError(str_cat(size.origin, " = ", size.size, ": ", what,
+                                " is not built yet (docs/DISTRIBUTED.md says what runs "
+                                "distributed today); set it to 1"));
+    }
+  };
+  not_built(request.tensor, "tensor parallelism");
+  not_built(request.pipeline, "pipeline parallelism");
+  not_built(request.data, "attention data parallelism");
+  const parallel::GroupSize& ep = request.expert;
+  if (ep.size > 1) {
     const int64_t experts = routed_experts(model);
     if (experts == 0) {
-      throw ConfigError(str_cat(origin, " = ", ep, " but ", dir,
+      throw ConfigError(str_cat(ep.origin, " = ", ep.size, " but ", dir,
                                 "/config.json describes a dense model: there are no routed "
                                 "experts to split; set it to 1"));
     }
-    if (experts % ep != 0) {
-      throw ConfigError(str_cat(origin, " = ", ep, " does not divide the ", experts,
+    if (experts % ep.size != 0) {
+      throw ConfigError(str_cat(ep.origin, " = ", ep.size, " does not divide the ", experts,
                                 " routed experts of ", dir,
                                 "/config.json: every rank must hold the same number"));
     }
   }
-  if (launched > 1 && ep == 1) {
-    throw ConfigError(
-        str_cat("mpirun started ", launched,
-                " ranks but the expert-parallel size is 1: give --expert-parallel-size ", launched,
-                " (or --enable-expert-parallel) so the ranks share the experts"));
+  if (launched > 1 && needed == 1) {
+    throw ConfigError(str_cat("mpirun started ", launched,
+                              " ranks but no parallel layout was asked for: give "
+                              "--expert-parallel-size ",
+                              launched,
+                              " (or --enable-expert-parallel) so the ranks share the "
+                              "experts (docs/DISTRIBUTED.md)"));
+  }
+  if (launched > 1 && needed != launched) {
+    throw ConfigError(str_cat(parallel::describe_request(request), " needs ", needed,
+                              " ranks (pipeline x max(tensor x data, expert)) but mpirun started ",
+                              launched));
   }
   try {
-    return parallel::ParallelContext::create({.expert_parallel_size = ep, .origin = origin});
+    return parallel::ParallelContext::create(request);
   } catch (const ConfigError&) {
     throw;
   } catch (const Error& e) {
@@ -111,8 +167,11 @@ bool is_lockstep_worker(const ModelSetup& setup) {
 int run_lockstep_worker(ModelSetup& setup) {
   const int64_t steps =
       engine::run_lockstep_worker(*setup.model, *setup.parallel->world(), *setup.pool);
-  log::debug("lockstep worker ", setup.parallel->describe(), ": ", steps,
-             " steps, stopped by rank 0");
+  const parallel::CommunicationStats comm = parallel::communication_stats();
+  log::info("lockstep worker ", setup.parallel->describe(), ": ", steps,
+            " steps, stopped by rank 0; in MPI during steps ", fixed(comm.busy_seconds, 3), " s (",
+            fixed(static_cast<double>(comm.bytes_sent) / (1 << 20), 1),
+            " MiB sent), waiting for steps ", fixed(comm.idle_seconds, 3), " s");
   return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "convert/converter.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -261,6 +262,27 @@ void remove_quietly(const std::string& path) {
   fs::remove_all(path, ec);
 }
 
+// <output>.tmp-<pid> / .old-<pid> of a conversion whose process is gone (killed, power loss):
+// never a finished checkpoint, so they are removed before a new run.
+void remove_leftovers(const std::string& output) {
+  const fs::path target(output);
+  const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const std::string base = target.filename().string();
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const char* tag : {".tmp-", ".old-"}) {
+      const std::string prefix = base + tag;
+      if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+      const std::string pid = name.substr(prefix.size());
+      if (pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
+      if (::kill(static_cast<pid_t>(std::stoi(pid)), 0) == 0 || errno != ESRCH) continue;
+      log::info("removing ", entry.path().string(), ", left by an interrupted conversion");
+      remove_quietly(entry.path().string());
+    }
+  }
+}
+
 }  // namespace
 
 ConvertSummary convert_checkpoint(const ConvertOptions& options) {
@@ -288,6 +310,7 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options) {
   // Everything is written beside the target and renamed into place when complete: an
   // interrupted run leaves only <output>.tmp-<pid>, never a directory that looks finished.
   const std::string tmp = str_cat(output, ".tmp-", ::getpid());
+  remove_leftovers(output);
   remove_quietly(tmp);
   const fs::path parent = fs::path(output).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
@@ -316,7 +339,7 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options) {
     summary.precision = precision.name;
     io::Manifest top = base;
     for (int rank = 0; rank < ranks; ++rank) {
-      model::LoadOptions load = precision.load;
+      model::LoadOptions load = model::shaped_load_options(precision.load, config);
       if (ranks > 1) load.parallel = offline_rank_context(rank, ranks);
       model::WeightLoader weights(checkpoint, load);
       RecordedWeights recorded;

@@ -27,6 +27,9 @@ class OfflineRankCommunicator : public parallel::Communicator {
     refuse("all_to_all");
   }
   void broadcast_bytes(std::span<std::byte>, int) override { refuse("broadcast"); }
+  void send_bytes(std::span<const std::byte>, int) override { refuse("send"); }
+  void recv_bytes(std::span<std::byte>, int) override { refuse("recv"); }
+  std::shared_ptr<parallel::Communicator> split(int, int) override { refuse("split"); }
 
  private:
   [[noreturn]] void refuse(const char* what) const;

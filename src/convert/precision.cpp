@@ -46,7 +46,7 @@ Precision parse_precision(std::string_view name) {
   }
   Precision p;
   p.load.quantization = model::parse_quantization(key);
-  p.name = std::string(dtype_name(*p.load.quantization));
+  p.name = p.load.quantization->name();
   return p;
 }
 

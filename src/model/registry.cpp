@@ -83,6 +83,13 @@ std::unique_ptr<CausalLM> build_model(const io::ModelConfig& config, WeightLoade
   return family.build(config, weights);
 }
 
+LoadOptions shaped_load_options(const LoadOptions& options, const io::ModelConfig& config) {
+  LoadOptions shaped = options;
+  if (shaped.quantization)  // q4_k_m picks types by layer (model/weight_quantization.h)
+    shaped.quantization = with_model_shape(*shaped.quantization, config);
+  return shaped;
+}
+
 std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options,
                                      LoadReport* report) {
   const io::ModelConfig config = io::ModelConfig::load(dir);
@@ -93,7 +100,7 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
       options.parallel
           ? io::rank_checkpoint_dir(dir, options.parallel->rank(), options.parallel->world_size())
           : io::rank_checkpoint_dir(dir, 0, 1));
-  WeightLoader weights(checkpoint, options);
+  WeightLoader weights(checkpoint, shaped_load_options(options, config));
   auto model = build_model(config, weights);
   if (const std::string blocks = weights.block_summary(); !blocks.empty())
     log::info(dir, ": ", blocks);

@@ -83,18 +83,21 @@ std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, cons
     ++kept_[kept_reason(use)];
     return std::nullopt;
   }
-  const DType target = *options_.quantization;
-  const int64_t block = block_traits(target)->block_size;
-  if (tensor.dim(1) % block != 0) {
-    // A row must be whole blocks; such matrices keep their dtype (llama.cpp falls back to
-    // another type for them, which a single --quantization type cannot).
-    ++kept_[str_cat("partial-block (rows not whole ", block, "-element blocks)")];
+  // The type for this matrix: the one asked for, q4_k_m's choice, or llama-quantize's
+  // fallback when the rows are not whole 256-element super-blocks.
+  const QuantizationTarget target =
+      quantization_target(*options_.quantization, name, tensor.dim(1));
+  if (!target.type) {
+    // A row must be whole 32-element blocks (the K-quants fall back to those); such
+    // matrices keep their dtype, as llama.cpp keeps them in F16.
+    ++kept_["partial-block (rows not whole 32-element blocks)"];
     if (first_partial_rows_.empty())
       first_partial_rows_ = str_cat(name, ", rows of ", tensor.dim(1), " elements");
     return std::nullopt;
   }
   ++quantized_[std::string(dtype_name(stored))];
-  return quantize_matrix(tensor, target);
+  ++quantized_to_[std::string(dtype_name(*target.type))];
+  return quantize_matrix(tensor, *target.type);
 }
 
 Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, MatrixUse use) {
@@ -202,9 +205,14 @@ std::string WeightLoader::quantization_summary() const {
   };
   int64_t total = 0;
   for (const auto& [from, count] : quantized_) total += count;
-  std::string out = str_cat("quantized at load to ", dtype_name(*options_.quantization), ": ",
-                            total, " matrices");
+  std::string out =
+      str_cat("quantized at load to ", options_.quantization->name(), ": ", total, " matrices");
   if (!quantized_.empty()) out += " (" + list(quantized_, "from ") + ")";
+  // A mix or a fallback gives more than the one type asked for: say which.
+  if (quantized_to_.size() > 1 ||
+      (quantized_to_.size() == 1 &&
+       quantized_to_.begin()->first != dtype_name(options_.quantization->type)))
+    out += " as " + list(quantized_to_, "");
   if (!kept_.empty()) {
     out += "; not quantized (docs/QUANTIZATION.md): " + list(kept_, "");
     if (!first_partial_rows_.empty()) out += " (first: " + first_partial_rows_ + ")";

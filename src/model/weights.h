@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "io/fp8.h"
 #include "io/safetensors.h"
+#include "model/weight_quantization.h"
 #include "parallel/parallel_context.h"
 
 namespace deepinfer::model {
@@ -21,9 +22,10 @@ struct LoadOptions {
                                       // types q8_0 / q4_0 / q4_1 all run; FP8 blocks are
                                       // dequantized to bf16); set: every matrix in this dtype
   // --quantization: projections stored in f32 / bf16 / f16 / FP8 are quantized to this block
-  // type at load (model/weight_quantization.h); the rest follows weight_dtype. (Initialized
+  // type (or q4_k_m's mix) at load (model/weight_quantization.h); the rest follows
+  // weight_dtype. (Initialized
   // so that the shorthand LoadOptions{DType::bf16} stays warning-free.)
-  std::optional<DType> quantization = std::nullopt;
+  std::optional<Quantization> quantization = std::nullopt;
   // The process's parallel layout (parallel_context.h); null: one process. MoE builders take
   // their expert group's communicator from it and load only this rank's experts.
   std::shared_ptr<const parallel::ParallelContext> parallel = nullptr;
@@ -127,6 +129,7 @@ class WeightLoader {
   std::map<std::string, int64_t> native_blocks_;       // dtype name -> matrices kept in blocks
   std::map<std::string, int64_t> dequantized_blocks_;  // ... dequantized by weight_dtype
   std::map<std::string, int64_t> quantized_;           // source dtype -> matrices quantized
+  std::map<std::string, int64_t> quantized_to_;        // block type -> matrices quantized
   std::map<std::string, int64_t> kept_;                // why -> matrices --quantization kept
   std::string first_partial_rows_;                     // a matrix kept for partial blocks
   WeightBytes loaded_bytes_;

@@ -33,6 +33,17 @@ void mpi_finalize();
 // in a collective. No-op unless MPI runs with more than one rank.
 void mpi_abort_job(int code);
 
+// Time this process spent in MPI calls since it started, over all its communicators: `busy`
+// is collectives and messages during steps (transfer and waiting for slower peers), `idle`
+// a lockstep worker's wait for the next step (broadcast_bytes_idle). For per-rank timers.
+struct CommunicationStats {
+  double busy_seconds = 0;
+  double idle_seconds = 0;
+  int64_t bytes_sent = 0;  // payload bytes this rank sent or contributed
+  int64_t calls = 0;
+};
+CommunicationStats communication_stats();
+
 class MpiCommunicator : public Communicator {
  public:
   // MPI_COMM_WORLD (mpi_init() must have run).
@@ -43,7 +54,8 @@ class MpiCommunicator : public Communicator {
 
   // MPI_Comm_split: the ranks giving the same `color` form one group, ordered by `key`.
   // Collective over this communicator.
-  std::shared_ptr<MpiCommunicator> split(int color, int key);
+  std::shared_ptr<MpiCommunicator> split_mpi(int color, int key);
+  std::shared_ptr<Communicator> split(int color, int key) override { return split_mpi(color, key); }
   // Largest message one MPI call carries (default 1 GiB, below MPI's int counts); bigger
   // payloads go in pieces. Tests lower it to exercise the piecewise paths.
   void set_max_message_bytes(int64_t bytes);
@@ -60,6 +72,8 @@ class MpiCommunicator : public Communicator {
   // A waiting (non-root) rank sleeps between polls instead of spinning: a worker waiting for
   // its next step (rank 0 tokenizing, sampling, or idle) leaves the cores to others.
   void broadcast_bytes_idle(std::span<std::byte> data, int root) override;
+  void send_bytes(std::span<const std::byte> data, int dest) override;
+  void recv_bytes(std::span<std::byte> data, int source) override;
 
  private:
   struct Handle;

@@ -71,6 +71,9 @@ def test_convert_then_load_equals_quantize_at_load_bit_for_bit(run_cli, tmp_path
     ("tiny-deepseek-v3-fp8", "q8_0", ["--quantization", "q8_0"]),  # quantized from the exact FP8 values
     ("tiny-qwen3-moe", "q8_0", ["--quantization", "q8_0"]),  # experts kept by the policy
     ("tiny-deepseek-v2-lite", "fp16", ["--dtype", "f16"]),
+    ("tiny-qwen3", "q4_k_m", ["--quantization", "q4_k_m"]),  # llama.cpp's mix, with its fallbacks
+    ("tiny-qwen3-moe", "int4", ["--quantization", "int4"]),
+    ("tiny-llama", "q6_k", ["--quantization", "q6_k"]),
 ])
 def test_other_families_convert_then_load_equal_the_load_setting(run_cli, tmp_path, model, precision, at_load):
     out = tmp_path / "o"
@@ -275,3 +278,16 @@ def test_each_mpi_rank_maps_its_own_shard_and_computes_what_the_source_gives(dee
                   "--dump-logits", dumps[tag], "--threads", 1, "--expert-parallel-size", 2,
                   "--log-level", "warn"))
     assert np.array_equal(np.load(dumps["source"]), np.load(dumps["converted"]))
+
+
+def test_leftovers_of_an_interrupted_run_never_look_finished_and_are_cleaned(run_cli, tmp_path):
+    dead = next(p for p in range(4_000_000, 4_100_000) if not pathlib.Path(f"/proc/{p}").exists())
+    leftover = tmp_path / f"o.tmp-{dead}"  # what a killed run leaves: shards, no rename
+    convert(run_cli, DATA / "tiny-qwen3", tmp_path / "first", "--precision", "q8_0")
+    shutil.copytree(tmp_path / "first", leftover)
+    (leftover / "deepinfer_manifest.json").unlink()  # killed before the manifest was written
+    line = one_error_line(run_cli("generate", "--model", leftover, "--prompt-ids", "1,2", "-n", 1,
+                                  "--log-level", "error"))
+    assert "no deepinfer_manifest.json" in line
+    convert(run_cli, DATA / "tiny-qwen3", tmp_path / "o", "--precision", "q8_0")
+    assert not leftover.exists() and (tmp_path / "o" / "deepinfer_manifest.json").exists()
