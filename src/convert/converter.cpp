@@ -313,8 +313,8 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options) {
   remove_leftovers(output);
   remove_quietly(tmp);
   const fs::path parent = fs::path(output).parent_path();
-  if (!parent.empty()) fs::create_directories(parent);
   try {
+    if (!parent.empty()) fs::create_directories(parent);
     fs::create_directories(tmp);
     const std::string staging = tmp + "/.source";
     const Source source = stage_source(options.input_dir, staging);

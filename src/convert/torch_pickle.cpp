@@ -1,5 +1,6 @@
 #include "convert/torch_pickle.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -35,6 +36,7 @@ struct Value {
     tensor
   };
   Kind kind = Kind::none;
+  int depth = 0;  // of nesting: bounded, so destroying a value cannot exhaust the stack
   int64_t integer = 0;
   double floating = 0;
   std::string text;             // text, bytes, global ("module.name"), storage key
@@ -42,6 +44,9 @@ struct Value {
   DType dtype = DType::f32;     // storage
   Tensor tensor;
 };
+
+// A state dict nests a few levels (dict -> tensor args -> size tuples); far more is garbage.
+constexpr int kMaxDepth = 64;
 
 ValuePtr make(Value::Kind kind) {
   auto v = std::make_shared<Value>();
@@ -122,6 +127,14 @@ class Unpickler {
     if (stack_.empty()) bad("stack underflow");
     return stack_.back();
   }
+  // Appends `items` to the container `into`, keeping its nesting depth bounded.
+  void adopt(Value& into, const std::vector<ValuePtr>& items) {
+    for (const auto& item : items) {
+      into.depth = std::max(into.depth, item->depth + 1);
+      if (into.depth > kMaxDepth) bad("values nested deeper than a state dict's");
+    }
+    into.items.insert(into.items.end(), items.begin(), items.end());
+  }
   ValuePtr global(const std::string& module, const std::string& name) {
     const std::string full = module + "." + name;
     if (!allowed_global(full)) {
@@ -162,13 +175,15 @@ ValuePtr Unpickler::persistent(const ValuePtr& pid) {
       pid->items[1]->kind != Value::Kind::global || pid->items[2]->kind != Value::Kind::text) {
     bad("persistent id is not torch.save's ('storage', type, key, location, numel)");
   }
-  const std::string type = pid->items[1]->text.substr(6);  // after "torch."
   auto storage = make(Value::Kind::storage);
+  const StorageType* known = nullptr;
   for (const StorageType& s : kStorages) {
-    if (type != s.name) continue;
-    if (!s.dtype) bad("tensors of torch." + type + " are not supported (f32, f16, bf16, int only)");
-    storage->dtype = *s.dtype;
+    if (pid->items[1]->text == std::string("torch.") + s.name) known = &s;
   }
+  if (!known) bad("persistent id names " + pid->items[1]->text + ", not a storage type");
+  if (!known->dtype)
+    bad("tensors of " + pid->items[1]->text + " are not supported (f32, f16, bf16, int only)");
+  storage->dtype = *known->dtype;
   storage->text = pid->items[2]->text;
   storage->integer = as_int(pid->items[4], "storage numel");
   return storage;
@@ -348,12 +363,14 @@ ValuePtr Unpickler::run() {
       case 0x86:
       case 0x87: {  // TUPLE, TUPLE1..3
         auto v = make(Value::Kind::tuple);
+        std::vector<ValuePtr> items;
         if (op == 't') {
-          v->items = pop_mark();
+          items = pop_mark();
         } else {
-          v->items.resize(op - 0x84u);
-          for (size_t i = v->items.size(); i-- > 0;) v->items[i] = pop();
+          items.resize(op - 0x84u);
+          for (size_t i = items.size(); i-- > 0;) items[i] = pop();
         }
+        adopt(*v, items);
         stack_.push_back(v);
         break;
       }
@@ -372,7 +389,7 @@ ValuePtr Unpickler::run() {
           items = pop_mark();
         ValuePtr& list = top();
         if (list->kind != Value::Kind::list) bad("APPEND to a non-list");
-        list->items.insert(list->items.end(), items.begin(), items.end());
+        adopt(*list, items);
         break;
       }
       case 's':
@@ -387,7 +404,7 @@ ValuePtr Unpickler::run() {
         if (items.size() % 2 != 0) bad("SETITEMS with an odd number of values");
         ValuePtr& dict = top();
         if (dict->kind != Value::Kind::dict) bad("SETITEM on a non-dict");
-        dict->items.insert(dict->items.end(), items.begin(), items.end());
+        adopt(*dict, items);
         break;
       }
       case 'Q': {  // BINPERSID

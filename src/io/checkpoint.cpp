@@ -1,6 +1,7 @@
 // Checkpoint: a model directory holding model.safetensors or shards listed by
 // model.safetensors.index.json ({"metadata": {...}, "weight_map": {tensor: shard file}}).
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -134,9 +135,10 @@ bool Checkpoint::check_manifest() {
          manifest->ranks.size(), " (docs/DISTRIBUTED.md), or open one rank's directory (", dir_,
          "/", manifest->ranks.front(), ", ...)");
   }
-  // Sizes always (cheap), before any file is parsed; the sha256 of every file is checked by
-  // `deepinfer convert --verify DIR` (docs/CONVERT.md).
-  verify_converted(dir_, *manifest, false);
+  // Sizes always (cheap), before any file is parsed; the sha256 of every file (which reads
+  // every byte) with DEEPINFER_VERIFY_CHECKPOINT=1 or `deepinfer convert --verify DIR`.
+  const char* verify = std::getenv("DEEPINFER_VERIFY_CHECKPOINT");
+  verify_converted(dir_, *manifest, verify != nullptr && std::string(verify) == "1");
   slices_ = manifest->sliced;
   return true;
 }

@@ -202,7 +202,7 @@ def test_existing_output_needs_force(run_cli, tmp_path):
     assert not (out / "keep").exists() and (out / "deepinfer_manifest.json").exists()
 
 
-def test_corrupted_and_truncated_output_is_refused(run_cli, tmp_path):
+def test_corrupted_and_truncated_output_is_refused(run_cli, deepinfer_bin, tmp_path):
     out = tmp_path / "o"
     convert(run_cli, DATA / "tiny-qwen3", out, "--precision", "q8_0")
     assert run_cli("convert", "--verify", out, check=True).returncode == 0
@@ -212,6 +212,11 @@ def test_corrupted_and_truncated_output_is_refused(run_cli, tmp_path):
     shard.write_bytes(bytes(data))
     line = one_error_line(run_cli("convert", "--verify", out))
     assert shard.name in line and "sha256" in line and "does not match" in line
+    load = [deepinfer_bin, "generate", "--model", out, "--prompt-ids", "1,2", "-n", "1", "--log-level", "error"]
+    assert subprocess.run(load, capture_output=True).returncode == 0  # sizes match: loads
+    proc = subprocess.run(load, capture_output=True, text=True,
+                          env=dict(os.environ, DEEPINFER_VERIFY_CHECKPOINT="1"))
+    assert "does not match" in one_error_line(proc)
     shard.write_bytes(bytes(data[:-100]))  # truncated: every load refuses it (sizes are checked)
     line = one_error_line(run_cli("generate", "--model", out, "--prompt-ids", "1,2", "-n", 1, "--log-level", "error"))
     assert shard.name in line and "truncated or modified" in line
