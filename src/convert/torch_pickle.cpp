@@ -423,7 +423,7 @@ ValuePtr Unpickler::run() {
       }
       default: {
         char hex[8];
-        std::snprintf(hex, sizeof(hex), "0x%02x", op);
+        std::snprintf(hex, sizeof(hex), "0x%02x", static_cast<unsigned>(op));
         bad(std::string("refused pickle opcode ") + hex +
             ": only the opcodes torch.save uses for a state dict are allowed");
       }
