@@ -49,8 +49,14 @@ void log_expert_placement(const CausalLM& model, const WeightLoader& weights,
   const int64_t ep = parallel.expert_parallel_size();
   const int64_t per_rank = experts / std::max<int64_t>(ep, 1);
   const int64_t first = per_rank * parallel.expert_group()->rank();
-  log::info("expert parallel ", parallel.describe(), ": routed experts ", first, "-",
-            first + per_rank - 1, " of ", experts, " in each of ", moe_layers,
+  const parallel::EplbOptions& eplb = weights.moe_options().eplb;
+  const std::string held =
+      eplb.num_redundant_experts > 0 || !eplb.load_file.empty()
+          ? str_cat("routed experts placed by EPLB (", (experts + eplb.num_redundant_experts) / ep,
+                    " slots per rank, ", eplb.num_redundant_experts, " redundant)")
+          : str_cat("routed experts ", first, "-", first + per_rank - 1);
+  log::info("expert parallel ", parallel.describe(), ": ", held, " of ", experts, " in each of ",
+            moe_layers,
             " MoE layers; weights on this rank: ", describe_weight_bytes(weights.loaded_bytes()),
             " (the whole checkpoint:",
             describe_weight_bytes({{"", static_cast<int64_t>(checkpoint.total_bytes())}}), ")");
@@ -102,6 +108,7 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
           : io::rank_checkpoint_dir(dir, 0, 1));
   WeightLoader weights(checkpoint, shaped_load_options(options, config));
   auto model = build_model(config, weights);
+  model->set_eplb_state(weights.made_eplb_state());
   if (const std::string blocks = weights.block_summary(); !blocks.empty())
     log::info(dir, ": ", blocks);
   const std::string quantization = weights.quantization_summary();

@@ -71,6 +71,14 @@ std::shared_ptr<parallel::Communicator> WeightLoader::expert_group() {
   return expert_group_;
 }
 
+std::shared_ptr<parallel::EplbState> WeightLoader::eplb_state(const parallel::Communicator& group) {
+  if (!eplb_state_) {
+    eplb_state_ = std::make_shared<parallel::EplbState>(options_.moe.eplb, group.world_size(),
+                                                        group.rank() == 0);
+  }
+  return eplb_state_;
+}
+
 Tensor WeightLoader::loaded(Tensor tensor) {
   loaded_bytes_[std::string(dtype_name(tensor.dtype()))] += static_cast<int64_t>(tensor.nbytes());
   return tensor;

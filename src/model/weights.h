@@ -13,6 +13,8 @@
 #include "io/fp8.h"
 #include "io/safetensors.h"
 #include "model/weight_quantization.h"
+#include "parallel/eplb_state.h"
+#include "parallel/moe_options.h"
 #include "parallel/parallel_context.h"
 
 namespace deepinfer::model {
@@ -29,6 +31,8 @@ struct LoadOptions {
   // The process's parallel layout (parallel_context.h); null: one process. MoE builders take
   // their expert group's communicator from it and load only this rank's experts.
   std::shared_ptr<const parallel::ParallelContext> parallel = nullptr;
+  // MoE communication dtype, capacity factor and expert load balancing (moe_options.h).
+  parallel::MoeOptions moe = {};
 };
 
 // What a matrix is for, which decides whether --quantization applies (docs/QUANTIZATION.md):
@@ -108,6 +112,12 @@ class WeightLoader {
   // The communicator MoE layers dispatch over (a SingleProcessCommunicator for one process),
   // one object shared by every layer.
   std::shared_ptr<parallel::Communicator> expert_group();
+  const parallel::MoeOptions& moe_options() const { return options_.moe; }
+  // The expert-load state the model's MoE layers share (made on first use, for the layers'
+  // expert group `group`); rank 0 of the group writes the record file.
+  std::shared_ptr<parallel::EplbState> eplb_state(const parallel::Communicator& group);
+  // The one eplb_state() made, or null (no MoE layer asked).
+  std::shared_ptr<parallel::EplbState> made_eplb_state() const { return eplb_state_; }
   // Whether every rank of the expert group runs the same tokens (MoeConfig::replicated_tokens).
   bool expert_tokens_replicated() const {
     return options_.parallel && options_.parallel->expert_tokens_replicated();
@@ -126,6 +136,7 @@ class WeightLoader {
   std::optional<io::Fp8BlockQuantization> fp8_;
   std::set<std::string> used_;
   std::shared_ptr<parallel::Communicator> expert_group_;
+  std::shared_ptr<parallel::EplbState> eplb_state_;
   std::map<std::string, int64_t> native_blocks_;       // dtype name -> matrices kept in blocks
   std::map<std::string, int64_t> dequantized_blocks_;  // ... dequantized by weight_dtype
   std::map<std::string, int64_t> quantized_;           // source dtype -> matrices quantized
