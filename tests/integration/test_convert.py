@@ -178,6 +178,7 @@ def one_error_line(proc):
 @pytest.mark.parametrize("precision, needle", [
     ("q3_x", "unknown precision (expected one of fp32, fp16, bf16, q8_0"),
     ("w8a8", "not available yet"),
+    ("fp8", "not available yet"),
 ])
 def test_bad_precision_is_one_clear_line(run_cli, tmp_path, precision, needle):
     line = one_error_line(convert(run_cli, DATA / "tiny-qwen3", tmp_path / "o", "--precision", precision, check=False))

@@ -80,10 +80,13 @@ class MoeLayer : public FeedForward {
   // `eplb` (may be null: no load balancing) is shared by the model's MoE layers; `placement`
   // (empty: expert e in slot e) says which logical expert each physical slot holds, slots
   // [r S, (r + 1) S) on rank r, and `experts` holds this rank's slots in order.
+  // `token_peers`: with replicated_tokens, the ranks of `comm` holding the same tokens as this
+  // one, which split them (null: all of `comm`, as without attention data parallelism).
   MoeLayer(MoeConfig config, MoeRouter router, ExpertStack experts,
            std::unique_ptr<FeedForward> shared, std::shared_ptr<parallel::Communicator> comm,
            std::shared_ptr<parallel::EplbState> eplb = nullptr, std::string name = "",
-           parallel::ExpertPlacement placement = {});
+           parallel::ExpertPlacement placement = {},
+           std::shared_ptr<parallel::Communicator> token_peers = nullptr);
 
   // x [tokens, hidden] -> out [tokens, hidden]. Not reentrant (updates the load counters).
   void forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const override;
@@ -130,6 +133,7 @@ class MoeLayer : public FeedForward {
   mutable ExpertStack experts_;  // replaced by a migration (EPLB)
   std::unique_ptr<FeedForward> shared_;
   std::shared_ptr<parallel::Communicator> comm_;
+  std::shared_ptr<parallel::Communicator> token_peers_;  // never null
   int64_t first_local_ = 0;
   // Statistics are observations, not state of the computation: forward stays logically const.
   mutable std::vector<uint64_t> load_;
