@@ -169,6 +169,38 @@ const Tensor& WeightLoader::w8a8_scale(const std::string& name) const {
 }
 
 Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, MatrixUse use) {
+  Tensor out = load_matrix(name, expected, use);
+  if (recorder_) recorder_->record(name, out, use, std::nullopt);
+  return out;
+}
+
+Tensor WeightLoader::matrix_rows(const std::string& name, const Shape& full, int64_t begin,
+                                 int64_t end, MatrixUse use) {
+  DI_CHECK(!full.empty() && begin >= 0 && begin < end && end <= full[0], name, ": rows [", begin,
+           ", ", end, ") outside ", shape_to_string(full));
+  const io::TensorSlice wanted{0, begin, end, full[0]};
+  const std::optional<io::TensorSlice> stored = checkpoint_.slice(name);
+  Tensor out;
+  if (stored) {
+    DI_CHECK(*stored == wanted, checkpoint_.dir(), ": tensor '", name, "' holds rows [",
+             stored->begin, ", ", stored->end, ") of ", stored->full, " but this rank loads rows [",
+             begin, ", ", end, ") of ", full[0],
+             " (the checkpoint was converted for another parallel layout)");
+    Shape part = full;
+    part[0] = end - begin;
+    out = load_matrix(name, part, use);
+  } else {
+    out = load_matrix(name, full, use);
+    if (begin != 0 || end != full[0]) out = out.slice_rows(begin, end);
+  }
+  if (recorder_) {
+    recorder_->record(name, out, use,
+                      begin != 0 || end != full[0] ? std::optional(wanted) : std::nullopt);
+  }
+  return out;
+}
+
+Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected, MatrixUse use) {
   Tensor tensor = fetch(name, expected);
   const DType stored = tensor.dtype();
   if (stored == DType::f8_e4m3) {
@@ -277,6 +309,7 @@ std::string WeightLoader::quantization_summary() const {
 
 Tensor WeightLoader::vector_f32(const std::string& name, const Shape& expected) {
   Tensor tensor = fetch(name, expected);
+  if (recorder_) recorder_->record(name, tensor, MatrixUse::by_element, std::nullopt);
   Tensor out = tensor.to(DType::f32);
   return loaded(out.is_borrowed() ? out.clone() : out);
 }
