@@ -4,7 +4,7 @@
 //       $(pkg-config --libs libpcre2-8 libutf8proc) -o kernels_bench
 //   ./kernels_bench [--isa scalar|avx2|avx512] [--threads 1,2] [--precision f32|bf16] [--json]
 //                   [--weights bf16,f32,q8_0,q4_1,q5_0,q5_1,q4_k,q5_k,q6_k] [--decode]
-//   ./kernels_bench --gemm [--threads 1,2] [--json]
+//   ./kernels_bench --gemm [--threads 1,2] [--m 1,8,32,128,512] [--json]
 //
 // --weights picks the weight dtypes (default bf16,f32); --decode keeps the m = 1 shapes only.
 // --gemm: the peak probe (f32 FMA, vdpbf16ps, vpdpbusd; kernels_bench_peak.h), then
@@ -161,7 +161,7 @@ Peaks measure_peaks(ThreadPool& pool) {
 }
 
 // --gemm: peaks, then raw vs packed weights alternately on the Qwen2.5-0.5B projections.
-int run_gemm(const std::vector<int>& thread_counts, bool json) {
+int run_gemm(const std::vector<int>& thread_counts, const std::vector<int64_t>& ms, bool json) {
   const auto isa = kernels::isa_name(kernels::active_isa());
   std::vector<Peaks> peaks;
   for (int threads : thread_counts) {
@@ -196,8 +196,11 @@ int run_gemm(const std::vector<int>& thread_counts, bool json) {
     std::vector<int64_t> ms;
   };
   // q_proj / o_proj, gate or up, down; the tied lm_head only where decode streams it.
-  const std::vector<int64_t> ms = {1, 8, 32, 128, 512};
-  const Shape shapes[] = {{896, 896, ms}, {896, 4864, ms}, {4864, 896, ms}, {896, 151936, {1, 8}}};
+  std::vector<int64_t> lm_head_ms;
+  for (int64_t m : ms)
+    if (m <= 8) lm_head_ms.push_back(m);
+  const Shape shapes[] = {
+      {896, 896, ms}, {896, 4864, ms}, {4864, 896, ms}, {896, 151936, lm_head_ms}};
   const kernels::MatmulPrecision saved = kernels::matmul_precision();
   for (const Shape& s : shapes) {
     for (int64_t m : s.ms) {
@@ -234,7 +237,7 @@ int run_gemm(const std::vector<int>& thread_counts, bool json) {
                                 y.data(), pool);
               }
             };
-            const Result r = time_calls(call, copies, 5, 0.02, pool);
+            const Result r = time_calls(call, copies, 3, 0.02, pool);
             const double gflops = 2.0 * m * s.n * s.k / r.seconds_per_call / 1e9;
             const double pct = peak > 0.0 ? 100.0 * gflops / peak : 0.0;
             const double gbps = static_cast<double>(w_bytes) / r.seconds_per_call / 1e9;
@@ -273,6 +276,7 @@ int main(int argc, char** argv) {
   bool json = false;
   bool decode_only = false;
   bool gemm = false;
+  std::vector<int64_t> gemm_ms = {1, 8, 32, 128, 512};
   const auto split = [](const std::string& list) {
     std::vector<std::string> out;
     size_t pos = 0;
@@ -303,6 +307,9 @@ int main(int argc, char** argv) {
       for (const std::string& name : split(argv[++i])) weight_dtypes.push_back(dtype_named(name));
     } else if (arg == "--gemm") {
       gemm = true;
+    } else if (arg == "--m" && i + 1 < argc) {
+      gemm_ms.clear();
+      for (const std::string& m : split(argv[++i])) gemm_ms.push_back(std::stoll(m));
     } else if (arg == "--decode") {
       decode_only = true;
     } else if (arg == "--json") {
@@ -312,12 +319,12 @@ int main(int argc, char** argv) {
           stderr,
           "usage: %s [--isa scalar|avx2|avx512] [--threads 1,2] [--precision f32|bf16] [--json]\n"
           "          [--weights bf16,f32,q8_0,q4_0,q4_1,q5_0,q5_1,q4_k,q5_k,q6_k] [--decode]\n"
-          "       %s --gemm [--isa avx2|avx512] [--threads 1,2] [--json]\n",
+          "       %s --gemm [--isa avx2|avx512] [--threads 1,2] [--m 1,8,32,128,512] [--json]\n",
           argv[0], argv[0]);
       return 2;
     }
   }
-  if (gemm) return run_gemm(thread_counts, json);
+  if (gemm) return run_gemm(thread_counts, gemm_ms, json);
   const auto isa = kernels::isa_name(kernels::active_isa());
   const auto precision = kernels::matmul_precision_name(kernels::matmul_precision());
   for (int threads : thread_counts) {

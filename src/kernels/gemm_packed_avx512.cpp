@@ -5,11 +5,13 @@
 // 2·NP weight vectors and broadcasts one x value per row (an embedded-broadcast operand of the
 // FMA), so MR·2·NP FMAs cost 2·NP + MR loads. Zen 4/5 and Intel cores retire two 512-bit FMAs
 // a cycle with a 4-cycle latency: a tile needs at least 8 independent accumulators.
-//  - large m: MR up to 14 (12 for exact bf16, which needs two widened vectors per load) with
-//    one panel, k in chunks of kKc so that the panel's chunk stays in L1 while every row tile
-//    of the block passes over it; the x block of the chunk stays in L2 across panels;
 //  - m <= 6 (decode, small batches): one pass over all of k with 1, 2 or 4 panels at once (enough
-//    accumulators for the FMA latency), prefetching the weight streams ahead: DRAM-bound.
+//    accumulators for the FMA latency), prefetching the weight streams ahead: DRAM-bound;
+//  - m up to 14 (12 for exact bf16, which needs two widened vectors per load): one row tile per
+//    panel over all of k, prefetching: each panel is read once;
+//  - larger m: tiles of up to 14 (12) rows by one panel, k in chunks (chunk_k) so that the
+//    panel's chunk stays in L1 while every row tile of the block passes over it; the x block of
+//    the chunk stays in L2 across panels.
 // GCC 12 flags its own _mm512_undefined_*() idiom inside the intrinsic headers (bug 105593)
 // as plain -Wuninitialized once the tiles get inlined (as in linear_dpbf16_avx512.cpp).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -26,6 +28,7 @@ constexpr int64_t kSmallRows = 6;
 // Bytes of one k step (f32) or one k pair (bf16) of a panel: 32 weights × 4 bytes.
 constexpr int64_t kStepBytes = 128;
 constexpr int64_t kPrefetchSteps = 16;  // 2 KiB ahead in each panel's stream
+constexpr int64_t kGroupPanels = 8;     // large m: 256 outputs per row between k chunks
 
 constexpr int max_rows(PackedKind kind) {
   return kind == PackedKind::bf16 ? 12 : 14;
@@ -177,10 +180,7 @@ void tile(const PackedArgs& a, int64_t i0, int64_t panel, int64_t p0, int64_t p1
 template <PackedKind K, int NP, bool PF>
 void tile_rows(int64_t rows, const PackedArgs& a, int64_t i0, int64_t panel, int64_t p0, int64_t p1,
                bool first, bool last) {
-  // (PF: the small-m path, at most kSmallRows rows.)
-  constexpr int kMax = NP == 1                            ? (PF ? kSmallRows : max_rows(K))
-                       : NP == 2 && K != PackedKind::bf16 ? 6
-                                                          : 2;
+  constexpr int kMax = NP == 1 ? max_rows(K) : NP == 2 && K != PackedKind::bf16 ? 6 : 2;
 #define DI_TILE_CASE(R)                                      \
   case R:                                                    \
     if constexpr (R <= kMax) {                               \
@@ -230,17 +230,29 @@ void rows_of_kind(const PackedArgs& a, int64_t m0, int64_t m1, int64_t pa, int64
     for (; panel < pb; ++panel) tile_rows<K, 1, true>(rows, a, m0, panel, 0, a.k, true, true);
     return;
   }
-  // Row tiles of near-equal size (32 rows: 11 + 11 + 10), each at least 8 accumulators wide.
   constexpr int64_t kMax = max_rows(K);
+  if (rows <= kMax) {
+    // One row tile: each panel is read once, so there is nothing to keep in L1. Stream all of
+    // k and prefetch (batched decode, the lm_head of a few rows: weights from DRAM).
+    for (int64_t panel = pa; panel < pb; ++panel)
+      tile_rows<K, 1, true>(rows, a, m0, panel, 0, a.k, true, true);
+    return;
+  }
+  // Row tiles of near-equal size (32 rows: 11 + 11 + 10), each at least 8 accumulators wide.
+  // Panels go in groups whose partial sums (rows x 256 f32 outputs: 256 KiB) stay in L2 from
+  // one k chunk to the next; the x block of a chunk is re-read per group (from L2 or L3).
   const int64_t tiles = (rows + kMax - 1) / kMax;
-  for (int64_t p0 = 0; p0 < a.k; p0 += chunk_k(K)) {
-    const int64_t p1 = min64(a.k, p0 + chunk_k(K));
-    for (int64_t panel = pa; panel < pb; ++panel) {
-      int64_t i = m0;
-      for (int64_t t = 0; t < tiles; ++t) {
-        const int64_t left = m1 - i, r = (left + (tiles - t) - 1) / (tiles - t);
-        tile_rows<K, 1, false>(r, a, i, panel, p0, p1, p0 == 0, p1 == a.k);
-        i += r;
+  for (int64_t group = pa; group < pb; group += kGroupPanels) {
+    const int64_t group_end = min64(pb, group + kGroupPanels);
+    for (int64_t p0 = 0; p0 < a.k; p0 += chunk_k(K)) {
+      const int64_t p1 = min64(a.k, p0 + chunk_k(K));
+      for (int64_t panel = group; panel < group_end; ++panel) {
+        int64_t i = m0;
+        for (int64_t t = 0; t < tiles; ++t) {
+          const int64_t left = m1 - i, r = (left + (tiles - t) - 1) / (tiles - t);
+          tile_rows<K, 1, false>(r, a, i, panel, p0, p1, p0 == 0, p1 == a.k);
+          i += r;
+        }
       }
     }
   }
