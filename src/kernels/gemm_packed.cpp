@@ -3,6 +3,7 @@
 #include "kernels/gemm_packed.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -19,7 +20,10 @@ namespace {
 
 using detail::kPanel;
 
-bool packing_enabled() {
+// set_weight_packing()'s value, or -1: DEEPINFER_PACK_WEIGHTS (read once), else on.
+std::atomic<int> g_weight_packing{-1};
+
+bool env_weight_packing() {
   static const bool enabled = [] {
     const char* value = std::getenv("DEEPINFER_PACK_WEIGHTS");
     return value == nullptr || std::string_view(value) != "0";
@@ -65,9 +69,18 @@ void pack_bf16(const uint16_t* w, int64_t n, int64_t k, uint16_t* panels) {
 
 }  // namespace
 
+void set_weight_packing(bool enabled) {
+  g_weight_packing.store(enabled ? 1 : 0, std::memory_order_relaxed);
+}
+
+bool weight_packing() {
+  const int set = g_weight_packing.load(std::memory_order_relaxed);
+  return set >= 0 ? set == 1 : env_weight_packing();
+}
+
 PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k) {
   PackedWeights packed;
-  if (!packing_enabled() || active_isa() != Isa::avx512) return packed;
+  if (!weight_packing() || active_isa() != Isa::avx512) return packed;
   if (dtype != DType::f32 && dtype != DType::bf16) return packed;
   if (w == nullptr || n <= 0 || k <= 0) return packed;
   const int64_t panels = (n + kPanel - 1) / kPanel;

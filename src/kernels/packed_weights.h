@@ -36,8 +36,13 @@ class PackedWeights {
 
 // Packs w[n, k] (row-major, f32 or bf16) when the active ISA has a packed kernel for it
 // (AVX-512 today) and the GEMM gains from it; otherwise returns an undefined PackedWeights.
-// w must outlive the result (it stays the input of the fallback path). DEEPINFER_PACK_WEIGHTS=0
-// turns packing off (A/B runs).
+// w must outlive the result (it stays the input of the fallback path).
 PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k);
+
+// Whether pack_weights() packs at all: a process-wide setting read at each call, for A/B runs
+// and for comparing a layer with packed weights against one without. Until set, it is on
+// unless DEEPINFER_PACK_WEIGHTS=0 (read once).
+void set_weight_packing(bool enabled);
+bool weight_packing();
 
 }  // namespace deepinfer::kernels

@@ -153,6 +153,10 @@ TEST(KernelsLinearPacked, PacksOnlyWhereAKernelExists) {
     EXPECT_EQ(pack_weights(w.data(), DType::f32, 4, 8).defined(), isa == Isa::avx512)
         << isa_name(isa);
   }
+  const bool packing = weight_packing();
+  set_weight_packing(false);  // A/B runs: everything as stored
+  EXPECT_FALSE(pack_weights(w.data(), DType::f32, 4, 8).defined());
+  set_weight_packing(packing);
 }
 
 TEST(KernelsLinearPacked, FallsBackToTheStoredMatrixBelowAvx512) {
