@@ -1,5 +1,6 @@
 // kernels::linear on packed weights: packing (once, at load), the x side (bf16 rounding for
-// MatmulPrecision::bf16), and the thread split. The arithmetic lives in gemm_packed_avx512.cpp.
+// MatmulPrecision::bf16), and the thread split. The arithmetic lives in gemm_packed_avx512.cpp
+// and gemm_packed_avx2.cpp.
 #include "kernels/gemm_packed.h"
 
 #include <algorithm>
@@ -80,7 +81,7 @@ bool weight_packing() {
 
 PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k) {
   PackedWeights packed;
-  if (!weight_packing() || active_isa() != Isa::avx512) return packed;
+  if (!weight_packing() || active_isa() == Isa::scalar) return packed;
   if (dtype != DType::f32 && dtype != DType::bf16) return packed;
   if (w == nullptr || n <= 0 || k <= 0) return packed;
   const int64_t panels = (n + kPanel - 1) / kPanel;
@@ -112,7 +113,8 @@ void linear(const float* x, int64_t m, const PackedWeights& w, const float* bias
            "packed kernel for them: call linear() on the stored matrix)");
   DI_CHECK(m >= 0, "kernels::linear: negative row count ", m);
   const int64_t k = w.k(), n = w.n();
-  if (active_isa() != Isa::avx512)  // packed on AVX-512, the ISA forced lower since
+  const Isa isa = active_isa();
+  if (isa == Isa::scalar)  // packed under AVX2 / AVX-512, the ISA forced to scalar since
     return linear(x, m, k, w.source(), w.dtype(), n, bias, y, pool);
   if (m == 0) return;
   DI_CHECK(x != nullptr && y != nullptr, "kernels::linear: null data pointer (m=", m, ", k=", k,
@@ -128,7 +130,7 @@ void linear(const float* x, int64_t m, const PackedWeights& w, const float* bias
   args.bias = bias;
   args.y = y;
   if (w.dtype() == DType::bf16 && matmul_precision() == MatmulPrecision::bf16) {
-    if (cpu_has_avx512_bf16()) {
+    if (isa == Isa::avx512 && cpu_has_avx512_bf16()) {
       const int64_t stride = detail::avx512::linear_bf16_x_stride(k);  // even, zero-padded
       uint16_t* xb = bf16_x_buffer(static_cast<size_t>(m * stride));
       detail::avx512::linear_pack_x_bf16(x, m, k, xb);
@@ -147,8 +149,10 @@ void linear(const float* x, int64_t m, const PackedWeights& w, const float* bias
   const int64_t m_blocks = (m + kRowBlock - 1) / kRowBlock;
   const int64_t items = panels * m_blocks;  // panel major: a thread keeps its weight panels
   const int64_t macs_per_item = std::min(m, kRowBlock) * kPanel * k;
-  // Small m runs up to 4 (m <= 2) or 2 (m <= 6) panels per register tile: keep them together.
-  const int64_t group = m <= 2 ? 4 : m <= 6 ? 2 : 1;
+  // Small m runs up to 4 (m <= 2) or 2 (m <= 6) panels per AVX-512 tile: keep them together.
+  const int64_t group = isa != Isa::avx512 ? 1 : m <= 2 ? 4 : m <= 6 ? 2 : 1;
+  const auto rows =
+      isa == Isa::avx512 ? &detail::avx512::gemm_packed_rows : &detail::avx2::gemm_packed_rows;
   const int64_t min_chunk = std::max(group, kMinMacsPerThread / macs_per_item);
   detail::run_items_stealing(pool, items, min_chunk, [&](int64_t begin, int64_t end) {
     const int64_t first = begin / m_blocks, last = (end - 1) / m_blocks;
@@ -158,7 +162,7 @@ void linear(const float* x, int64_t m, const PackedWeights& w, const float* bias
       if (hi * m_blocks + mb >= end) --hi;
       if (lo > hi) continue;
       const int64_t m0 = mb * kRowBlock, m1 = std::min(m, m0 + kRowBlock);
-      detail::avx512::gemm_packed_rows(args, m0, m1, lo, hi + 1);
+      rows(args, m0, m1, lo, hi + 1);
     }
   });
 }

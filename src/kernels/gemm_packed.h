@@ -47,9 +47,13 @@ struct PackedArgs {
   float* y = nullptr;  // [m, n]
 };
 
+// y[m0:m1, panels p0:p1] (columns clipped to n); single-threaded. The AVX2 kernels compute
+// the same chains (bitwise equal results); they take no bf16_dpbf.
 namespace avx512 {
-// y[m0:m1, panels p0:p1] (columns clipped to n); single-threaded.
 void gemm_packed_rows(const PackedArgs& a, int64_t m0, int64_t m1, int64_t p0, int64_t p1);
 }  // namespace avx512
+namespace avx2 {
+void gemm_packed_rows(const PackedArgs& a, int64_t m0, int64_t m1, int64_t p0, int64_t p1);
+}  // namespace avx2
 
 }  // namespace deepinfer::kernels::detail

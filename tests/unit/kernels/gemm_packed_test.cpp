@@ -1,7 +1,7 @@
 // kernels::linear on packed weights (pack_weights): against the scalar reference on shapes
 // with tails in m, n (panels of 32) and k (odd k, k chunks of 256 / 512), bitwise batch
 // invariance (m, row position, threads, row blocks of 256), the bf16-activation variant, and
-// the fallback when the CPU or the dtype has no packed kernel.
+// AVX2 = AVX-512 bitwise, and the fallback when the ISA or the dtype has no packed kernel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -47,9 +47,11 @@ class PrecisionGuard {
   PrecisionGuard& operator=(const PrecisionGuard&) = delete;
 };
 
-bool have_packed_kernel() {
-  return isa_supported(Isa::avx512);
-}
+// Every test runs under each ISA this CPU supports; scalar has no packed kernel.
+class KernelsLinearPacked : public testing::PerIsaTest {
+ protected:
+  bool no_packed_kernel() const { return GetParam() == Isa::scalar; }
+};
 
 // |got - want| within two summation orders' rounding of the terms x * w (+ bias).
 void expect_close(const std::vector<float>& got, const std::vector<float>& want,
@@ -72,8 +74,8 @@ std::vector<float> round_to_bf16(const std::vector<float>& x) {
   return out;
 }
 
-TEST(KernelsLinearPacked, MatchesReferenceOnShapesWithTails) {
-  if (!have_packed_kernel()) GTEST_SKIP() << "no AVX-512 on this CPU: nothing is packed";
+TEST_P(KernelsLinearPacked, MatchesReferenceOnShapesWithTails) {
+  if (no_packed_kernel()) GTEST_SKIP() << "scalar: nothing is packed";
   ThreadPool pool(2);
   uint32_t seed = 100;
   for (MatmulPrecision precision : {MatmulPrecision::f32, MatmulPrecision::bf16}) {
@@ -106,8 +108,8 @@ TEST(KernelsLinearPacked, MatchesReferenceOnShapesWithTails) {
   }
 }
 
-TEST(KernelsLinearPacked, IsBatchInvariantAcrossRowsPositionsAndThreads) {
-  if (!have_packed_kernel()) GTEST_SKIP() << "no AVX-512 on this CPU: nothing is packed";
+TEST_P(KernelsLinearPacked, IsBatchInvariantAcrossRowsPositionsAndThreads) {
+  if (no_packed_kernel()) GTEST_SKIP() << "scalar: nothing is packed";
   for (MatmulPrecision precision : {MatmulPrecision::f32, MatmulPrecision::bf16}) {
     PrecisionGuard guard(precision);
     for (DType dtype : {DType::f32, DType::bf16}) {
@@ -144,13 +146,15 @@ TEST(KernelsLinearPacked, IsBatchInvariantAcrossRowsPositionsAndThreads) {
   }
 }
 
-TEST(KernelsLinearPacked, PacksOnlyWhereAKernelExists) {
+DI_INSTANTIATE_PER_ISA(KernelsLinearPacked);
+
+TEST(KernelsLinearPackedIsas, PacksOnlyWhereAKernelExists) {
   const Weights w16 = make_weights(DType::f16, 4, 8, 1);
   EXPECT_FALSE(pack_weights(w16.data(), DType::f16, 4, 8).defined());  // f16: as stored
   const Weights w = make_weights(DType::f32, 4, 8, 2);
   for (Isa isa : supported_isas()) {
     testing::IsaGuard guard(isa);
-    EXPECT_EQ(pack_weights(w.data(), DType::f32, 4, 8).defined(), isa == Isa::avx512)
+    EXPECT_EQ(pack_weights(w.data(), DType::f32, 4, 8).defined(), isa != Isa::scalar)
         << isa_name(isa);
   }
   const bool packing = weight_packing();
@@ -159,8 +163,8 @@ TEST(KernelsLinearPacked, PacksOnlyWhereAKernelExists) {
   set_weight_packing(packing);
 }
 
-TEST(KernelsLinearPacked, FallsBackToTheStoredMatrixBelowAvx512) {
-  if (!have_packed_kernel()) GTEST_SKIP() << "no AVX-512 on this CPU: nothing is packed";
+TEST(KernelsLinearPackedIsas, FallsBackToTheStoredMatrixUnderScalar) {
+  if (best_isa() == Isa::scalar) GTEST_SKIP() << "no AVX2 on this CPU: nothing is packed";
   const int64_t m = 5, k = 40, n = 9;
   const auto x = random_floats(static_cast<size_t>(m * k), 21);
   const Weights w = make_weights(DType::bf16, n, k, 22);
@@ -168,14 +172,43 @@ TEST(KernelsLinearPacked, FallsBackToTheStoredMatrixBelowAvx512) {
   ASSERT_TRUE(packed.defined());
   EXPECT_EQ(packed.source(), w.data());
   ThreadPool pool(2);
-  testing::IsaGuard guard(Isa::avx2);
+  testing::IsaGuard guard(Isa::scalar);
   std::vector<float> got(static_cast<size_t>(m * n)), want(got.size());
   linear(x.data(), m, packed, nullptr, got.data(), pool);
   linear(x.data(), m, k, w.data(), DType::bf16, n, nullptr, want.data(), pool);
   EXPECT_TRUE(bitwise_equal(got.data(), want.data(), got.size()));
 }
 
-TEST(KernelsLinearPacked, RefusesEmptyPackedWeights) {
+// One layout and one chain per output: AVX2 and AVX-512 give the same bits (exact paths).
+TEST(KernelsLinearPackedIsas, Avx2AndAvx512AreBitwiseEqual) {
+  if (!isa_supported(Isa::avx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  ThreadPool pool(2);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 601, 70},
+                           {3, 67, 33},
+                           {8, 300, 100},
+                           {40, 1100, 37}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << dtype_name(dtype) << " m=" << m << " k=" << k << " n=" << n);
+      const auto x = random_floats(static_cast<size_t>(m * k), 31);
+      const Weights w = make_weights(dtype, n, k, 32);
+      const auto bias = random_floats(static_cast<size_t>(n), 33);
+      const PackedWeights packed = pack_weights(w.data(), dtype, n, k);
+      std::vector<float> wide(static_cast<size_t>(m * n), NAN), narrow(wide.size(), NAN);
+      {
+        testing::IsaGuard guard(Isa::avx512);
+        linear(x.data(), m, packed, bias.data(), wide.data(), pool);
+      }
+      {
+        testing::IsaGuard guard(Isa::avx2);
+        linear(x.data(), m, packed, bias.data(), narrow.data(), pool);
+      }
+      EXPECT_TRUE(bitwise_equal(wide.data(), narrow.data(), wide.size()));
+    }
+  }
+}
+
+TEST(KernelsLinearPackedIsas, RefusesEmptyPackedWeights) {
   ThreadPool pool(1);
   float x = 1.0f, y = 0.0f;
   EXPECT_THROW(linear(&x, 1, PackedWeights{}, nullptr, &y, pool), Error);
