@@ -25,13 +25,14 @@ constexpr int max_rows(PackedKind kind) {
   return kind == PackedKind::bf16 ? 5 : 6;
 }
 
-// y[i0 : i0 + MR, ymm columns u0 .. u0 + NU) (8 outputs each; NU divides the 4 of a panel),
+// y[i0 : i0 + MR, ymm columns u0 .. u0 + NU) (8 outputs each; within a panel, except the
+// two-panel bf16 decode tile),
 // k steps [p0, p1); first / last as in gemm_packed_avx512.cpp.
 template <PackedKind K, int MR, int NU, bool PF>
 void tile(const PackedArgs& a, int64_t i0, int64_t u0, int64_t p0, int64_t p1, bool first,
           bool last) {
   const int64_t col0 = u0 * kLanes;
-  const int64_t panel = u0 / 4, unit0 = u0 % 4;
+  [[maybe_unused]] const int64_t panel = u0 / 4, unit0 = u0 % 4;
   const int64_t panel_elems =
       packed_panel_elements(a.k, K == PackedKind::f32 ? DType::f32 : DType::bf16);
   __m256i mask[NU];
@@ -62,6 +63,7 @@ void tile(const PackedArgs& a, int64_t i0, int64_t u0, int64_t p0, int64_t p1, b
 
   if constexpr (K == PackedKind::f32) {
     const float* wp = static_cast<const float*>(a.w) + panel * panel_elems + unit0 * kLanes;
+    static_assert(NU <= 4, "f32 tiles stay within one panel");
     const float* xr[MR];
     DEEPINFER_UNROLL
     for (int r = 0; r < MR; ++r) xr[r] = a.x + (i0 + r) * a.x_stride;
@@ -79,38 +81,60 @@ void tile(const PackedArgs& a, int64_t i0, int64_t u0, int64_t p0, int64_t p1, b
     }
   } else {
     // bf16 exact (no vdpbf16ps on AVX2; MatmulPrecision::bf16 arrives as rounded f32 x).
-    const uint16_t* wp =
-        static_cast<const uint16_t*>(a.w) + panel * panel_elems + unit0 * 2 * kLanes;
+    // Unit u of the tile is panel (u0 + u) / 4, 8-column group (u0 + u) % 4.
+    const uint16_t* wc[NU];
+    DEEPINFER_UNROLL
+    for (int c = 0; c < NU; ++c)
+      wc[c] = static_cast<const uint16_t*>(a.w) + (u0 + c) / 4 * panel_elems +
+              (u0 + c) % 4 * 2 * kLanes;
     const float* xr[MR];
     DEEPINFER_UNROLL
     for (int r = 0; r < MR; ++r) xr[r] = a.x + (i0 + r) * a.x_stride;
     const __m256i high = _mm256_set1_epi32(-65536);
     int64_t q = p0 / 2;
     for (; 2 * q + 2 <= p1; ++q) {
-      __m256 we[NU], wo[NU];
       DEEPINFER_UNROLL
-      for (int c = 0; c < NU; ++c) {
-        const __m256i raw = _mm256_load_si256(
-            reinterpret_cast<const __m256i*>(wp + q * 2 * kPanel + 2 * kLanes * c));
-        we[c] = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
-        wo[c] = _mm256_castsi256_ps(_mm256_and_si256(raw, high));
-      }
-      if (unit0 == 0) prefetch(wp, q);
-      DEEPINFER_UNROLL
-      for (int r = 0; r < MR; ++r) {
-        const __m256 xe = _mm256_broadcast_ss(xr[r] + 2 * q);
+      for (int c = 0; c < NU; ++c)
+        if ((u0 + c) % 4 == 0) prefetch(wc[c], q);
+      if constexpr (MR == 1) {
+        // Decode: widen one column at a time, so that 8 columns (two panels) of accumulators
+        // fit the 16 registers and hide the FMA latency.
+        const __m256 xe = _mm256_broadcast_ss(xr[0] + 2 * q);
+        const __m256 xo = _mm256_broadcast_ss(xr[0] + 2 * q + 1);
         DEEPINFER_UNROLL
-        for (int c = 0; c < NU; ++c) acc[r][c] = _mm256_fmadd_ps(xe, we[c], acc[r][c]);
-        const __m256 xo = _mm256_broadcast_ss(xr[r] + 2 * q + 1);
+        for (int c = 0; c < NU; ++c) {
+          const __m256i raw =
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(wc[c] + q * 2 * kPanel));
+          acc[0][c] =
+              _mm256_fmadd_ps(xe, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), acc[0][c]);
+          acc[0][c] =
+              _mm256_fmadd_ps(xo, _mm256_castsi256_ps(_mm256_and_si256(raw, high)), acc[0][c]);
+        }
+      } else {
+        __m256 we[NU], wo[NU];
         DEEPINFER_UNROLL
-        for (int c = 0; c < NU; ++c) acc[r][c] = _mm256_fmadd_ps(xo, wo[c], acc[r][c]);
+        for (int c = 0; c < NU; ++c) {
+          const __m256i raw =
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(wc[c] + q * 2 * kPanel));
+          we[c] = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
+          wo[c] = _mm256_castsi256_ps(_mm256_and_si256(raw, high));
+        }
+        DEEPINFER_UNROLL
+        for (int r = 0; r < MR; ++r) {
+          const __m256 xe = _mm256_broadcast_ss(xr[r] + 2 * q);
+          DEEPINFER_UNROLL
+          for (int c = 0; c < NU; ++c) acc[r][c] = _mm256_fmadd_ps(xe, we[c], acc[r][c]);
+          const __m256 xo = _mm256_broadcast_ss(xr[r] + 2 * q + 1);
+          DEEPINFER_UNROLL
+          for (int c = 0; c < NU; ++c) acc[r][c] = _mm256_fmadd_ps(xo, wo[c], acc[r][c]);
+        }
       }
     }
     if (2 * q < p1) {  // odd k: the last pair's even half only
       DEEPINFER_UNROLL
       for (int c = 0; c < NU; ++c) {
-        const __m256i raw = _mm256_load_si256(
-            reinterpret_cast<const __m256i*>(wp + q * 2 * kPanel + 2 * kLanes * c));
+        const __m256i raw =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(wc[c] + q * 2 * kPanel));
         const __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
         DEEPINFER_UNROLL
         for (int r = 0; r < MR; ++r)
@@ -140,7 +164,7 @@ void tile(const PackedArgs& a, int64_t i0, int64_t u0, int64_t p0, int64_t p1, b
 template <PackedKind K, int NU, bool PF>
 void tile_rows(int64_t rows, const PackedArgs& a, int64_t i0, int64_t u0, int64_t p0, int64_t p1,
                bool first, bool last) {
-  constexpr int kMax = NU == 4 ? (K == PackedKind::f32 ? 2 : 1) : max_rows(K);
+  constexpr int kMax = NU == 8 ? 1 : NU == 4 ? (K == PackedKind::f32 ? 2 : 1) : max_rows(K);
 #define DI_TILE_CASE(R)                                   \
   case R:                                                 \
     if constexpr (R <= kMax) {                            \
@@ -167,10 +191,16 @@ void rows_of_kind(const PackedArgs& a, int64_t m0, int64_t m1, int64_t pa, int64
   const int64_t rows = m1 - m0;
   constexpr int64_t kMax = max_rows(K);
   if (rows <= kMax) {
-    // A whole panel per tile where the registers allow (f32 up to 2 rows, exact bf16 1):
-    // enough accumulators and one pass over the panel's stream.
+    // A whole panel per tile where the registers allow (f32 up to 2 rows; exact bf16 decode:
+    // two panels): enough accumulators and one pass over each panel's stream.
     const bool whole_panel = rows <= (K == PackedKind::f32 ? 2 : 1);
-    for (int64_t panel = pa; panel < pb; ++panel) {
+    int64_t first_panel = pa;
+    if constexpr (K == PackedKind::bf16) {
+      if (rows == 1)
+        for (; first_panel + 2 <= pb; first_panel += 2)
+          tile_rows<K, 8, true>(rows, a, m0, 4 * first_panel, 0, a.k, true, true);
+    }
+    for (int64_t panel = first_panel; panel < pb; ++panel) {
       if (whole_panel) {
         tile_rows<K, 4, true>(rows, a, m0, 4 * panel, 0, a.k, true, true);
       } else {

@@ -34,8 +34,9 @@ class PackedWeights {
   size_t bytes_ = 0;
 };
 
-// Packs w[n, k] (row-major, f32 or bf16) when the active ISA has a packed kernel for it (AVX2
-// or AVX-512: one layout for both); otherwise returns an undefined PackedWeights.
+// Packs w[n, k] (row-major, f32 or bf16) where the packed GEMM pays under the active ISA:
+// f32 and bf16 on AVX-512, f32 on AVX2 (one layout for both ISAs); otherwise returns an
+// undefined PackedWeights (use w as stored).
 // w must outlive the result (it stays the input of the fallback path).
 PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k);
 
