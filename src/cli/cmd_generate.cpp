@@ -58,11 +58,11 @@ constexpr const char* kUsage =
     "  --prompts-file: one JSON line per prompt ({\"prompt\": ...} or {\"prompt_ids\": [...]},\n"
     "                  sampling keys per line); the flags above are the defaults\n";
 
-const ArgsOptions kShortFlags = {.aliases = {{"m", "model"},
-                                             {"p", "prompt"},
-                                             {"n", "max-new-tokens"},
-                                             {"c", "max-model-len"},
-                                             {"t", "threads"}}};
+const ArgsOptions kShortFlags = {.aliases = with_parallel_aliases({{"m", "model"},
+                                                                   {"p", "prompt"},
+                                                                   {"n", "max-new-tokens"},
+                                                                   {"c", "max-model-len"},
+                                                                   {"t", "threads"}})};
 
 // Engine flags that mean something for one prompt; the rest size a multi-request engine.
 const std::set<std::string> kSinglePromptEngineFlags = {

@@ -4,6 +4,7 @@
 // override of the same name with underscores (`--block-size 32` -> block_size = "32"), so
 // src/config checks and explains it exactly as a recipe file's key, and every command loads
 // through the one set-up path (config/setup.h, config/runtime.h).
+#include <map>
 #include <set>
 #include <string>
 
@@ -17,12 +18,16 @@ namespace deepinfer::cli {
 std::set<std::string> with_model_flags(std::set<std::string> value_flags);
 
 // The parallel-layout flags of the commands that run distributed (generate, bench):
-// --expert-parallel-size N, --tensor-parallel-size / --pipeline-parallel-size (1 only, for
-// now) and the boolean --enable-expert-parallel (vLLM: expert parallelism over every rank
-// mpirun started). Usage text in kParallelFlagsUsage.
+// --expert-parallel-size, --tensor-parallel-size, --pipeline-parallel-size,
+// --data-parallel-size and the booleans --enable-expert-parallel (vLLM: expert parallelism
+// over every rank of a pipeline stage) and --enable-dp-attention (SGLang: attention data
+// parallelism over the stage's tensor-parallel groups). Usage text in kParallelFlagsUsage.
 extern const char* const kParallelFlagsUsage;
 std::set<std::string> with_parallel_value_flags(std::set<std::string> value_flags);
 std::set<std::string> with_parallel_bool_flags(std::set<std::string> bool_flags);
+// vLLM's short spellings -tp, -pp, -dp added to a command's aliases.
+std::map<std::string, std::string> with_parallel_aliases(
+    std::map<std::string, std::string> aliases);
 // Applies them as the settings expert_parallel_size / tensor_parallel_size /
 // pipeline_parallel_size (recipe_from_flags does this).
 void apply_parallel_flags(config::RecipeConfig& config, const Args& args);

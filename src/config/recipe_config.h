@@ -67,12 +67,17 @@ struct RecipeConfig {
   // A Jinja file used instead of the tokenizer's chat template (vLLM's --chat-template).
   Setting<std::string> chat_template;
 
-  // Parallel layout. Only 1 is accepted by this build (checked while parsing); kept for the
-  // start-up log.
+  // Parallel layout (parallel/parallel_context.h): checked against mpirun's world and the
+  // checkpoint by config::load_model_setup. The YAML's attn_tp_size / moe_tp_size give the
+  // tensor and expert sizes as world_size / (attention DP) and world_size / moe_tp_size.
   Setting<int64_t> world_size;
   Setting<int64_t> tensor_parallel_size;
   Setting<int64_t> pipeline_parallel_size;
   Setting<int64_t> expert_parallel_size;
+  Setting<int64_t> data_parallel_size;    // attention data parallelism (DP attention)
+  Setting<int64_t> num_micro_batches;     // pipeline micro-batches per step
+  Setting<int64_t> attn_tp_size;          // YAML parallel_config
+  Setting<int64_t> moe_tp_size;           // YAML parallel_config
   Setting<std::vector<int64_t>> devices;  // --npu_devices: their count sets the threads
   Setting<int64_t> threads;
 
@@ -80,9 +85,17 @@ struct RecipeConfig {
   Setting<int64_t> block_size;
   Setting<int64_t> max_num_blocks;
   Setting<double> kv_cache_memory_gib;
-  Setting<double> mem_fraction_static;       // weights + KV cache within this share of RAM
-  Setting<std::string> kv_cache_dtype;       // auto | f32 | bf16 | f16 | int8
-  Setting<std::string> communication_dtype;  // ep_config: nothing is communicated in-process
+  Setting<double> mem_fraction_static;  // weights + KV cache within this share of RAM
+  Setting<std::string> kv_cache_dtype;  // auto | f32 | bf16 | f16 | int8
+  // MoE exchange and expert load balancing (parallel/moe_options.h).
+  Setting<std::string> communication_dtype;  // fp32 | bf16 | fp16: rows of the all-to-alls
+  Setting<double> capacity_factor;
+  Setting<bool> enable_eplb;
+  Setting<int64_t> num_redundant_experts;
+  Setting<int64_t> eplb_window;
+  Setting<int64_t> eplb_interval;
+  Setting<std::string> eplb_load_file;
+  Setting<std::string> eplb_record;
 
   // Scheduler.
   Setting<int64_t> max_num_seqs;

@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "model/arch/families.h"
 #include "model/causal_lm.h"
+#include "parallel/pipeline_split.h"
 
 namespace deepinfer::model {
 
@@ -49,9 +50,33 @@ void log_expert_placement(const CausalLM& model, const WeightLoader& weights,
   const int64_t ep = parallel.expert_parallel_size();
   const int64_t per_rank = experts / std::max<int64_t>(ep, 1);
   const int64_t first = per_rank * parallel.expert_group()->rank();
-  log::info("expert parallel ", parallel.describe(), ": routed experts ", first, "-",
-            first + per_rank - 1, " of ", experts, " in each of ", moe_layers,
+  const parallel::EplbOptions& eplb = weights.moe_options().eplb;
+  const std::string held =
+      eplb.num_redundant_experts > 0 || !eplb.load_file.empty()
+          ? str_cat("routed experts placed by EPLB (", (experts + eplb.num_redundant_experts) / ep,
+                    " slots per rank, ", eplb.num_redundant_experts, " redundant)")
+          : str_cat("routed experts ", first, "-", first + per_rank - 1);
+  log::info("expert parallel ", parallel.describe(), ": ", held, " of ", experts, " in each of ",
+            moe_layers,
             " MoE layers; weights on this rank: ", describe_weight_bytes(weights.loaded_bytes()),
+            " (the whole checkpoint:",
+            describe_weight_bytes({{"", static_cast<int64_t>(checkpoint.total_bytes())}}), ")");
+}
+
+// What this rank holds under pipeline parallelism: its stage's layers and their weights.
+void log_stage_placement(const io::ModelConfig& config, const WeightLoader& weights,
+                         const parallel::ParallelContext& parallel,
+                         const io::Checkpoint& checkpoint) {
+  const int64_t stage = parallel.pipeline_stage();
+  const int64_t stages = parallel.pipeline_parallel_size();
+  const parallel::LayerRange range =
+      parallel::pipeline_layers(config.num_hidden_layers, stage, stages);
+  std::string ends;
+  if (parallel.first_stage()) ends += ", the embedding";
+  if (parallel.last_stage()) ends += ", the final norm and lm_head";
+  log::info("pipeline parallel ", parallel.describe(), ": decoder layers ", range.begin, "-",
+            range.end - 1, " of ", config.num_hidden_layers, ends,
+            "; weights on this rank: ", describe_weight_bytes(weights.loaded_bytes()),
             " (the whole checkpoint:",
             describe_weight_bytes({{"", static_cast<int64_t>(checkpoint.total_bytes())}}), ")");
 }
@@ -72,9 +97,13 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
          "' is not supported (supported:", supported, ")");
   }
   const io::Checkpoint checkpoint = io::Checkpoint::open(dir);
-  WeightLoader weights(checkpoint, options);
+  LoadOptions shaped = options;
+  if (shaped.quantization)  // q4_k_m picks types by layer (model/weight_quantization.h)
+    shaped.quantization = with_model_shape(*shaped.quantization, config);
+  WeightLoader weights(checkpoint, shaped);
   weights.set_fp8(io::parse_fp8_quantization(config, dir + "/config.json"));
   auto model = family->build(config, weights);
+  model->set_eplb_state(weights.made_eplb_state());
   if (const std::string blocks = weights.block_summary(); !blocks.empty())
     log::info(dir, ": ", blocks);
   const std::string quantization = weights.quantization_summary();
@@ -83,8 +112,10 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
     log::info(dir, ": weights in memory: ", describe_weight_bytes(weights.loaded_bytes()));
   }
   if (report) *report = {weights.loaded_bytes(), quantization};
-  if (options.parallel && options.parallel->distributed())
+  if (options.parallel && options.parallel->expert_parallel_size() > 1)
     log_expert_placement(*model, weights, *options.parallel, checkpoint);
+  if (options.parallel && options.parallel->pipeline_parallel_size() > 1)
+    log_stage_placement(config, weights, *options.parallel, checkpoint);
   const auto unused = weights.unused();
   if (!unused.empty()) {
     log::warn(dir, ": ", unused.size(), " checkpoint tensors are not used by ", config.architecture,

@@ -4,7 +4,10 @@
 
 #include "core/error.h"
 #include "core/quant_blocks.h"
+#include "kernels/isa.h"
 #include "kernels/kernels.h"
+#include "model/fp8_weights.h"
+#include "model/w8a8_weights.h"
 #include "model/weight_quantization.h"
 
 namespace deepinfer::model {
@@ -17,7 +20,7 @@ const char* kept_reason(MatrixUse use) {
     case MatrixUse::lm_head:
       return "lm_head";
     case MatrixUse::expert:
-      return "routed-expert";  // the MoE expert stacks run f32 / bf16 / f16 only
+      return "routed-expert";
     case MatrixUse::by_element:
       return "read-by-element";  // MLA's kv_b_proj is split per head by element
     case MatrixUse::projection:
@@ -71,6 +74,14 @@ std::shared_ptr<parallel::Communicator> WeightLoader::expert_group() {
   return expert_group_;
 }
 
+std::shared_ptr<parallel::EplbState> WeightLoader::eplb_state(const parallel::Communicator& group) {
+  if (!eplb_state_) {
+    eplb_state_ = std::make_shared<parallel::EplbState>(options_.moe.eplb, group.world_size(),
+                                                        group.rank() == 0);
+  }
+  return eplb_state_;
+}
+
 Tensor WeightLoader::loaded(Tensor tensor) {
   loaded_bytes_[std::string(dtype_name(tensor.dtype()))] += static_cast<int64_t>(tensor.nbytes());
   return tensor;
@@ -79,22 +90,82 @@ Tensor WeightLoader::loaded(Tensor tensor) {
 std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, const Tensor& tensor,
                                                    MatrixUse use, DType stored) {
   if (!options_.quantization) return std::nullopt;
-  if (use != MatrixUse::projection || tensor.ndim() != 2) {
+  // Routed experts are quantized as projections (they are most of an MoE model's bytes); a
+  // stack of them ([experts, rows, cols]) is quantized row by row like one matrix.
+  const bool expert_stack = use == MatrixUse::expert && tensor.ndim() == 3;
+  if ((use != MatrixUse::projection && use != MatrixUse::expert) ||
+      (tensor.ndim() != 2 && !expert_stack)) {
     ++kept_[kept_reason(use)];
     return std::nullopt;
   }
-  const DType target = *options_.quantization;
-  const int64_t block = block_traits(target)->block_size;
-  if (tensor.dim(1) % block != 0) {
-    // A row must be whole blocks; such matrices keep their dtype (llama.cpp falls back to
-    // another type for them, which a single --quantization type cannot).
-    ++kept_[str_cat("partial-block (rows not whole ", block, "-element blocks)")];
+  const DType asked = options_.quantization->type;
+  if (asked == DType::f8_e4m3) {  // fp8: 128x128 block scales, any shape; no expert stacks
+    if (use != MatrixUse::projection || tensor.ndim() != 2) {
+      ++kept_[use == MatrixUse::expert ? "routed-expert (no fp8 expert stacks)" : kept_reason(use)];
+      return std::nullopt;
+    }
+    ++quantized_[std::string(dtype_name(stored))];
+    const io::Fp8BlockQuantization block{128, 128};
+    Fp8Matrix fp8 = quantize_fp8_matrix(tensor, block.block_rows, block.block_cols);
+    loaded_bytes_["f8_e4m3"] += static_cast<int64_t>(fp8.scale.nbytes());  // beside the FP8
+    fp8_scales_[name] = {std::move(fp8.scale), block};
+    return std::move(fp8.q);
+  }
+  if (asked == DType::i8) {  // w8a8: any row length; no expert stacks of it yet
+    if (use == MatrixUse::expert || tensor.ndim() != 2) {
+      ++kept_["routed-expert (no w8a8 expert stacks)"];
+      return std::nullopt;
+    }
+    ++quantized_[std::string(dtype_name(stored))];
+    W8a8Matrix w8a8 = quantize_w8a8_matrix(tensor);
+    loaded_bytes_["i8"] += static_cast<int64_t>(w8a8.scale.nbytes());  // beside the int8
+    w8a8_scales_[name] = std::move(w8a8.scale);
+    return std::move(w8a8.q);
+  }
+  // The type for this matrix: the one asked for, q4_k_m's choice, or llama-quantize's
+  // fallback when the rows are not whole 256-element super-blocks.
+  const QuantizationTarget target =
+      quantization_target(*options_.quantization, name, tensor.dim(-1));
+  if (!target.type) {
+    // A row must be whole 32-element blocks (the K-quants fall back to those); such
+    // matrices keep their dtype, as llama.cpp keeps them in F16.
+    ++kept_["partial-block (rows not whole 32-element blocks)"];
     if (first_partial_rows_.empty())
-      first_partial_rows_ = str_cat(name, ", rows of ", tensor.dim(1), " elements");
+      first_partial_rows_ = str_cat(name, ", rows of ", tensor.dim(-1), " elements");
     return std::nullopt;
   }
   ++quantized_[std::string(dtype_name(stored))];
-  return quantize_matrix(tensor, target);
+  ++quantized_to_[std::string(dtype_name(*target.type))];
+  if (expert_stack) {
+    const Shape shape = tensor.shape();
+    return quantize_matrix(tensor.reshape({shape[0] * shape[1], shape[2]}), *target.type)
+        .reshape(shape);
+  }
+  return quantize_matrix(tensor, *target.type);
+}
+
+bool WeightLoader::keeps_fp8(MatrixUse use) const {
+  // Only what kernels::linear_fp8 runs (projections and lm_head through Linear, routed experts
+  // through ExpertStack); MLA's kv_b (read by element) and a forced --dtype are widened.
+  // --quantization fp8 keeps FP8 as stored too (it is that type already).
+  const bool quantizing = options_.quantization && !(*options_.quantization == DType::f8_e4m3);
+  return fp8_ && !options_.weight_dtype && !quantizing &&
+         (use == MatrixUse::projection || use == MatrixUse::lm_head || use == MatrixUse::expert) &&
+         fp8_->block_cols % 16 == 0;
+}
+
+const WeightLoader::Fp8Scales& WeightLoader::fp8_scale(const std::string& name) const {
+  const auto it = fp8_scales_.find(name);
+  DI_CHECK(it != fp8_scales_.end(), checkpoint_.dir(), ": tensor '", name,
+           "' was not kept in FP8, so it has no block scales");
+  return it->second;
+}
+
+const Tensor& WeightLoader::w8a8_scale(const std::string& name) const {
+  const auto it = w8a8_scales_.find(name);
+  DI_CHECK(it != w8a8_scales_.end(), checkpoint_.dir(), ": tensor '", name,
+           "' was not quantized to w8a8, so it has no row scales");
+  return it->second;
 }
 
 Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, MatrixUse use) {
@@ -107,13 +178,24 @@ Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, Matr
     DI_CHECK(expected.size() == 2, checkpoint_.dir(), ": tensor '", name, "' is F8_E4M3 with ",
              expected.size(), " dimensions; block scales are supported for matrices only");
     const Tensor scale = fetch(name + "_scale_inv", io::fp8_scale_shape(expected, *fp8_));
-    const DType widened = options_.weight_dtype.value_or(DType::bf16);
-    if (options_.quantization) {
+    // Kept FP8 runs the exact dequantized weights; what is widened beside it (MLA's kv_b) then
+    // becomes f32, so the model is the dequantize-at-load f32 one up to summation order.
+    const DType widened =
+        options_.weight_dtype.value_or(keeps_fp8(MatrixUse::projection) ? DType::f32 : DType::bf16);
+    if (options_.quantization && !keeps_fp8(use)) {
       // Quantized from the exact FP8 values (f32), not from a bf16 rounding of them.
       const Tensor exact = io::dequantize_fp8_blocks(tensor, scale, *fp8_, DType::f32);
       if (auto quantized = maybe_quantize(name, exact, use, stored))
         return loaded(std::move(*quantized));
       return loaded(exact.to(widened));
+    }
+    if (keeps_fp8(use)) {
+      // Kept as stored (zero-copy), its scales beside it; kernels::linear_fp8 widens in register.
+      Tensor scales = scale.to(DType::f32);
+      loaded_bytes_["f8_e4m3"] += static_cast<int64_t>(tensor.nbytes() + scales.nbytes());
+      fp8_scales_[name] = {std::move(scales), *fp8_};
+      ++kept_fp8_;
+      return tensor;
     }
     return loaded(io::dequantize_fp8_blocks(tensor, scale, *fp8_, widened));
   }
@@ -122,9 +204,11 @@ Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, Matr
            checkpoint_.dir(), ": tensor '", name, "' is ", dtype_name(stored),
            "; only f32, bf16, f16 and the ggml block types (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, "
            "q5_k, q6_k) are supported here");
-  DI_CHECK(!blocks || expected.size() == 2, checkpoint_.dir(), ": tensor '", name, "' is ",
-           dtype_name(stored), " with ", expected.size(),
-           " dimensions; block-quantized weights are supported for matrices only");
+  DI_CHECK(!blocks || expected.size() == 2 || (use == MatrixUse::expert && expected.size() == 3),
+           checkpoint_.dir(), ": tensor '", name, "' is ", dtype_name(stored), " with ",
+           expected.size(),
+           " dimensions; block-quantized weights are supported for matrices and expert stacks "
+           "only");
   if (!blocks) {
     if (auto quantized = maybe_quantize(name, tensor, use, stored))
       return loaded(std::move(*quantized));
@@ -151,6 +235,12 @@ std::string WeightLoader::block_summary() const {
     out = list(native_blocks_) + " matrices run natively (" +
           std::string(kernels::block_linear_path()) + " block kernels)";
   }
+  if (kept_fp8_ > 0) {
+    if (!out.empty()) out += "; ";
+    out += str_cat(kept_fp8_, " f8_e4m3 matrices kept in FP8 with ", fp8_->block_rows, "x",
+                   fp8_->block_cols, " block scales (", kernels::isa_name(kernels::active_isa()),
+                   " FP8 kernel)");
+  }
   if (!dequantized_blocks_.empty()) {
     if (!out.empty()) out += "; ";
     out += list(dequantized_blocks_) + " matrices dequantized to " +
@@ -170,9 +260,14 @@ std::string WeightLoader::quantization_summary() const {
   };
   int64_t total = 0;
   for (const auto& [from, count] : quantized_) total += count;
-  std::string out = str_cat("quantized at load to ", dtype_name(*options_.quantization), ": ",
-                            total, " matrices");
+  std::string out =
+      str_cat("quantized at load to ", options_.quantization->name(), ": ", total, " matrices");
   if (!quantized_.empty()) out += " (" + list(quantized_, "from ") + ")";
+  // A mix or a fallback gives more than the one type asked for: say which.
+  if (quantized_to_.size() > 1 ||
+      (quantized_to_.size() == 1 &&
+       quantized_to_.begin()->first != dtype_name(options_.quantization->type)))
+    out += " as " + list(quantized_to_, "");
   if (!kept_.empty()) {
     out += "; not quantized (docs/QUANTIZATION.md): " + list(kept_, "");
     if (!first_partial_rows_.empty()) out += " (first: " + first_partial_rows_ + ")";

@@ -32,4 +32,16 @@ void SingleProcessCommunicator::broadcast_bytes(std::span<std::byte>, int root) 
   DI_CHECK(root == 0, "broadcast: root rank ", root, " in a world of 1 rank");
 }
 
+void SingleProcessCommunicator::send_bytes(std::span<const std::byte>, int dest) {
+  fail("send to rank ", dest, " in a world of 1 rank");
+}
+
+void SingleProcessCommunicator::recv_bytes(std::span<std::byte>, int source) {
+  fail("receive from rank ", source, " in a world of 1 rank");
+}
+
+std::shared_ptr<Communicator> SingleProcessCommunicator::split(int, int) {
+  return std::make_shared<SingleProcessCommunicator>();
+}
+
 }  // namespace deepinfer::parallel

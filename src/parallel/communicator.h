@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -46,6 +47,25 @@ class Communicator {
   // may let it sleep instead of spin. Every rank of one broadcast calls the same variant.
   virtual void broadcast_bytes_idle(std::span<std::byte> data, int root) {
     broadcast_bytes(data, root);
+  }
+  // Point to point (pipeline stages): `data` goes to rank `dest`, which receives exactly
+  // data.size() bytes from `source` with recv_bytes. Blocking; messages between one pair of
+  // ranks arrive in the order they were sent.
+  virtual void send_bytes(std::span<const std::byte> data, int dest) = 0;
+  virtual void recv_bytes(std::span<std::byte> data, int source) = 0;
+  // The ranks giving the same `color` form one group, ordered by `key` (MPI_Comm_split).
+  // Collective over this communicator; the group has its own message space.
+  virtual std::shared_ptr<Communicator> split(int color, int key) = 0;
+
+  template <typename T>
+  void send(std::span<const T> data, int dest) {
+    static_assert(std::is_trivially_copyable_v<T>, "send moves raw bytes");
+    send_bytes(std::as_bytes(data), dest);
+  }
+  template <typename T>
+  void recv(std::span<T> data, int source) {
+    static_assert(std::is_trivially_copyable_v<T>, "recv moves raw bytes");
+    recv_bytes(std::as_writable_bytes(data), source);
   }
 
   // Typed all-to-all: send_counts[r] elements of `send` (in rank order) go to rank r; on
@@ -108,6 +128,10 @@ class SingleProcessCommunicator : public Communicator {
   void all_to_all_v_bytes(std::span<const std::byte> send, std::span<const int64_t> send_bytes,
                           std::span<std::byte> recv, std::span<const int64_t> recv_bytes) override;
   void broadcast_bytes(std::span<std::byte> data, int root) override;
+  // A rank has no one else to talk to: sending to itself is a programming error.
+  void send_bytes(std::span<const std::byte> data, int dest) override;
+  void recv_bytes(std::span<std::byte> data, int source) override;
+  std::shared_ptr<Communicator> split(int color, int key) override;
 };
 
 }  // namespace deepinfer::parallel

@@ -49,6 +49,41 @@ struct MpiCommunicator::Handle {
   bool owned = false;  // split from another: freed here (MPI_COMM_WORLD is not)
 };
 
+namespace {
+
+CommunicationStats g_stats;  // MPI runs serialized: one thread at a time
+
+// Adds the scope's duration to `seconds` (busy or idle) of g_stats.
+class Timed {
+ public:
+  Timed(double& seconds, int64_t bytes)
+      : seconds_(seconds), start_(std::chrono::steady_clock::now()) {
+    g_stats.bytes_sent += bytes;
+    ++g_stats.calls;
+  }
+  ~Timed() {
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
+
+ private:
+  double& seconds_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+int64_t total(std::span<const int64_t> counts) {
+  int64_t sum = 0;
+  for (int64_t c : counts) sum += c;
+  return sum;
+}
+
+}  // namespace
+
+CommunicationStats communication_stats() {
+  return g_stats;
+}
+
 int launcher_world_size() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
     if (const int n = env_int(name); n > 0) return n;
@@ -72,7 +107,8 @@ bool mpi_initialized() {
 void mpi_init() {
   if (mpi_initialized()) return;
   int provided = MPI_THREAD_SINGLE;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  // MULTIPLE when the library has it: the heartbeat (heartbeat.h) talks beside the compute.
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   DI_CHECK(provided >= MPI_THREAD_SERIALIZED, "MPI: the library gives thread level ", provided,
            ", below MPI_THREAD_SERIALIZED, which deepinfer needs (its engine may run on a "
            "thread other than main)");
@@ -111,7 +147,7 @@ std::shared_ptr<MpiCommunicator> MpiCommunicator::world() {
   return std::shared_ptr<MpiCommunicator>(new MpiCommunicator(std::move(handle)));
 }
 
-std::shared_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key) {
+std::shared_ptr<MpiCommunicator> MpiCommunicator::split_mpi(int color, int key) {
   auto handle = std::make_unique<Handle>();
   MPI_Comm_split(handle_->comm, color, key, &handle->comm);
   handle->owned = true;
@@ -127,6 +163,7 @@ void MpiCommunicator::set_max_message_bytes(int64_t bytes) {
 }
 
 void MpiCommunicator::barrier() {
+  const Timed timed(g_stats.busy_seconds, 0);
   MPI_Barrier(handle_->comm);
 }
 
@@ -143,6 +180,7 @@ void MpiCommunicator::all_reduce_sum(std::span<float> data) {
 }
 
 void MpiCommunicator::all_gather_bytes(std::span<const std::byte> send, std::span<std::byte> recv) {
+  const Timed timed(g_stats.busy_seconds, static_cast<int64_t>(send.size()));
   DI_CHECK(recv.size() == send.size() * static_cast<size_t>(size_),
            "all_gather: receive buffer of ", recv.size(), " bytes for ", send.size(),
            " bytes from each of ", size_, " ranks");
@@ -165,6 +203,7 @@ void MpiCommunicator::all_gather_bytes(std::span<const std::byte> send, std::spa
 }
 
 std::vector<int64_t> MpiCommunicator::exchange_counts(std::span<const int64_t> send_bytes) {
+  const Timed timed(g_stats.busy_seconds, static_cast<int64_t>(send_bytes.size_bytes()));
   DI_CHECK(static_cast<int>(send_bytes.size()) == size_, "exchange_counts: ", send_bytes.size(),
            " counts for a world of ", size_, " ranks");
   std::vector<int64_t> recv(static_cast<size_t>(size_));
@@ -176,6 +215,7 @@ void MpiCommunicator::all_to_all_v_bytes(std::span<const std::byte> send,
                                          std::span<const int64_t> send_bytes,
                                          std::span<std::byte> recv,
                                          std::span<const int64_t> recv_bytes) {
+  const Timed timed(g_stats.busy_seconds, total(send_bytes));
   DI_CHECK(
       static_cast<int>(send_bytes.size()) == size_ && static_cast<int>(recv_bytes.size()) == size_,
       "all_to_all_v: ", send_bytes.size(), " send and ", recv_bytes.size(),
@@ -254,6 +294,7 @@ void MpiCommunicator::all_to_all_v_pieces(std::span<const std::byte> send,
 }
 
 void MpiCommunicator::broadcast_bytes(std::span<std::byte> data, int root) {
+  const Timed timed(g_stats.busy_seconds, rank_ == root ? static_cast<int64_t>(data.size()) : 0);
   DI_CHECK(root >= 0 && root < size_, "broadcast: root rank ", root, " outside a world of ", size_,
            " ranks");
   for (const Piece& p : pieces_of(static_cast<int64_t>(data.size()), max_message_bytes_)) {
@@ -262,6 +303,7 @@ void MpiCommunicator::broadcast_bytes(std::span<std::byte> data, int root) {
 }
 
 void MpiCommunicator::broadcast_bytes_idle(std::span<std::byte> data, int root) {
+  const Timed timed(g_stats.idle_seconds, rank_ == root ? static_cast<int64_t>(data.size()) : 0);
   DI_CHECK(root >= 0 && root < size_, "broadcast: root rank ", root, " outside a world of ", size_,
            " ranks");
   for (const Piece& p : pieces_of(static_cast<int64_t>(data.size()), max_message_bytes_)) {
@@ -280,6 +322,31 @@ void MpiCommunicator::broadcast_bytes_idle(std::span<std::byte> data, int root) 
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(1000));
     }
+  }
+}
+
+void MpiCommunicator::send_bytes(std::span<const std::byte> data, int dest) {
+  const Timed timed(g_stats.busy_seconds, static_cast<int64_t>(data.size()));
+  DI_CHECK(dest >= 0 && dest < size_ && dest != rank_, "send: rank ", rank_, " to rank ", dest,
+           " in a world of ", size_, " ranks");
+  constexpr int kTag = 7200;  // point to point, apart from the all-to-all's messages
+  for (const Piece& p : pieces_of(static_cast<int64_t>(data.size()), max_message_bytes_)) {
+    MPI_Send(data.data() + p.offset, p.size, MPI_BYTE, dest, kTag, handle_->comm);
+  }
+}
+
+void MpiCommunicator::recv_bytes(std::span<std::byte> data, int source) {
+  const Timed timed(g_stats.busy_seconds, 0);
+  DI_CHECK(source >= 0 && source < size_ && source != rank_, "receive: rank ", rank_, " from rank ",
+           source, " in a world of ", size_, " ranks");
+  constexpr int kTag = 7200;
+  for (const Piece& p : pieces_of(static_cast<int64_t>(data.size()), max_message_bytes_)) {
+    MPI_Status status;
+    MPI_Recv(data.data() + p.offset, p.size, MPI_BYTE, source, kTag, handle_->comm, &status);
+    int got = 0;
+    MPI_Get_count(&status, MPI_BYTE, &got);
+    DI_CHECK(got == p.size, "receive from rank ", source, ": ", got, " bytes where ", p.size,
+             " were expected (the ranks disagree on the message size)");
   }
 }
 

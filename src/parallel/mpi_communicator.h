@@ -23,8 +23,9 @@ namespace deepinfer::parallel {
 int launcher_world_size();
 int launcher_rank();
 
-// MPI_Init_thread (serialized: one thread at a time calls MPI) once per process; later calls
-// do nothing. Throws Error when the library cannot give that thread level.
+// MPI_Init_thread once per process (later calls do nothing), asking for MPI_THREAD_MULTIPLE
+// (the heartbeat thread talks beside the compute) and needing at least MPI_THREAD_SERIALIZED
+// (one thread at a time calls MPI): throws Error below that.
 void mpi_init();
 bool mpi_initialized();
 // At the end of main: MPI_Finalize when mpi_init ran (no-op otherwise).
@@ -32,6 +33,17 @@ void mpi_finalize();
 // After an error on any rank: ends every rank of the job (MPI_Abort), so none is left waiting
 // in a collective. No-op unless MPI runs with more than one rank.
 void mpi_abort_job(int code);
+
+// Time this process spent in MPI calls since it started, over all its communicators: `busy`
+// is collectives and messages during steps (transfer and waiting for slower peers), `idle`
+// a lockstep worker's wait for the next step (broadcast_bytes_idle). For per-rank timers.
+struct CommunicationStats {
+  double busy_seconds = 0;
+  double idle_seconds = 0;
+  int64_t bytes_sent = 0;  // payload bytes this rank sent or contributed
+  int64_t calls = 0;
+};
+CommunicationStats communication_stats();
 
 class MpiCommunicator : public Communicator {
  public:
@@ -43,7 +55,8 @@ class MpiCommunicator : public Communicator {
 
   // MPI_Comm_split: the ranks giving the same `color` form one group, ordered by `key`.
   // Collective over this communicator.
-  std::shared_ptr<MpiCommunicator> split(int color, int key);
+  std::shared_ptr<MpiCommunicator> split_mpi(int color, int key);
+  std::shared_ptr<Communicator> split(int color, int key) override { return split_mpi(color, key); }
   // Largest message one MPI call carries (default 1 GiB, below MPI's int counts); bigger
   // payloads go in pieces. Tests lower it to exercise the piecewise paths.
   void set_max_message_bytes(int64_t bytes);
@@ -60,6 +73,8 @@ class MpiCommunicator : public Communicator {
   // A waiting (non-root) rank sleeps between polls instead of spinning: a worker waiting for
   // its next step (rank 0 tokenizing, sampling, or idle) leaves the cores to others.
   void broadcast_bytes_idle(std::span<std::byte> data, int root) override;
+  void send_bytes(std::span<const std::byte> data, int dest) override;
+  void recv_bytes(std::span<std::byte> data, int source) override;
 
  private:
   struct Handle;

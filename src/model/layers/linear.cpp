@@ -10,6 +10,14 @@ Linear Linear::load(WeightLoader& weights, const std::string& prefix, int64_t in
   linear.in_features = in_features;
   linear.out_features = out_features;
   linear.weight = weights.matrix(prefix + ".weight", {out_features, in_features}, use);
+  if (linear.weight.dtype() == DType::f8_e4m3) {
+    const WeightLoader::Fp8Scales& fp8 = weights.fp8_scale(prefix + ".weight");
+    linear.weight_scale = fp8.scale;
+    linear.scale_block_rows = fp8.block.block_rows;
+    linear.scale_block_cols = fp8.block.block_cols;
+  } else if (linear.weight.dtype() == DType::i8) {
+    linear.weight_scale = weights.w8a8_scale(prefix + ".weight");
+  }
   if (with_bias) linear.bias = weights.vector_f32(prefix + ".bias", {out_features});
   linear.pack();
   return linear;
@@ -21,6 +29,18 @@ void Linear::pack() {
 
 void Linear::forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const {
   const float* b = bias.defined() ? bias.data<float>() : nullptr;
+  if (weight.dtype() == DType::f8_e4m3) {
+    const kernels::Fp8Weight w{weight.data<uint8_t>(), weight_scale.data<float>(), scale_block_rows,
+                               scale_block_cols};
+    kernels::linear_fp8(x, rows, in_features, w, out_features, b, y, pool);
+    return;
+  }
+  if (weight.dtype() == DType::i8) {
+    kernels::linear_w8a8(x, rows, in_features, weight.data<int8_t>(), weight_scale.data<float>(),
+                         out_features, b, y, pool);
+    return;
+  }
+  // pack_weights() packs only f32 / bf16, so the FP8 / W8A8 weights above never have panels.
   if (packed.defined() && packed.source() == weight.raw() && packed.n() == out_features &&
       packed.k() == in_features) {
     kernels::linear(x, rows, packed, b, y, pool);

@@ -10,8 +10,14 @@
 namespace deepinfer::model {
 
 struct Linear {
-  Tensor weight;  // [out_features, in_features], f32 / bf16 / f16 / q8_0 / q4_0 / q4_1
+  Tensor weight;  // [out_features, in_features]: f32 / bf16 / f16 / a ggml block type / f8_e4m3
+                  // / i8
   Tensor bias;    // [out_features] f32, or undefined
+  // An f8_e4m3 weight (an FP8 checkpoint kept as stored): its f32 block scales and their block;
+  // an i8 weight (--quantization w8a8): its f32 scale per output row [out_features].
+  Tensor weight_scale;
+  int64_t scale_block_rows = 0;
+  int64_t scale_block_cols = 0;
   int64_t in_features = 0;
   int64_t out_features = 0;
   // weight re-laid out for the packed GEMM (kernels.h), when the CPU has a kernel for its dtype.

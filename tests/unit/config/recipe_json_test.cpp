@@ -110,14 +110,15 @@ TEST(RecipeJson, OutOfRangeValuesAreRejected) {
                       {"model.hidden_size = 0"});
 }
 
-TEST(RecipeJson, ParallelismBeyondOneProcessIsExplained) {
-  for (const char* key : {"tensor_parallel_size", "pipeline_parallel_size"}) {
-    expect_config_error([&] { parse_infer(str_cat(R"({"parallel": {")", key, R"(": 8}})")); },
-                        {str_cat("x/infer_config.json: parallel.", key, " = 8"), "not built yet",
-                         "only expert parallelism runs across processes", "set it to 1"});
-  }
-  // Expert parallelism is read as given; set-up checks it against mpirun's world.
+TEST(RecipeJson, ParallelSizesAreReadAsGiven) {
+  // Set-up checks them against each other, mpirun's world and the checkpoint.
   EXPECT_EQ(*parse_infer(R"({"parallel": {"expert_parallel_size": 8}})").expert_parallel_size, 8);
+  EXPECT_EQ(*parse_infer(R"({"parallel": {"tensor_parallel_size": 4}})").tensor_parallel_size, 4);
+  EXPECT_EQ(*parse_infer(R"({"parallel": {"pipeline_parallel_size": 2}})").pipeline_parallel_size,
+            2);
+  EXPECT_EQ(*parse_infer(R"({"parallel": {"data_parallel_size": 2}})").data_parallel_size, 2);
+  expect_config_error([] { parse_infer(R"({"parallel": {"tensor_parallel_size": 0}})"); },
+                      {"x/infer_config.json: parallel.tensor_parallel_size = 0"});
 }
 
 TEST(RecipeJson, FusionSwitchesCannotBeTurnedOff) {
@@ -150,8 +151,12 @@ TEST(RecipeJson, EpConfig) {
   EXPECT_EQ(*eight.expert_parallel_size, 8);
   EXPECT_EQ(eight.expert_parallel_size.origin, "x/ep_config.json: ep_size");
   expect_config_error([&] { ep(R"({"ep_size": 0})"); }, {"x/ep_config.json: ep_size = 0"});
-  expect_config_error([&] { ep(R"({"capacity_factor": 1.25})"); },
-                      {"x/ep_config.json: capacity_factor = 1.25", "remove the key"});
+  RecipeConfig capped;
+  parse_ep_config(capped, nlohmann::json::parse(R"({"capacity_factor": 1.25})"),
+                  "x/ep_config.json");
+  EXPECT_DOUBLE_EQ(*capped.capacity_factor, 1.25);
+  expect_config_error([&] { ep(R"({"capacity_factor": 0})"); },
+                      {"x/ep_config.json: capacity_factor = 0", "must be positive"});
   expect_config_error([&] { ep(R"({"expert_parallel_mode": "allgather"})"); },
                       {"expert_parallel_mode = \"allgather\"", "all_to_all"});
   expect_config_error([&] { ep(R"({"communication_dtype": "int8"})"); },

@@ -68,20 +68,23 @@ TEST(RecipeYaml, UnbuiltFeaturesAreRejectedNamingTheKey) {
                       {"r.yaml: model_config.exe_mode = \"ge_graph\"", "eager only"});
   expect_config_error([] { parse("model_config:\n  next_n: 1\n"); },
                       {"model_config.next_n = 1", "multi-token prediction"});
-  expect_config_error([] { parse("model_config:\n  force_eplb: True\n"); },
-                      {"model_config.force_eplb = true", "set it to false"});
   expect_config_error([] { parse("model_config:\n  enable_profiler: yes\n"); },
                       {"model_config.enable_profiler = true", "profiler"});
   expect_config_error([] { parse("model_config:\n  with_ckpt: False\n"); },
                       {"model_config.with_ckpt = false", "random weights"});
   expect_config_error([] { parse("data_config:\n  dataset: LongBench\n"); },
                       {"data_config.dataset = \"LongBench\"", "not bundled"});
-  expect_config_error([] { parse("parallel_config:\n  world_size: 8\n"); },
-                      {"parallel_config.world_size = 8", "not built yet"});
-  for (const char* key : {"attn_tp_size", "moe_tp_size", "embed_tp_size", "lmhead_tp_size",
-                          "dense_tp_size", "o_proj_tp_size", "cp_size"}) {
+  // world_size, attn_tp_size and moe_tp_size are read (set-up derives the layout); the
+  // separate splits of embeddings, lm_head, dense layers, o_proj and context are not built.
+  const RecipeConfig layout =
+      parse("parallel_config:\n  world_size: 8\n  attn_tp_size: 2\n  moe_tp_size: 1\n");
+  EXPECT_EQ(*layout.world_size, 8);
+  EXPECT_EQ(*layout.attn_tp_size, 2);
+  EXPECT_EQ(*layout.moe_tp_size, 1);
+  for (const char* key :
+       {"embed_tp_size", "lmhead_tp_size", "dense_tp_size", "o_proj_tp_size", "cp_size"}) {
     expect_config_error([&] { parse(str_cat("parallel_config:\n  ", key, ": 2\n")); },
-                        {str_cat("parallel_config.", key, " = 2"), "not built yet"});
+                        {str_cat("parallel_config.", key, " = 2"), "not built", "set it to 1"});
   }
   expect_config_error([] { parse("scheduler_config:\n  mem_fraction_static: 1.5\n"); },
                       {"mem_fraction_static = 1.5", "(0, 1]"});

@@ -3,10 +3,17 @@
 // this rank's buffers in a shared slot, meets the others at a barrier, copies what it needs,
 // and meets them again so no buffer is released while read. It lets unit tests run model
 // code at world size > 1 (expert parallelism) without MPI.
+#include <algorithm>
 #include <barrier>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "parallel/communicator.h"
@@ -43,14 +50,25 @@ class ThreadGroup {
     const std::byte* data = nullptr;
     std::vector<int64_t> counts;
   };
+  // Point-to-point messages, one queue per (source, destination).
+  struct Mailbox {
+    std::mutex mutex;
+    std::condition_variable ready;
+    std::map<std::pair<int, int>, std::deque<std::vector<std::byte>>> queues;
+  };
   int world_;
   std::barrier<> sync_;
   std::vector<Slot> slots_;
+  Mailbox mailbox_;
+  std::mutex children_mutex_;
+  std::map<std::pair<int64_t, int>, std::shared_ptr<ThreadGroup>> children_;  // by (split, color)
 };
 
 class ThreadCommunicator : public Communicator {
  public:
   ThreadCommunicator(ThreadGroup& group, int rank) : group_(group), rank_(rank) {}
+  ThreadCommunicator(std::shared_ptr<ThreadGroup> group, int rank)
+      : owned_(std::move(group)), group_(*owned_), rank_(rank) {}
   int rank() const override { return rank_; }
   int world_size() const override { return group_.world(); }
   void barrier() override { group_.sync_.arrive_and_wait(); }
@@ -105,6 +123,50 @@ class ThreadCommunicator : public Communicator {
     barrier();
   }
 
+  void send_bytes(std::span<const std::byte> data, int dest) override {
+    auto& box = group_.mailbox_;
+    {
+      std::lock_guard lock(box.mutex);
+      box.queues[{rank_, dest}].emplace_back(data.begin(), data.end());
+    }
+    box.ready.notify_all();
+  }
+
+  void recv_bytes(std::span<std::byte> data, int source) override {
+    auto& box = group_.mailbox_;
+    std::unique_lock lock(box.mutex);
+    auto& queue = box.queues[{source, rank_}];
+    box.ready.wait(lock, [&] { return !queue.empty(); });
+    const std::vector<std::byte> message = std::move(queue.front());
+    queue.pop_front();
+    if (message.size() != data.size())
+      fail("recv: ", message.size(), " bytes, ", data.size(), " expected");
+    std::copy(message.begin(), message.end(), data.begin());
+  }
+
+  std::shared_ptr<Communicator> split(int color, int key) override {
+    const int64_t split = splits_++;
+    const int64_t mine[2] = {color, key};
+    const std::vector<int64_t> all = all_gather<int64_t>(mine);
+    std::vector<std::pair<int64_t, int>> members;  // (key, rank) of my color
+    for (int r = 0; r < world_size(); ++r) {
+      if (all[static_cast<size_t>(2 * r)] == color)
+        members.emplace_back(all[static_cast<size_t>(2 * r + 1)], r);
+    }
+    std::sort(members.begin(), members.end());
+    std::shared_ptr<ThreadGroup> child;
+    {
+      std::lock_guard lock(group_.children_mutex_);
+      auto& slot = group_.children_[{split, color}];
+      if (!slot) slot = std::make_shared<ThreadGroup>(static_cast<int>(members.size()));
+      child = slot;
+    }
+    barrier();
+    const auto me = std::find_if(members.begin(), members.end(),
+                                 [&](const auto& m) { return m.second == rank_; });
+    return std::make_shared<ThreadCommunicator>(child, static_cast<int>(me - members.begin()));
+  }
+
  private:
   void publish(const std::byte* data, std::vector<int64_t> counts) {
     auto& mine = group_.slots_[static_cast<size_t>(rank_)];
@@ -114,8 +176,10 @@ class ThreadCommunicator : public Communicator {
   }
   const ThreadGroup::Slot& slot(int r) const { return group_.slots_[static_cast<size_t>(r)]; }
 
+  std::shared_ptr<ThreadGroup> owned_;  // a group made by split
   ThreadGroup& group_;
   int rank_;
+  int64_t splits_ = 0;
 };
 
 }  // namespace deepinfer::parallel::testing
