@@ -47,9 +47,23 @@ class PrecisionGuard {
   PrecisionGuard& operator=(const PrecisionGuard&) = delete;
 };
 
+// These tests are about the packed kernels: they pack whatever DEEPINFER_PACK_WEIGHTS says
+// for the rest of the process (an A/B run with it at 0 would otherwise skip or fail them).
+class PackingOn {
+ public:
+  PackingOn() : was_(weight_packing()) { set_weight_packing(true); }
+  ~PackingOn() { set_weight_packing(was_); }
+  PackingOn(const PackingOn&) = delete;
+  PackingOn& operator=(const PackingOn&) = delete;
+
+ private:
+  bool was_;
+};
+
 // Packed weights for the kernels of the active ISA. AVX2 does not pack bf16 by policy
 // (pack_weights) but runs bf16 panels packed under AVX-512, so its kernel is tested too.
 PackedWeights pack_for_test(const void* w, DType dtype, int64_t n, int64_t k) {
+  const PackingOn packing;
   PackedWeights packed = pack_weights(w, dtype, n, k);
   if (!packed.defined() && active_isa() != Isa::scalar && isa_supported(Isa::avx512)) {
     const Isa isa = active_isa();
@@ -163,6 +177,7 @@ TEST_P(KernelsLinearPacked, IsBatchInvariantAcrossRowsPositionsAndThreads) {
 DI_INSTANTIATE_PER_ISA(KernelsLinearPacked);
 
 TEST(KernelsLinearPackedIsas, PacksOnlyWhereAKernelExists) {
+  const PackingOn packing_on;
   const Weights w16 = make_weights(DType::f16, 4, 8, 1);
   EXPECT_FALSE(pack_weights(w16.data(), DType::f16, 4, 8).defined());  // f16: as stored
   const Weights b16 = make_weights(DType::bf16, 4, 8, 3);
@@ -184,6 +199,7 @@ TEST(KernelsLinearPackedIsas, PacksOnlyWhereAKernelExists) {
 }
 
 TEST(KernelsLinearPackedIsas, FallsBackToTheStoredMatrixUnderScalar) {
+  const PackingOn packing_on;
   if (best_isa() == Isa::scalar) GTEST_SKIP() << "no AVX2 on this CPU: nothing is packed";
   const int64_t m = 5, k = 40, n = 9;
   const auto x = random_floats(static_cast<size_t>(m * k), 21);
@@ -201,6 +217,7 @@ TEST(KernelsLinearPackedIsas, FallsBackToTheStoredMatrixUnderScalar) {
 
 // One layout and one chain per output: AVX2 and AVX-512 give the same bits (exact paths).
 TEST(KernelsLinearPackedIsas, Avx2AndAvx512AreBitwiseEqual) {
+  const PackingOn packing_on;
   if (!isa_supported(Isa::avx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
   ThreadPool pool(2);
   for (DType dtype : {DType::f32, DType::bf16}) {
