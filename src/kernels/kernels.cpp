@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/quant_blocks.h"
 #include "kernels/attend_rows.h"
+#include "kernels/attention_span.h"
 #include "kernels/backend.h"
 #include "kernels/isa.h"
 #include "kernels/linear_schedule.h"
@@ -436,6 +437,10 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
       kv.k_scale,  kv.v_scale,    kv.quant_group};
   if (args.v_row_stride == 0) args.v_row_stride = kv.v_head_dim;
   check_cache_dtype(args);
+  if (active_isa() == Isa::avx512) {  // reads every cache dtype in place, split-K for decode
+    detail::paged_attention_spans(q, tokens, positions, heads, args, out, pool);
+    return;
+  }
   if (kv.dtype != DType::f32 && tokens > 1 &&
       WidenedContext::bytes(kv, max_pos + 1) <= kMaxWidenedContextBytes) {
     const WidenedContext widened(kv, detail::v_within_k(args), max_pos + 1, pool);
