@@ -17,6 +17,13 @@ float* thread_floats(size_t n) {
   return buffer.data();
 }
 
+// The calling thread's span states of a split-K call (no zeroing: every slot is written).
+float* partial_floats(size_t n) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
 int64_t spans_of(int64_t pos) {
   return pos / kAttendSpan + 1;
 }
@@ -113,7 +120,7 @@ void paged_attention_spans(const float* q, int64_t tokens, const int32_t* positi
       std::clamp<int64_t>((threads + units - 1) / units, (group + max_part - 1) / max_part, group);
   const int64_t per_part = (group + parts - 1) / parts;
   const int64_t row = dv + 2;  // acc, max, denom
-  std::vector<float> partials(static_cast<size_t>(slots * heads * row));
+  float* partials = partial_floats(static_cast<size_t>(slots * heads * row));
   const size_t scratch_size = static_cast<size_t>(avx512::attend_span_scratch_floats(a, per_part));
   pool.parallel_for(units * parts, [&](int64_t begin, int64_t end) {
     float* scratch = thread_floats(scratch_size);
@@ -132,7 +139,7 @@ void paged_attention_spans(const float* q, int64_t tokens, const int32_t* positi
       for (int64_t i = 0; i < n; ++i) {
         qs[i] = q + (t * heads + h0 + i) * hd;
         last[i] = positions[t];
-        accs[i] = &partials[static_cast<size_t>((slot * heads + h0 + i) * row)];
+        accs[i] = partials + (slot * heads + h0 + i) * row;
       }
       avx512::attend_span(a, kv_head, s, qs, last, n, accs, pmax, pden, scratch);
       for (int64_t i = 0; i < n; ++i) {
@@ -149,7 +156,7 @@ void paged_attention_spans(const float* q, int64_t tokens, const int32_t* positi
       float max = -__builtin_inff(), denom = 0.0f;
       for (int64_t slot = span_base[static_cast<size_t>(t)];
            slot < span_base[static_cast<size_t>(t) + 1]; ++slot) {
-        const float* p = &partials[static_cast<size_t>((slot * heads + h) * row)];
+        const float* p = partials + (slot * heads + h) * row;
         avx512::merge_span(dv, acc, &max, &denom, p, p[dv], p[dv + 1]);
       }
       avx512::finish_span(dv, acc, denom, out + th * dv);
