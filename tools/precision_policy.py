@@ -40,7 +40,7 @@ TEXT = (
     "editions, and ideas travelled faster than ever before. Historians still debate how much the "
     "press caused the scientific revolution, but few doubt that it changed how knowledge spread."
 )
-PREFIXES = list(range(8, 129, 8))
+PREFIXES = list(range(8, 113, 8))
 
 
 def log_softmax(x):
@@ -84,7 +84,18 @@ def main():
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(
             str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, attn_implementation="eager")
-        model.to(torch.bfloat16).save_pretrained(ckpt)  # the bf16 checkpoint everyone runs
+        # The bf16 checkpoint everyone runs (save_pretrained refuses a GGUF-loaded model).
+        from safetensors.torch import save_file
+        ckpt.mkdir()
+        state = {k: v.to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()}
+        if model.config.tie_word_embeddings:
+            state.pop("lm_head.weight", None)
+        save_file(state, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)
+        config["architectures"] = [type(model).__name__]
+        config["torch_dtype"] = config["dtype"] = "bfloat16"
+        (ckpt / "config.json").write_text(json.dumps(config, indent=1))
         tok.save_pretrained(ckpt)
         del model
         ids = tok(TEXT)["input_ids"][: PREFIXES[-1]]
@@ -103,11 +114,13 @@ def main():
             rows = []
             for p in PREFIXES:
                 out = Path(tmp) / f"{precision}-{p}.npy"
-                subprocess.run([args.deepinfer, "generate", "--model", str(ckpt), "--prompt-ids",
+                run = subprocess.run([args.deepinfer, "generate", "--model", str(ckpt), "--prompt-ids",
                                 ",".join(map(str, ids[:p])), "--max-new-tokens", "1", "--dtype", "bf16",
                                 "--matmul-precision", precision, "--threads", str(args.threads),
                                 "--dump-logits", str(out), "--log-level", "warn"],
-                               check=True, capture_output=True)
+                               check=False, capture_output=True, text=True)
+                if run.returncode != 0:
+                    sys.exit(f"deepinfer failed: {run.stderr.strip()[-2000:]}")
                 rows.append(np.load(out).astype(np.float32).reshape(-1))
             ours[f"deepinfer bf16 weights, --matmul-precision {precision}"] = rows
 
