@@ -119,7 +119,6 @@ std::shared_ptr<parallel::ParallelContext> parallel_layout(const RecipeConfig& c
                                 "distributed today); set it to 1"));
     }
   };
-  not_built(request.tensor, "tensor parallelism");
   not_built(request.pipeline, "pipeline parallelism");
   not_built(request.data, "attention data parallelism");
   const parallel::GroupSize& ep = request.expert;

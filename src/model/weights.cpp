@@ -1,6 +1,7 @@
 #include "model/weights.h"
 
 #include <cstdio>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/quant_blocks.h"
@@ -71,6 +72,55 @@ std::shared_ptr<parallel::Communicator> WeightLoader::expert_group() {
   return expert_group_;
 }
 
+std::shared_ptr<parallel::Communicator> WeightLoader::tensor_group() {
+  if (!tensor_group_) {
+    tensor_group_ = options_.parallel ? options_.parallel->tensor_group()
+                                      : std::make_shared<parallel::SingleProcessCommunicator>();
+  }
+  return tensor_group_;
+}
+
+std::shared_ptr<parallel::Communicator> WeightLoader::moe_tensor_group() {
+  if (!moe_tensor_group_) {
+    moe_tensor_group_ = options_.parallel ? options_.parallel->moe_tensor_group()
+                                          : std::make_shared<parallel::SingleProcessCommunicator>();
+  }
+  return moe_tensor_group_;
+}
+
+Tensor WeightLoader::take(const std::string& name, const Tensor& tensor, const Slice& slice) const {
+  const int last = tensor.ndim() - 1;
+  DI_CHECK(slice.dim == 0 || slice.dim == last, checkpoint_.dir(), ": tensor '", name,
+           "': a slice along dimension ", slice.dim, " of ", shape_to_string(tensor.shape()),
+           " (only rows or the last dimension can be split)");
+  const int64_t extent = tensor.dim(slice.dim);
+  DI_CHECK(0 <= slice.begin && slice.begin <= slice.end && slice.end <= extent, checkpoint_.dir(),
+           ": tensor '", name, "': slice [", slice.begin, ", ", slice.end, ") of dimension ",
+           slice.dim, " outside its ", extent, " elements");
+  if (slice.dim == 0) return tensor.slice_rows(slice.begin, slice.end);
+  if (const QuantTraits* blocks = block_traits(tensor.dtype())) {
+    const int64_t block = blocks->block_size;
+    DI_CHECK(slice.begin % block == 0 && slice.end % block == 0, checkpoint_.dir(), ": tensor '",
+             name, "' is ", dtype_name(tensor.dtype()), " (blocks of ", block,
+             " elements) but this rank's columns [", slice.begin, ", ", slice.end, ") of its ",
+             extent, " split a block; choose a tensor-parallel size that keeps whole blocks");
+  }
+  Shape shape = tensor.shape();
+  shape[static_cast<size_t>(last)] = slice.end - slice.begin;
+  Tensor out = Tensor::zeros(shape, tensor.dtype());
+  const int64_t rows = extent == 0 ? 0 : tensor.numel() / extent;
+  const size_t src_row = dtype_bytes(tensor.dtype(), extent);
+  const size_t dst_row = dtype_bytes(tensor.dtype(), slice.end - slice.begin);
+  const size_t skip = dtype_bytes(tensor.dtype(), slice.begin);
+  const auto* src = static_cast<const std::byte*>(tensor.raw());
+  auto* dst = static_cast<std::byte*>(out.raw());
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(dst + static_cast<size_t>(r) * dst_row,
+                src + static_cast<size_t>(r) * src_row + skip, dst_row);
+  }
+  return out;
+}
+
 Tensor WeightLoader::loaded(Tensor tensor) {
   loaded_bytes_[std::string(dtype_name(tensor.dtype()))] += static_cast<int64_t>(tensor.nbytes());
   return tensor;
@@ -97,9 +147,20 @@ std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, cons
   return quantize_matrix(tensor, target);
 }
 
-Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, MatrixUse use) {
+Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, MatrixUse use,
+                            std::optional<Slice> slice) {
   Tensor tensor = fetch(name, expected);
   const DType stored = tensor.dtype();
+  if (slice && slice->dim != 0 && options_.quantization && use == MatrixUse::projection) {
+    // A row quantized whole must be quantized in the same blocks when split.
+    const int64_t block = block_traits(*options_.quantization)->block_size;
+    const int64_t columns = expected.back();
+    DI_CHECK(columns % block != 0 || (slice->begin % block == 0 && slice->end % block == 0),
+             checkpoint_.dir(), ": tensor '", name, "': --quantization ",
+             dtype_name(*options_.quantization), " quantizes its rows of ", columns,
+             " elements in blocks of ", block, " but this rank's columns [", slice->begin, ", ",
+             slice->end, ") split a block; choose a tensor-parallel size that keeps whole blocks");
+  }
   if (stored == DType::f8_e4m3) {
     DI_CHECK(fp8_.has_value(), checkpoint_.dir(), ": tensor '", name,
              "' is F8_E4M3 but config.json has no quantization_config {\"quant_method\": "
@@ -108,14 +169,17 @@ Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, Matr
              expected.size(), " dimensions; block scales are supported for matrices only");
     const Tensor scale = fetch(name + "_scale_inv", io::fp8_scale_shape(expected, *fp8_));
     const DType widened = options_.weight_dtype.value_or(DType::bf16);
+    const auto part = [&](const Tensor& whole) {
+      return slice ? take(name, whole, *slice) : whole;
+    };
     if (options_.quantization) {
       // Quantized from the exact FP8 values (f32), not from a bf16 rounding of them.
-      const Tensor exact = io::dequantize_fp8_blocks(tensor, scale, *fp8_, DType::f32);
+      const Tensor exact = part(io::dequantize_fp8_blocks(tensor, scale, *fp8_, DType::f32));
       if (auto quantized = maybe_quantize(name, exact, use, stored))
         return loaded(std::move(*quantized));
       return loaded(exact.to(widened));
     }
-    return loaded(io::dequantize_fp8_blocks(tensor, scale, *fp8_, widened));
+    return loaded(part(io::dequantize_fp8_blocks(tensor, scale, *fp8_, widened)));
   }
   const bool blocks = is_block_dtype(stored);
   DI_CHECK(blocks || stored == DType::f32 || stored == DType::bf16 || stored == DType::f16,
@@ -125,6 +189,7 @@ Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, Matr
   DI_CHECK(!blocks || expected.size() == 2, checkpoint_.dir(), ": tensor '", name, "' is ",
            dtype_name(stored), " with ", expected.size(),
            " dimensions; block-quantized weights are supported for matrices only");
+  if (slice) tensor = take(name, tensor, *slice);
   if (!blocks) {
     if (auto quantized = maybe_quantize(name, tensor, use, stored))
       return loaded(std::move(*quantized));
@@ -180,8 +245,10 @@ std::string WeightLoader::quantization_summary() const {
   return out;
 }
 
-Tensor WeightLoader::vector_f32(const std::string& name, const Shape& expected) {
+Tensor WeightLoader::vector_f32(const std::string& name, const Shape& expected,
+                                std::optional<Slice> slice) {
   Tensor tensor = fetch(name, expected);
+  if (slice) tensor = take(name, tensor, *slice);
   Tensor out = tensor.to(DType::f32);
   return loaded(out.is_borrowed() ? out.clone() : out);
 }

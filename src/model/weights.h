@@ -39,6 +39,16 @@ enum class MatrixUse {
   by_element,  // read by element, not by kernels::linear (MLA's kv_b_proj, split per head)
 };
 
+// The part of a tensor one rank loads (tensor parallelism): elements [begin, end) along
+// dimension `dim` of the stored tensor. Only whole rows (dim 0) or whole column ranges of the
+// last dimension; a column range of a block-quantized matrix must be whole blocks. Every
+// slice a layer takes goes through WeightLoader, so what leaves it is what this rank holds.
+struct Slice {
+  int dim = 0;
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
 // Bytes of the weights a model holds after loading, by dtype name ("q8_0", "f32", ...).
 using WeightBytes = std::map<std::string, int64_t>;
 std::string describe_weight_bytes(const WeightBytes& bytes);  // "q8_0 1.2 MiB, f32 330.0 KiB"
@@ -55,8 +65,9 @@ class WeightLoader {
   // types (q8_0 / q4_0 / q4_1) stay as stored (zero-copy) unless a weight_dtype is forced
   // (and always with --quantization). A projection is quantized when --quantization asks and
   // its rows are whole blocks.
+  // With `slice`, only that part (`expected` is still the stored, whole shape).
   Tensor matrix(const std::string& name, const Shape& expected,
-                MatrixUse use = MatrixUse::projection);
+                MatrixUse use = MatrixUse::projection, std::optional<Slice> slice = std::nullopt);
   // What matrix() did with block-quantized matrices, for the load log: "30 q4_1, 1 q8_0
   // matrices run natively (AVX-512 VNNI block kernels)"; empty when there were none.
   std::string block_summary() const;
@@ -66,7 +77,8 @@ class WeightLoader {
   // Bytes of every tensor matrix() and vector_f32() returned, by dtype.
   const WeightBytes& loaded_bytes() const { return loaded_bytes_; }
   // f32 copy of a small tensor (norm weights, biases).
-  Tensor vector_f32(const std::string& name, const Shape& expected);
+  Tensor vector_f32(const std::string& name, const Shape& expected,
+                    std::optional<Slice> slice = std::nullopt);
   // Checkpoint tensors no layer asked for (reported so silent mismatches are visible).
   std::vector<std::string> unused() const;
   // Marks every tensor whose name starts with `prefix` as deliberately unused (e.g. DeepSeek-V3's
@@ -78,6 +90,10 @@ class WeightLoader {
   // The communicator MoE layers dispatch over (a SingleProcessCommunicator for one process),
   // one object shared by every layer.
   std::shared_ptr<parallel::Communicator> expert_group();
+  // The tensor-parallel group (attention, dense MLP, embedding, lm_head) and the group each
+  // routed expert's intermediate is split over (a SingleProcessCommunicator for one process).
+  std::shared_ptr<parallel::Communicator> tensor_group();
+  std::shared_ptr<parallel::Communicator> moe_tensor_group();
   // Whether every rank of the expert group runs the same tokens (MoeConfig::replicated_tokens).
   bool expert_tokens_replicated() const {
     return options_.parallel && options_.parallel->expert_tokens_replicated();
@@ -86,6 +102,8 @@ class WeightLoader {
  private:
   Tensor fetch(const std::string& name, const Shape& expected);
   Tensor loaded(Tensor tensor);  // counts its bytes
+  // `slice` of `tensor` (`name` for messages): a view for rows, a copy for columns.
+  Tensor take(const std::string& name, const Tensor& tensor, const Slice& slice) const;
   // The projection quantized to options_.quantization, or nullopt when the policy keeps it;
   // `stored` is the checkpoint's dtype (FP8 arrives here widened to f32).
   std::optional<Tensor> maybe_quantize(const std::string& name, const Tensor& tensor, MatrixUse use,
@@ -95,6 +113,8 @@ class WeightLoader {
   std::optional<io::Fp8BlockQuantization> fp8_;
   std::set<std::string> used_;
   std::shared_ptr<parallel::Communicator> expert_group_;
+  std::shared_ptr<parallel::Communicator> tensor_group_;
+  std::shared_ptr<parallel::Communicator> moe_tensor_group_;
   std::map<std::string, int64_t> native_blocks_;       // dtype name -> matrices kept in blocks
   std::map<std::string, int64_t> dequantized_blocks_;  // ... dequantized by weight_dtype
   std::map<std::string, int64_t> quantized_;           // source dtype -> matrices quantized

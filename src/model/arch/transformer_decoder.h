@@ -62,7 +62,7 @@ class TransformerDecoder : public CausalLM {
   Embedding embedding_;
   std::vector<Layer> layers_;
   RmsNorm final_norm_;
-  Linear lm_head_;
+  LmHead lm_head_;
   std::unique_ptr<RotaryEmbedding> rope_;
 };
 

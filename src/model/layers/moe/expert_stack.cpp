@@ -41,11 +41,17 @@ ExpertStack::ExpertStack(Tensor gate_up, Tensor down)
 }
 
 ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
-                              int64_t first, int64_t count, int64_t hidden, int64_t intermediate) {
+                              int64_t first, int64_t count, int64_t hidden, int64_t intermediate,
+                              const TensorSplit& split) {
   DI_CHECK(first >= 0 && count > 0 && first + count <= num_experts, prefix, ": experts [", first,
            ", ", first + count, ") outside the layer's ", num_experts, " experts");
-  const int64_t i = intermediate;
+  const int64_t full = intermediate;
+  const auto [i0, i1] = split.part(full, prefix + "'s moe_intermediate_size");
+  const int64_t i = i1 - i0;  // this rank's
   if (weights.has(prefix + ".gate_up_proj")) {
+    DI_CHECK(!split.split(), prefix,
+             ".gate_up_proj: fused 3-D expert tensors cannot be split over a moe tensor group of ",
+             split.size, " yet; use expert parallelism (--enable-expert-parallel)");
     const Tensor gate_up =
         weights.matrix(prefix + ".gate_up_proj", {num_experts, 2 * i, hidden}, MatrixUse::expert);
     const Tensor down =
@@ -68,10 +74,17 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
   Tensor gate_up, down;
   for (int64_t j = 0; j < count; ++j) {
     const int64_t e = first + j;
-    const Tensor gate = weights.matrix(name(e, "gate_proj"), {i, hidden}, MatrixUse::expert);
+    // Unsplit: no slice (the whole tensor, zero-copy where the dtype allows).
+    const auto part = [&](int dim) {
+      return split.split() ? std::optional<Slice>(Slice{dim, i0, i1}) : std::nullopt;
+    };
+    const Tensor gate =
+        weights.matrix(name(e, "gate_proj"), {full, hidden}, MatrixUse::expert, part(0));
     refuse_blocks(gate, name(e, "gate_proj"));
-    const Tensor up = weights.matrix(name(e, "up_proj"), {i, hidden}, MatrixUse::expert);
-    const Tensor dn = weights.matrix(name(e, "down_proj"), {hidden, i}, MatrixUse::expert);
+    const Tensor up =
+        weights.matrix(name(e, "up_proj"), {full, hidden}, MatrixUse::expert, part(0));
+    const Tensor dn =
+        weights.matrix(name(e, "down_proj"), {hidden, full}, MatrixUse::expert, part(1));
     if (j == 0) {  // the stacks take the compute dtype the loader gives the first expert
       gate_up = Tensor::zeros({count, 2 * i, hidden}, gate.dtype());
       down = Tensor::zeros({count, hidden, i}, gate.dtype());

@@ -12,6 +12,7 @@
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "model/layers/tensor_parallel.h"
 #include "model/weights.h"
 
 namespace deepinfer::model {
@@ -19,9 +20,11 @@ namespace deepinfer::model {
 class ExpertStack {
  public:
   // Loads experts [first, first + count) of the layer's num_experts under `prefix`
-  // ("model.layers.N.mlp.experts").
+  // ("model.layers.N.mlp.experts"); under moe tensor parallelism (`split`) only this rank's
+  // part of each expert's intermediate (gate / up rows, down columns).
   static ExpertStack load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
-                          int64_t first, int64_t count, int64_t hidden, int64_t intermediate);
+                          int64_t first, int64_t count, int64_t hidden, int64_t intermediate,
+                          const TensorSplit& split = {});
   // From stacks in hand (tests, converters): gate_up [count, 2I, H], down [count, H, I].
   ExpertStack(Tensor gate_up, Tensor down);
   ExpertStack() = default;

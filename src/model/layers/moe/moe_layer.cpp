@@ -71,20 +71,23 @@ void run_experts(const ExpertStack& experts, const float* rows, std::span<const 
 
 MoeLayer::MoeLayer(MoeConfig config, MoeRouter router, ExpertStack experts,
                    std::unique_ptr<FeedForward> shared,
-                   std::shared_ptr<parallel::Communicator> comm)
+                   std::shared_ptr<parallel::Communicator> comm,
+                   std::shared_ptr<parallel::Communicator> moe_tensor)
     : config_(std::move(config)),
       router_(std::move(router)),
       experts_(std::move(experts)),
       shared_(std::move(shared)),
-      comm_(std::move(comm)) {
+      comm_(std::move(comm)),
+      moe_tensor_(moe_tensor && moe_tensor->world_size() > 1 ? std::move(moe_tensor) : nullptr) {
   DI_CHECK(comm_ != nullptr, "MoE layer: no communicator (use SingleProcessCommunicator)");
   config_.router.validate("MoE layer");
   const int64_t per_rank = experts_per_rank(config_, *comm_, "MoE layer");
+  const int64_t shards = moe_tensor_ ? moe_tensor_->world_size() : 1;
   DI_CHECK(experts_.count() == per_rank && experts_.hidden() == config_.hidden &&
-               experts_.intermediate() == config_.intermediate,
+               experts_.intermediate() * shards == config_.intermediate,
            "MoE layer: expert stack of ", experts_.count(), " experts does not match the ",
            per_rank, " experts per rank of hidden ", config_.hidden, " / intermediate ",
-           config_.intermediate);
+           config_.intermediate, " over ", shards, " moe tensor shards");
   DI_CHECK((shared_ != nullptr) == (config_.shared_intermediate > 0),
            "MoE layer: shared experts given without shared_intermediate or the reverse");
   first_local_ = comm_->rank() * per_rank;
@@ -100,18 +103,23 @@ std::unique_ptr<MoeLayer> MoeLayer::load(WeightLoader& weights, const std::strin
            ": MoE hidden and moe_intermediate_size must be positive");
   const int64_t per_rank = experts_per_rank(config, *comm, prefix);
   MoeRouter router = MoeRouter::load(weights, prefix + ".gate", config.hidden, config.router);
-  ExpertStack experts =
-      ExpertStack::load(weights, prefix + ".experts", config.router.num_experts,
-                        comm->rank() * per_rank, per_rank, config.hidden, config.intermediate);
+  // Moe tensor parallelism: every expert (and the shared experts) split over the group, the
+  // partial outputs summed once at the end of forward.
+  auto moe_tensor = weights.moe_tensor_group();
+  TensorSplit split = TensorSplit::over(moe_tensor);
+  split.reduce = nullptr;
+  ExpertStack experts = ExpertStack::load(weights, prefix + ".experts", config.router.num_experts,
+                                          comm->rank() * per_rank, per_rank, config.hidden,
+                                          config.intermediate, split);
   std::unique_ptr<FeedForward> shared;
   if (config.shared_intermediate > 0) {
     shared = GatedMlp::load(weights, prefix + ".shared_experts", config.hidden,
-                            config.shared_intermediate);
+                            config.shared_intermediate, false, split);
   }
   MoeConfig layer_config = config;
   layer_config.replicated_tokens = config.replicated_tokens || weights.expert_tokens_replicated();
   return std::make_unique<MoeLayer>(std::move(layer_config), std::move(router), std::move(experts),
-                                    std::move(shared), std::move(comm));
+                                    std::move(shared), std::move(comm), std::move(moe_tensor));
 }
 
 void MoeLayer::set_capacity_factor(std::optional<double> capacity_factor) {
@@ -126,6 +134,14 @@ void MoeLayer::reset_load_stats() {
 }
 
 void MoeLayer::forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const {
+  forward_tokens(x, tokens, out, pool);
+  // Combine and shared experts are linear in the shards: one sum gives the whole output.
+  if (moe_tensor_)
+    moe_tensor_->all_reduce_sum(
+        std::span<float>(out, static_cast<size_t>(tokens * config_.hidden)));
+}
+
+void MoeLayer::forward_tokens(const float* x, int64_t tokens, float* out, ThreadPool& pool) const {
   const int64_t world = comm_->world_size();
   if (!config_.replicated_tokens || world == 1) {
     forward_own(x, tokens, out, pool);

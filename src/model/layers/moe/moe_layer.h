@@ -67,8 +67,12 @@ class MoeLayer : public FeedForward {
                                         const MoeConfig& config,
                                         std::shared_ptr<parallel::Communicator> comm);
   // From parts in hand; `experts` must hold this rank's experts, `shared` may be null.
+  // `moe_tensor` (null or size 1: none): the group each expert's intermediate (and the shared
+  // experts') is split over; `experts` and `shared` then hold this rank's part and the layer
+  // sums the partial outputs over it once, at the end.
   MoeLayer(MoeConfig config, MoeRouter router, ExpertStack experts,
-           std::unique_ptr<FeedForward> shared, std::shared_ptr<parallel::Communicator> comm);
+           std::unique_ptr<FeedForward> shared, std::shared_ptr<parallel::Communicator> comm,
+           std::shared_ptr<parallel::Communicator> moe_tensor = nullptr);
 
   // x [tokens, hidden] -> out [tokens, hidden]. Not reentrant (updates the load counters).
   void forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const override;
@@ -87,6 +91,9 @@ class MoeLayer : public FeedForward {
   void reset_load_stats() override;
 
  private:
+  // Every token of the call (split among the expert token peers when replicated), before the
+  // moe tensor reduce.
+  void forward_tokens(const float* x, int64_t tokens, float* out, ThreadPool& pool) const;
   // route -> dispatch -> experts -> combine (+ shared experts) of this rank's own tokens.
   void forward_own(const float* x, int64_t tokens, float* out, ThreadPool& pool) const;
 
@@ -95,6 +102,7 @@ class MoeLayer : public FeedForward {
   ExpertStack experts_;
   std::unique_ptr<FeedForward> shared_;
   std::shared_ptr<parallel::Communicator> comm_;
+  std::shared_ptr<parallel::Communicator> moe_tensor_;  // null: experts unsplit
   int64_t first_local_ = 0;
   // Statistics are observations, not state of the computation: forward stays logically const.
   mutable std::vector<uint64_t> load_;
