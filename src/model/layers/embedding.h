@@ -30,8 +30,8 @@ struct Embedding {
   Tensor weight;  // [part rows, hidden], f32 / bf16 / f16 / q8_0 / q4_0 / q4_1 (shared with a
                   // tied lm_head)
   int64_t vocab = 0;
-  VocabPart part;
-  std::shared_ptr<parallel::Communicator> reduce;  // null: unsplit
+  VocabPart part{};
+  std::shared_ptr<parallel::Communicator> reduce = nullptr;  // null: unsplit
 
   // This rank's rows of the loader's tensor group.
   static Embedding load(WeightLoader& weights, const std::string& name, int64_t vocab,
