@@ -49,11 +49,18 @@ void log_expert_placement(const CausalLM& model, const WeightLoader& weights,
   const int64_t ep = parallel.expert_parallel_size();
   const int64_t per_rank = experts / std::max<int64_t>(ep, 1);
   const int64_t first = per_rank * parallel.expert_group()->rank();
+  const std::string bytes =
+      str_cat("weights on this rank: ", describe_weight_bytes(weights.loaded_bytes()),
+              " (the whole checkpoint:",
+              describe_weight_bytes({{"", static_cast<int64_t>(checkpoint.total_bytes())}}), ")");
+  if (moe_layers == 0) {  // a dense model: tensor parallelism only
+    log::info("tensor parallel ", parallel.describe(), ": ", model.kv_layout().kv_heads,
+              " KV heads in this rank's cache; ", bytes);
+    return;
+  }
   log::info("expert parallel ", parallel.describe(), ": routed experts ", first, "-",
-            first + per_rank - 1, " of ", experts, " in each of ", moe_layers,
-            " MoE layers; weights on this rank: ", describe_weight_bytes(weights.loaded_bytes()),
-            " (the whole checkpoint:",
-            describe_weight_bytes({{"", static_cast<int64_t>(checkpoint.total_bytes())}}), ")");
+            first + per_rank - 1, " of ", experts, " in each of ", moe_layers, " MoE layers; ",
+            bytes);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@ its slice of every MLP and its vocabulary rows. Also expert x tensor layouts, qu
 weights, and the sizes that are refused. Skipped when mpirun is not installed.
 """
 import json
+import re
 
 import numpy as np
 import pytest
@@ -96,3 +97,16 @@ def test_refused_sizes_name_the_numbers(deepinfer_bin):
     # q8_0 blocks of 32 over 4 ranks: o_proj's 64 input columns split into 16s.
     line = one_error_line(mpirun(4, deepinfer_bin, *base, "-tp", 4, "--quantization", "q8_0"))
     assert "o_proj.weight" in line and "blocks of 32" in line and "columns [0, 16)" in line
+
+
+def test_each_rank_holds_its_share_of_the_weights(deepinfer_bin):
+    proc = ok(mpirun(2, deepinfer_bin, "generate", "-m", DATA / "tiny-qwen2", "--prompt-ids", "1,2",
+                     "-n", 1, "--threads", 1, "-tp", 2, "--log-level", "info"))
+    # Everything but the norms is split in two (tiny-qwen2: 2 KV heads, one per rank).
+    for rank in (0, 1):
+        line = next(l for l in proc.stderr.splitlines() if f"tensor parallel rank {rank} of 2" in l)
+        assert "1 KV heads in this rank's cache" in line
+        sizes = re.search(r"on this rank: f32 ([0-9.]+) KiB \(the whole checkpoint: ([0-9.]+) KiB",
+                          line)
+        assert sizes, line
+        assert float(sizes[1]) < 0.52 * float(sizes[2]), line
