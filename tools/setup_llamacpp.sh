@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's CPU tools (llama-bench, llama-completion, llama-quantize) as a benchmark PEER.
+# Builds llama.cpp's CPU tools (llama-bench, llama-batched-bench, llama-completion, llama-quantize,
+# llama-perplexity) as a benchmark and fidelity PEER.
 # Never part of the project build or CI: deepinfer does not link or need llama.cpp.
 #
 # The network here reaches only PyPI and apt, so the llama.cpp sources come from the sdist of
@@ -45,10 +46,11 @@ if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_TOOLS=ON -DBUILD_SHARED_LIBS=OFF
 fi
-echo "== building llama-bench llama-quantize llama-completion (-j$JOBS)"
 # llama-completion is the plain prompt-in, text-out tool (llama-cli now needs the server code,
-# which we leave out).
-targets=(llama-bench llama-quantize llama-completion)
+# which we leave out); llama-perplexity --kl-divergence gives the fidelity goldens
+# (tools/make_kl_goldens.py); llama-batched-bench measures batched decode (issue #15).
+targets=(llama-bench llama-batched-bench llama-quantize llama-completion llama-perplexity)
+echo "== building ${targets[*]} (-j$JOBS)"
 cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}"
 
 # gguf-py from the same commit, so that scripts reading GGUF files agree with the binaries

@@ -186,7 +186,7 @@ int run_info(const std::vector<std::string>& argv) {
   out["max_position_embeddings"] = mc.max_position_embeddings;
   if (load_options.quantization) {
     // What --quantization made of the weights: bytes held per type after loading.
-    out["quantization_at_load"] = std::string(dtype_name(*load_options.quantization));
+    out["quantization_at_load"] = load_options.quantization->name();
     out["quantization_at_load_summary"] = load_report.quantization;
     int64_t loaded = 0;
     for (const auto& [type, bytes] : load_report.weight_bytes) loaded += bytes;
@@ -234,7 +234,7 @@ int run_info(const std::vector<std::string>& argv) {
               human_bytes(static_cast<double>(kv_bytes(DType::i8))), " (int8)"));
   if (load_options.quantization) {
     std::printf("memory (weights after --quantization %s):\n",
-                std::string(dtype_name(*load_options.quantization)).c_str());
+                load_options.quantization->name().c_str());
     for (const auto& [type, bytes] : load_report.weight_bytes) {
       row("  " + type, human_bytes(static_cast<double>(bytes)));
     }

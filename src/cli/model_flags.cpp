@@ -13,8 +13,11 @@ namespace {
 const std::set<std::string> kModelSettingFlags = {"model", "threads", "dtype", "quantization",
                                                   "matmul-precision"};
 
-const std::set<std::string> kParallelValueFlags = {"expert-parallel-size", "tensor-parallel-size",
-                                                   "pipeline-parallel-size", "data-parallel-size"};
+const std::set<std::string> kParallelValueFlags = {
+    "expert-parallel-size",  "tensor-parallel-size", "pipeline-parallel-size",
+    "data-parallel-size",    "communication-dtype",  "capacity-factor",
+    "num-redundant-experts", "eplb-window",          "eplb-interval",
+    "eplb-load-file",        "eplb-record",          "eplb-config"};
 
 }  // namespace
 
@@ -25,7 +28,18 @@ const char* const kParallelFlagsUsage =
     "  --enable-expert-parallel  the same over every rank mpirun started\n"
     "  --tensor-parallel-size N (-tp)  --pipeline-parallel-size N (-pp)\n"
     "  --data-parallel-size N (-dp)    attention data parallelism (--enable-dp-attention:\n"
-    "                            N = ranks / tensor-parallel size)\n";
+    "                            N = ranks / tensor-parallel size)\n"
+    "  --communication-dtype fp32|bf16|fp16   rows of the expert all-to-alls (default fp32)\n"
+    "  --capacity-factor F       drop assignments beyond ceil(F x tokens x top_k / experts)\n"
+    "                            per expert over the expert group's tokens (default: none)\n"
+    "  expert load balancing (EPLB):\n"
+    "  --num-redundant-experts R extra expert slots (R a multiple of the ranks)\n"
+    "  --eplb-window N           forward calls whose expert load counts (default 1000)\n"
+    "  --eplb-interval N         re-balance online every N forward calls\n"
+    "  --eplb-record FILE        write the expert load (JSON) as it is measured\n"
+    "  --eplb-load-file FILE     place experts at start from a recorded load\n"
+    "  --enable-eplb, --eplb-config '{\"window_size\":..,\"step_interval\":..,\n"
+    "                            \"num_redundant_experts\":..}'  (vLLM's spellings)\n";
 
 std::map<std::string, std::string> with_parallel_aliases(
     std::map<std::string, std::string> aliases) {
@@ -42,12 +56,14 @@ std::set<std::string> with_parallel_value_flags(std::set<std::string> value_flag
 
 std::set<std::string> with_parallel_bool_flags(std::set<std::string> bool_flags) {
   bool_flags.insert("enable-expert-parallel");
+  bool_flags.insert("enable-eplb");
   bool_flags.insert("enable-dp-attention");
   return bool_flags;
 }
 
 void apply_parallel_flags(config::RecipeConfig& config, const Args& args) {
   apply_setting_flags(config, args, kParallelValueFlags);
+  apply_setting_flags(config, args, {"enable-eplb"});
   // Both spread over a pipeline stage: the ranks mpirun started / the pipeline size.
   const int64_t stage = parallel::launcher_world_size() /
                         std::max<int64_t>(config.pipeline_parallel_size.value_or(1), 1);

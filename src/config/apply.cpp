@@ -102,12 +102,35 @@ void check_checkpoint(const RecipeConfig& config, const io::ModelConfig& model,
   }
 }
 
+parallel::MoeOptions moe_options(const RecipeConfig& config) {
+  parallel::MoeOptions moe;
+  if (config.communication_dtype.has()) {
+    moe.communication_dtype = parallel::parse_communication_dtype(
+        *config.communication_dtype, config.communication_dtype.origin);
+  }
+  if (config.capacity_factor.has()) moe.capacity_factor = *config.capacity_factor;
+  parallel::EplbOptions& eplb = moe.eplb;
+  eplb.enabled = config.enable_eplb.value_or(false);
+  eplb.num_redundant_experts = config.num_redundant_experts.value_or(0);
+  eplb.window = config.eplb_window.value_or(parallel::EplbOptions::kDefaultWindow);
+  // --enable-eplb without an interval re-balances every 3000 forward calls (vLLM's default).
+  eplb.interval = config.eplb_interval.value_or(eplb.enabled ? 3000 : 0);
+  eplb.load_file = config.eplb_load_file.value_or("");
+  eplb.record_file = config.eplb_record.value_or("");
+  if (!eplb.load_file.empty() && !std::filesystem::is_regular_file(eplb.load_file)) {
+    throw ConfigError(str_cat(config.eplb_load_file.origin, " = \"", eplb.load_file,
+                              "\": no such file (an expert load record written by --eplb-record)"));
+  }
+  return moe;
+}
+
 model::LoadOptions load_options(const RecipeConfig& config) {
   model::LoadOptions options;
   if (config.dtype.has() && *config.dtype != "auto")
     options.weight_dtype = parse_dtype(*config.dtype);
   if (config.quantization.has())
     options.quantization = model::parse_quantization(*config.quantization);
+  options.moe = moe_options(config);
   return options;
 }
 

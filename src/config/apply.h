@@ -31,6 +31,8 @@ int64_t routed_experts(const io::ModelConfig& model);
 int64_t experts_per_token(const io::ModelConfig& model);
 
 model::LoadOptions load_options(const RecipeConfig& config);
+// The MoE part of it: communication dtype, capacity factor, expert load balancing.
+parallel::MoeOptions moe_options(const RecipeConfig& config);
 // Compute threads: `threads`, else the number of devices listed, else 0 (all cores).
 int64_t thread_count(const RecipeConfig& config);
 

@@ -84,9 +84,17 @@ struct RecipeConfig {
   Setting<int64_t> block_size;
   Setting<int64_t> max_num_blocks;
   Setting<double> kv_cache_memory_gib;
-  Setting<double> mem_fraction_static;       // weights + KV cache within this share of RAM
-  Setting<std::string> kv_cache_dtype;       // auto | f32 | bf16 | f16 | int8
-  Setting<std::string> communication_dtype;  // ep_config: nothing is communicated in-process
+  Setting<double> mem_fraction_static;  // weights + KV cache within this share of RAM
+  Setting<std::string> kv_cache_dtype;  // auto | f32 | bf16 | f16 | int8
+  // MoE exchange and expert load balancing (parallel/moe_options.h).
+  Setting<std::string> communication_dtype;  // fp32 | bf16 | fp16: rows of the all-to-alls
+  Setting<double> capacity_factor;
+  Setting<bool> enable_eplb;
+  Setting<int64_t> num_redundant_experts;
+  Setting<int64_t> eplb_window;
+  Setting<int64_t> eplb_interval;
+  Setting<std::string> eplb_load_file;
+  Setting<std::string> eplb_record;
 
   // Scheduler.
   Setting<int64_t> max_num_seqs;

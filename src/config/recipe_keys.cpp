@@ -89,8 +89,8 @@ void quantization(RecipeConfig& c, const Value& v, Mode m) {
   if (const std::string problem = model::quantization_problem(name); !problem.empty())
     v.reject(problem);
   // Canonical, so "int8" in one file agrees with "q8_0" in another.
-  const std::optional<DType> dtype = model::parse_quantization(name);
-  assign(c.quantization, dtype ? std::string(dtype_name(*dtype)) : std::string("none"), v, m);
+  const std::optional<model::Quantization> choice = model::parse_quantization(name);
+  assign(c.quantization, choice ? choice->name() : std::string("none"), v, m);
 }
 
 void atb_attention(RecipeConfig& c, const Value& v, Mode m) {
@@ -310,13 +310,10 @@ void experts_top_k(RecipeConfig& c, const Value& v, Mode) {
   c.expected.push_back({"num_experts_per_tok", v.positive(), v.origin()});
 }
 
-void capacity_factor(RecipeConfig&, const Value& v, Mode) {
+void capacity_factor(RecipeConfig& c, const Value& v, Mode m) {
   const double f = v.number();
-  if (f <= 0) v.reject("must be positive");
-  v.reject(
-      "the MoE layer can drop assignments beyond ceil(capacity_factor x tokens x top_k / "
-      "num_experts), but the model loader does not pass a capacity factor to it yet; "
-      "remove the key (every assignment is kept: exact, batch-invariant results)");
+  if (!(f > 0)) v.reject("must be positive (omit it to keep every assignment)");
+  assign(c.capacity_factor, f, v, m);
 }
 
 void expert_parallel_mode(RecipeConfig&, const Value& v, Mode) {
@@ -355,10 +352,63 @@ void next_n(RecipeConfig&, const Value& v, Mode) {
   }
 }
 
-void force_eplb(RecipeConfig&, const Value& v, Mode) {
-  require_bool(v, false,
-               "expert-parallel load balancing re-places experts across ranks, and parallelism "
-               "across processes is not built yet: set it to false");
+void force_eplb(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.enable_eplb, v.boolean(), v, m);
+}
+
+void num_redundant_experts(RecipeConfig& c, const Value& v, Mode m) {
+  const int64_t n = v.integer();
+  if (n < 0) v.reject("must be >= 0");
+  assign(c.num_redundant_experts, n, v, m);
+}
+
+void eplb_window(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.eplb_window, v.positive(), v, m);
+}
+
+void eplb_interval(RecipeConfig& c, const Value& v, Mode m) {
+  const int64_t n = v.integer();
+  if (n < 0) v.reject("must be >= 0 (0: never re-balance online)");
+  assign(c.eplb_interval, n, v, m);
+}
+
+void eplb_load_file(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.eplb_load_file, v.string(), v, m);
+}
+
+void eplb_record(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.eplb_record, v.string(), v, m);
+}
+
+// vLLM's --eplb-config '{"window_size": .., "step_interval": .., "num_redundant_experts": ..}'
+// (a JSON object, or its text from the command line); it implies --enable-eplb.
+void eplb_config(RecipeConfig& c, const Value& v, Mode m) {
+  nlohmann::json object = v.json();
+  if (object.is_string()) {
+    try {
+      object = nlohmann::json::parse(object.get<std::string>());
+    } catch (const nlohmann::json::exception&) {
+      v.reject("expected a JSON object such as {\"window_size\": 1000, \"step_interval\": 3000}");
+    }
+  }
+  if (!object.is_object()) v.reject("expected a JSON object");
+  for (const auto& [key, value] : object.items()) {
+    const Value item(value, str_cat(v.origin(), ".", key), false, key);
+    if (key == "window_size") {
+      eplb_window(c, item, m);
+    } else if (key == "step_interval") {
+      eplb_interval(c, item, m);
+    } else if (key == "num_redundant_experts") {
+      num_redundant_experts(c, item, m);
+    } else if (key == "log_balancedness") {
+      item.boolean();  // balancedness is always logged at re-balancing
+    } else {
+      v.reject("unknown key \"", key,
+               "\" (known: window_size, step_interval, num_redundant_experts, "
+               "log_balancedness)");
+    }
+  }
+  assign(c.enable_eplb, true, v, m);
 }
 
 void enable_profiler(RecipeConfig&, const Value& v, Mode) {

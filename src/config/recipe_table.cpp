@@ -47,7 +47,7 @@ const std::vector<Meaning>& meanings() {
        {{Y, "model_config.model_name"}, {O, "model_name"}, {O, "served_model_name"}}},
       {set::exe_mode, {{Y, "model_config.exe_mode"}, {O, "exe_mode"}}},
       {set::next_n, {{Y, "model_config.next_n"}}},
-      {set::force_eplb, {{Y, "model_config.force_eplb"}}},
+      {set::force_eplb, {{Y, "model_config.force_eplb"}, {O, "enable_eplb"}}},
       {set::enable_profiler, {{Y, "model_config.enable_profiler"}}},
       {set::with_ckpt, {{Y, "model_config.with_ckpt"}}},
       {set::precision_mode, {{J, "atb.precision_mode"}, {O, "precision_mode"}, {O, "dtype"}}},
@@ -86,9 +86,16 @@ const std::vector<Meaning>& meanings() {
       // Experts (ep_config.json).
       {set::num_experts, {{E, "num_experts"}}},
       {set::experts_top_k, {{E, "top_k"}}},
-      {set::capacity_factor, {{E, "capacity_factor"}}},
+      {set::capacity_factor, {{E, "capacity_factor"}, {O, "capacity_factor"}}},
       {set::expert_parallel_mode, {{E, "expert_parallel_mode"}}},
-      {set::communication_dtype, {{E, "communication_dtype"}}},
+      {set::communication_dtype, {{E, "communication_dtype"}, {O, "communication_dtype"}}},
+      // Expert load balancing.
+      {set::num_redundant_experts, {{O, "num_redundant_experts"}}},
+      {set::eplb_window, {{O, "eplb_window"}}},
+      {set::eplb_interval, {{O, "eplb_interval"}}},
+      {set::eplb_load_file, {{O, "eplb_load_file"}}},
+      {set::eplb_record, {{O, "eplb_record"}}},
+      {set::eplb_config, {{O, "eplb_config"}}},
       // KV cache.
       {set::use_paged_attention,
        {{J, "kv_cache.use_paged_attention"},

@@ -166,8 +166,11 @@ bool is_lockstep_worker(const ModelSetup& setup) {
 int run_lockstep_worker(ModelSetup& setup) {
   const int64_t steps =
       engine::run_lockstep_worker(*setup.model, *setup.parallel->world(), *setup.pool);
-  log::debug("lockstep worker ", setup.parallel->describe(), ": ", steps,
-             " steps, stopped by rank 0");
+  const parallel::CommunicationStats comm = parallel::communication_stats();
+  log::info("lockstep worker ", setup.parallel->describe(), ": ", steps,
+            " steps, stopped by rank 0; in MPI during steps ", fixed(comm.busy_seconds, 3), " s (",
+            fixed(static_cast<double>(comm.bytes_sent) / (1 << 20), 1),
+            " MiB sent), waiting for steps ", fixed(comm.idle_seconds, 3), " s");
   return 0;
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/quantize_kquants.h"
 
 // The float operations of ggml's reference quantizers, in their order and precision: the
 // scale is one f32 division, its inverse one more, each element one multiply (and one add or
@@ -148,9 +149,14 @@ struct Quantizer {
 };
 
 constexpr Quantizer kQuantizers[] = {
-    {GgmlType::q8_0, quantize_q8_0}, {GgmlType::q4_0, quantize_q4_0},
-    {GgmlType::q4_1, quantize_q4_1}, {GgmlType::q5_0, quantize_q5_0},
+    {GgmlType::q8_0, quantize_q8_0},
+    {GgmlType::q4_0, quantize_q4_0},
+    {GgmlType::q4_1, quantize_q4_1},
+    {GgmlType::q5_0, quantize_q5_0},
     {GgmlType::q5_1, quantize_q5_1},
+    {GgmlType::q4_k, kquants::quantize_q4_k_block},  // core/quantize_kquants.cpp
+    {GgmlType::q5_k, kquants::quantize_q5_k_block},
+    {GgmlType::q6_k, kquants::quantize_q6_k_block},
 };
 
 const Quantizer* find(GgmlType type) {
@@ -173,8 +179,9 @@ void quantize_row(GgmlType type, const float* src, void* dst, int64_t n) {
            " is not supported (quantizers: ", quantizable_types(), ")");
   quant_row_bytes(type, n);  // throws for a row that is not whole blocks
   auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t b = 0; b < n / kQK; ++b) {
-    quantizer->block(src + b * kQK, out + static_cast<size_t>(b) * traits.block_bytes);
+  const int64_t block = traits.block_size;
+  for (int64_t b = 0; b < n / block; ++b) {
+    quantizer->block(src + b * block, out + static_cast<size_t>(b) * traits.block_bytes);
   }
 }
 

@@ -424,6 +424,7 @@ EngineStats Engine::stats() const {
   s.waiting = scheduler_.num_waiting();
   s.unfinished_requests = static_cast<int64_t>(requests_.size());
   s.blocks = blocks_.stats();
+  if (const auto eplb = model_.eplb_state()) s.moe = eplb->summary();
   return s;
 }
 

@@ -69,6 +69,7 @@ struct EngineStats {
   int64_t waiting = 0;
   int64_t unfinished_requests = 0;
   cache::BlockManagerStats blocks;
+  parallel::EplbSummary moe;  // capacity drops and expert balance (MoE models)
 };
 
 class Engine {

@@ -35,6 +35,9 @@ class LockstepModel : public model::CausalLM {
   // Rank 0's counters: the tokens it routed (every rank routes the same replicated batch).
   std::vector<std::vector<uint64_t>> expert_load() const override { return model_->expert_load(); }
   void reset_expert_load() override { model_->reset_expert_load(); }
+  std::shared_ptr<const parallel::EplbState> eplb_state() const override {
+    return model_->eplb_state();
+  }
 
   // Sends the stop message (once; the destructor does it otherwise).
   void stop();

@@ -13,6 +13,7 @@
 #include "model/forward_batch.h"
 #include "model/forward_observer.h"
 #include "model/weights.h"
+#include "parallel/eplb_state.h"
 
 namespace deepinfer::model {
 
@@ -41,12 +42,19 @@ class CausalLM {
   // dense layers and models): the router's decisions, for load balancing and diagnostics.
   virtual std::vector<std::vector<uint64_t>> expert_load() const { return {}; }
   virtual void reset_expert_load() {}
+  // What the MoE layers share about expert load (capacity drops, balancedness, EPLB; null
+  // for dense models): for /metrics, bench and the logs.
+  virtual std::shared_ptr<const parallel::EplbState> eplb_state() const { return eplb_state_; }
+  void set_eplb_state(std::shared_ptr<const parallel::EplbState> state) {
+    eplb_state_ = std::move(state);
+  }
   // Every later forward reports its block outputs to `observer` (nullptr: off, the default).
   // The observer must outlive its use; not thread-safe against a running forward.
   void set_observer(ForwardObserver* observer) { observer_ = observer; }
 
  protected:
   ForwardObserver* observer_ = nullptr;
+  std::shared_ptr<const parallel::EplbState> eplb_state_;
 };
 
 using ModelBuilder =

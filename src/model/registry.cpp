@@ -58,9 +58,14 @@ void log_expert_placement(const CausalLM& model, const WeightLoader& weights,
               " KV heads in this rank's cache; ", bytes);
     return;
   }
-  log::info("expert parallel ", parallel.describe(), ": routed experts ", first, "-",
-            first + per_rank - 1, " of ", experts, " in each of ", moe_layers, " MoE layers; ",
-            bytes);
+  const parallel::EplbOptions& eplb = weights.moe_options().eplb;
+  const std::string held =
+      eplb.num_redundant_experts > 0 || !eplb.load_file.empty()
+          ? str_cat("routed experts placed by EPLB (", (experts + eplb.num_redundant_experts) / ep,
+                    " slots per rank, ", eplb.num_redundant_experts, " redundant)")
+          : str_cat("routed experts ", first, "-", first + per_rank - 1);
+  log::info("expert parallel ", parallel.describe(), ": ", held, " of ", experts, " in each of ",
+            moe_layers, " MoE layers; ", bytes);
 }
 
 }  // namespace
@@ -79,9 +84,13 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
          "' is not supported (supported:", supported, ")");
   }
   const io::Checkpoint checkpoint = io::Checkpoint::open(dir);
-  WeightLoader weights(checkpoint, options);
+  LoadOptions shaped = options;
+  if (shaped.quantization)  // q4_k_m picks types by layer (model/weight_quantization.h)
+    shaped.quantization = with_model_shape(*shaped.quantization, config);
+  WeightLoader weights(checkpoint, shaped);
   weights.set_fp8(io::parse_fp8_quantization(config, dir + "/config.json"));
   auto model = family->build(config, weights);
+  model->set_eplb_state(weights.made_eplb_state());
   if (const std::string blocks = weights.block_summary(); !blocks.empty())
     log::info(dir, ": ", blocks);
   const std::string quantization = weights.quantization_summary();

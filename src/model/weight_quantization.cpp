@@ -14,6 +14,7 @@ namespace {
 struct Choice {
   const char* name;
   DType dtype;
+  bool mix;           // llama.cpp's q4_k_m (dtype is its base type)
   const char* alias;  // another accepted name, or nullptr
 };
 
@@ -21,14 +22,16 @@ struct Choice {
 // kernels::linear kernels. A new one is a row here (and out of kNotBuilt) once its DType,
 // quantizer and kernels exist.
 constexpr Choice kChoices[] = {
-    {"q8_0", DType::q8_0, "int8"},  {"q4_0", DType::q4_0, nullptr}, {"q4_1", DType::q4_1, nullptr},
-    {"q5_0", DType::q5_0, nullptr}, {"q5_1", DType::q5_1, nullptr},
+    {"q8_0", DType::q8_0, false, "int8"},  {"q4_0", DType::q4_0, false, nullptr},
+    {"q4_1", DType::q4_1, false, nullptr}, {"q5_0", DType::q5_0, false, nullptr},
+    {"q5_1", DType::q5_1, false, nullptr}, {"q4_k", DType::q4_k, false, nullptr},
+    {"q5_k", DType::q5_k, false, nullptr}, {"q6_k", DType::q6_k, false, nullptr},
+    {"q4_k_m", DType::q4_k, true, "int4"},
 };
 
-// Named by issue #11 (and by llama.cpp / vLLM), not built yet: refused with a message, never
-// silently replaced by another type.
-constexpr const char* kNotBuilt[] = {"q4_k", "q4_k_m", "int4", "q5_k",
-                                     "q6_k", "w8a8",   "fp8",  "w4a8"};
+// Named by issue #11 (and by vLLM), not built yet: refused with a message, never silently
+// replaced by another type.
+constexpr const char* kNotBuilt[] = {"w8a8", "fp8", "w4a8"};
 
 std::string lower(std::string_view text) {
   std::string out(text);
@@ -42,6 +45,70 @@ const Choice* find_choice(const std::string& key) {
     if (key == c.name || (c.alias && key == c.alias)) return &c;
   }
   return nullptr;
+}
+
+// The decoder layer of a checkpoint name ("model.layers.12.mlp.down_proj.weight" -> 12), or
+// nullopt for names outside the layers.
+std::optional<int64_t> layer_of(const std::string& name) {
+  const std::string key = "layers.";
+  const size_t at = name.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  size_t end = at + key.size();
+  int64_t layer = 0;
+  bool digits = false;
+  while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) {
+    layer = layer * 10 + (name[end++] - '0');
+    digits = true;
+  }
+  if (!digits || end >= name.size() || name[end] != '.') return std::nullopt;
+  return layer;
+}
+
+bool contains(const std::string& name, const char* part) {
+  return name.find(part) != std::string::npos;
+}
+
+// llama.cpp's use_more_bits: the first and last eighth of the layers and every third one
+// between them get the larger type.
+bool use_more_bits(int64_t layer, int64_t layers) {
+  return layer < layers / 8 || layer >= 7 * layers / 8 || (layer - layers / 8) % 3 == 2;
+}
+
+// LLAMA_FTYPE_MOSTLY_Q4_K_M's choice (llama_tensor_get_type) for the tensors our policy
+// quantizes, named as in HF checkpoints: llama.cpp's attn_v (also a fused qkv), attn_k,
+// attn_output and ffn_down (also a shared expert's). The attn_v counter of llama.cpp runs over
+// the layers in order, one attn_v each, so it is the layer index here; the ffn_down layer is
+// the layer index in llama.cpp too.
+DType mix_type(const Quantization& q, const std::string& name) {
+  DI_CHECK(q.layers > 0, "--quantization q4_k_m: ", name,
+           ": the mix needs the model's layer count (with_model_shape)");
+  const std::optional<int64_t> layer = layer_of(name);
+  if (!layer) return DType::q4_k;
+  const bool eight_experts = q.experts == 8;  // llama.cpp's Mixtral-shaped exceptions
+  if (contains(name, ".v_proj.") || contains(name, ".qkv_proj.") ||
+      contains(name, ".query_key_value.")) {
+    if (eight_experts) return DType::q8_0;
+    return use_more_bits(*layer, q.layers) ? DType::q6_k : DType::q4_k;
+  }
+  if (contains(name, ".k_proj.")) return eight_experts ? DType::q8_0 : DType::q4_k;
+  if (contains(name, ".o_proj.")) return eight_experts ? DType::q5_k : DType::q4_k;
+  if (contains(name, ".down_proj."))
+    return use_more_bits(*layer, q.layers) ? DType::q6_k : DType::q4_k;
+  return DType::q4_k;
+}
+
+// llama-quantize's replacement for a K-quant whose super-blocks do not divide a row.
+std::optional<DType> fallback_type(DType type) {
+  switch (type) {
+    case DType::q4_k:
+      return DType::q5_0;
+    case DType::q5_k:
+      return DType::q5_1;
+    case DType::q6_k:
+      return DType::q8_0;
+    default:
+      return std::nullopt;  // a 32-element type has no smaller block (llama.cpp keeps F16)
+  }
 }
 
 }  // namespace
@@ -68,12 +135,42 @@ std::string quantization_problem(std::string_view name) {
                  " or none; see docs/QUANTIZATION.md)");
 }
 
-std::optional<DType> parse_quantization(std::string_view name) {
+std::optional<Quantization> parse_quantization(std::string_view name) {
   const std::string problem = quantization_problem(name);
   if (!problem.empty()) fail("--quantization ", name, ": ", problem);
   const Choice* choice = find_choice(lower(name));
   if (!choice) return std::nullopt;  // none
-  return choice->dtype;
+  return choice->mix ? Quantization::q4_k_m() : Quantization(choice->dtype);
+}
+
+std::string Quantization::name() const {
+  return mix ? "q4_k_m" : std::string(dtype_name(type));
+}
+
+Quantization with_model_shape(Quantization q, const io::ModelConfig& config) {
+  q.layers = config.num_hidden_layers;
+  q.experts = 0;
+  for (const char* key : {"num_experts", "n_routed_experts", "num_local_experts"}) {
+    const auto it = config.raw.find(key);
+    if (it != config.raw.end() && it->is_number_integer()) q.experts = it->get<int64_t>();
+  }
+  return q;
+}
+
+QuantizationTarget quantization_target(const Quantization& q, const std::string& name,
+                                       int64_t cols) {
+  DType type = q.mix ? mix_type(q, name) : q.type;
+  QuantizationTarget target;
+  if (cols % block_traits(type)->block_size != 0) {
+    // llama-quantize's tensor_type_fallback: a K-quant whose 256-element super-blocks do not
+    // divide the row becomes the 32-element type of about the same size.
+    const std::optional<DType> smaller = fallback_type(type);
+    if (!smaller || cols % block_traits(*smaller)->block_size != 0) return target;  // kept
+    type = *smaller;
+    target.fallback = true;
+  }
+  target.type = type;
+  return target;
 }
 
 Tensor quantize_matrix(const Tensor& matrix, DType target) {

@@ -121,46 +121,59 @@ Tensor WeightLoader::take(const std::string& name, const Tensor& tensor, const S
   return out;
 }
 
+std::shared_ptr<parallel::EplbState> WeightLoader::eplb_state(const parallel::Communicator& group) {
+  if (!eplb_state_) {
+    eplb_state_ = std::make_shared<parallel::EplbState>(options_.moe.eplb, group.world_size(),
+                                                        group.rank() == 0);
+  }
+  return eplb_state_;
+}
+
 Tensor WeightLoader::loaded(Tensor tensor) {
   loaded_bytes_[std::string(dtype_name(tensor.dtype()))] += static_cast<int64_t>(tensor.nbytes());
   return tensor;
 }
 
 std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, const Tensor& tensor,
-                                                   MatrixUse use, DType stored) {
+                                                   MatrixUse use, DType stored,
+                                                   const Shape& expected,
+                                                   const std::optional<Slice>& slice) {
   if (!options_.quantization) return std::nullopt;
   if (use != MatrixUse::projection || tensor.ndim() != 2) {
     ++kept_[kept_reason(use)];
     return std::nullopt;
   }
-  const DType target = *options_.quantization;
-  const int64_t block = block_traits(target)->block_size;
-  if (tensor.dim(1) % block != 0) {
-    // A row must be whole blocks; such matrices keep their dtype (llama.cpp falls back to
-    // another type for them, which a single --quantization type cannot).
-    ++kept_[str_cat("partial-block (rows not whole ", block, "-element blocks)")];
+  // The type for this matrix: the one asked for, q4_k_m's choice, or llama-quantize's
+  // fallback when the rows are not whole 256-element super-blocks.
+  // Chosen for the whole rows (expected), so that a tensor-parallel rank quantizes its columns
+  // in the blocks one process uses.
+  const int64_t whole = expected.back();
+  const QuantizationTarget target = quantization_target(*options_.quantization, name, whole);
+  if (!target.type) {
+    // A row must be whole 32-element blocks (the K-quants fall back to those); such
+    // matrices keep their dtype, as llama.cpp keeps them in F16.
+    ++kept_["partial-block (rows not whole 32-element blocks)"];
     if (first_partial_rows_.empty())
-      first_partial_rows_ = str_cat(name, ", rows of ", tensor.dim(1), " elements");
+      first_partial_rows_ = str_cat(name, ", rows of ", whole, " elements");
     return std::nullopt;
   }
+  if (slice && slice->dim != 0) {
+    const int64_t block = block_traits(*target.type)->block_size;
+    DI_CHECK(slice->begin % block == 0 && slice->end % block == 0, checkpoint_.dir(), ": tensor '",
+             name, "': --quantization quantizes its rows of ", whole, " elements to ",
+             dtype_name(*target.type), " in blocks of ", block, " but this rank's columns [",
+             slice->begin, ", ", slice->end,
+             ") split a block; choose a tensor-parallel size that keeps whole blocks");
+  }
   ++quantized_[std::string(dtype_name(stored))];
-  return quantize_matrix(tensor, target);
+  ++quantized_to_[std::string(dtype_name(*target.type))];
+  return quantize_matrix(tensor, *target.type);
 }
 
 Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, MatrixUse use,
                             std::optional<Slice> slice) {
   Tensor tensor = fetch(name, expected);
   const DType stored = tensor.dtype();
-  if (slice && slice->dim != 0 && options_.quantization && use == MatrixUse::projection) {
-    // A row quantized whole must be quantized in the same blocks when split.
-    const int64_t block = block_traits(*options_.quantization)->block_size;
-    const int64_t columns = expected.back();
-    DI_CHECK(columns % block != 0 || (slice->begin % block == 0 && slice->end % block == 0),
-             checkpoint_.dir(), ": tensor '", name, "': --quantization ",
-             dtype_name(*options_.quantization), " quantizes its rows of ", columns,
-             " elements in blocks of ", block, " but this rank's columns [", slice->begin, ", ",
-             slice->end, ") split a block; choose a tensor-parallel size that keeps whole blocks");
-  }
   if (stored == DType::f8_e4m3) {
     DI_CHECK(fp8_.has_value(), checkpoint_.dir(), ": tensor '", name,
              "' is F8_E4M3 but config.json has no quantization_config {\"quant_method\": "
@@ -175,7 +188,7 @@ Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, Matr
     if (options_.quantization) {
       // Quantized from the exact FP8 values (f32), not from a bf16 rounding of them.
       const Tensor exact = part(io::dequantize_fp8_blocks(tensor, scale, *fp8_, DType::f32));
-      if (auto quantized = maybe_quantize(name, exact, use, stored))
+      if (auto quantized = maybe_quantize(name, exact, use, stored, expected, slice))
         return loaded(std::move(*quantized));
       return loaded(exact.to(widened));
     }
@@ -191,7 +204,7 @@ Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, Matr
            " dimensions; block-quantized weights are supported for matrices only");
   if (slice) tensor = take(name, tensor, *slice);
   if (!blocks) {
-    if (auto quantized = maybe_quantize(name, tensor, use, stored))
+    if (auto quantized = maybe_quantize(name, tensor, use, stored, expected, slice))
       return loaded(std::move(*quantized));
   }
   // With --quantization a matrix stored in blocks stays in them (it is quantized already).
@@ -235,9 +248,14 @@ std::string WeightLoader::quantization_summary() const {
   };
   int64_t total = 0;
   for (const auto& [from, count] : quantized_) total += count;
-  std::string out = str_cat("quantized at load to ", dtype_name(*options_.quantization), ": ",
-                            total, " matrices");
+  std::string out =
+      str_cat("quantized at load to ", options_.quantization->name(), ": ", total, " matrices");
   if (!quantized_.empty()) out += " (" + list(quantized_, "from ") + ")";
+  // A mix or a fallback gives more than the one type asked for: say which.
+  if (quantized_to_.size() > 1 ||
+      (quantized_to_.size() == 1 &&
+       quantized_to_.begin()->first != dtype_name(options_.quantization->type)))
+    out += " as " + list(quantized_to_, "");
   if (!kept_.empty()) {
     out += "; not quantized (docs/QUANTIZATION.md): " + list(kept_, "");
     if (!first_partial_rows_.empty()) out += " (first: " + first_partial_rows_ + ")";

@@ -12,6 +12,9 @@
 #include "core/tensor.h"
 #include "io/fp8.h"
 #include "io/safetensors.h"
+#include "model/weight_quantization.h"
+#include "parallel/eplb_state.h"
+#include "parallel/moe_options.h"
 #include "parallel/parallel_context.h"
 
 namespace deepinfer::model {
@@ -21,12 +24,15 @@ struct LoadOptions {
                                       // types q8_0 / q4_0 / q4_1 all run; FP8 blocks are
                                       // dequantized to bf16); set: every matrix in this dtype
   // --quantization: projections stored in f32 / bf16 / f16 / FP8 are quantized to this block
-  // type at load (model/weight_quantization.h); the rest follows weight_dtype. (Initialized
+  // type (or q4_k_m's mix) at load (model/weight_quantization.h); the rest follows
+  // weight_dtype. (Initialized
   // so that the shorthand LoadOptions{DType::bf16} stays warning-free.)
-  std::optional<DType> quantization = std::nullopt;
+  std::optional<Quantization> quantization = std::nullopt;
   // The process's parallel layout (parallel_context.h); null: one process. MoE builders take
   // their expert group's communicator from it and load only this rank's experts.
   std::shared_ptr<const parallel::ParallelContext> parallel = nullptr;
+  // MoE communication dtype, capacity factor and expert load balancing (moe_options.h).
+  parallel::MoeOptions moe = {};
 };
 
 // What a matrix is for, which decides whether --quantization applies (docs/QUANTIZATION.md):
@@ -94,6 +100,12 @@ class WeightLoader {
   // routed expert's intermediate is split over (a SingleProcessCommunicator for one process).
   std::shared_ptr<parallel::Communicator> tensor_group();
   std::shared_ptr<parallel::Communicator> moe_tensor_group();
+  const parallel::MoeOptions& moe_options() const { return options_.moe; }
+  // The expert-load state the model's MoE layers share (made on first use, for the layers'
+  // expert group `group`); rank 0 of the group writes the record file.
+  std::shared_ptr<parallel::EplbState> eplb_state(const parallel::Communicator& group);
+  // The one eplb_state() made, or null (no MoE layer asked).
+  std::shared_ptr<parallel::EplbState> made_eplb_state() const { return eplb_state_; }
   // Whether every rank of the expert group runs the same tokens (MoeConfig::replicated_tokens).
   bool expert_tokens_replicated() const {
     return options_.parallel && options_.parallel->expert_tokens_replicated();
@@ -107,7 +119,8 @@ class WeightLoader {
   // The projection quantized to options_.quantization, or nullopt when the policy keeps it;
   // `stored` is the checkpoint's dtype (FP8 arrives here widened to f32).
   std::optional<Tensor> maybe_quantize(const std::string& name, const Tensor& tensor, MatrixUse use,
-                                       DType stored);
+                                       DType stored, const Shape& expected,
+                                       const std::optional<Slice>& slice);
   const io::Checkpoint& checkpoint_;
   LoadOptions options_;
   std::optional<io::Fp8BlockQuantization> fp8_;
@@ -115,9 +128,11 @@ class WeightLoader {
   std::shared_ptr<parallel::Communicator> expert_group_;
   std::shared_ptr<parallel::Communicator> tensor_group_;
   std::shared_ptr<parallel::Communicator> moe_tensor_group_;
+  std::shared_ptr<parallel::EplbState> eplb_state_;
   std::map<std::string, int64_t> native_blocks_;       // dtype name -> matrices kept in blocks
   std::map<std::string, int64_t> dequantized_blocks_;  // ... dequantized by weight_dtype
   std::map<std::string, int64_t> quantized_;           // source dtype -> matrices quantized
+  std::map<std::string, int64_t> quantized_to_;        // block type -> matrices quantized
   std::map<std::string, int64_t> kept_;                // why -> matrices --quantization kept
   std::string first_partial_rows_;                     // a matrix kept for partial blocks
   WeightBytes loaded_bytes_;

@@ -49,6 +49,41 @@ struct MpiCommunicator::Handle {
   bool owned = false;  // split from another: freed here (MPI_COMM_WORLD is not)
 };
 
+namespace {
+
+CommunicationStats g_stats;  // MPI runs serialized: one thread at a time
+
+// Adds the scope's duration to `seconds` (busy or idle) of g_stats.
+class Timed {
+ public:
+  Timed(double& seconds, int64_t bytes)
+      : seconds_(seconds), start_(std::chrono::steady_clock::now()) {
+    g_stats.bytes_sent += bytes;
+    ++g_stats.calls;
+  }
+  ~Timed() {
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
+
+ private:
+  double& seconds_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+int64_t total(std::span<const int64_t> counts) {
+  int64_t sum = 0;
+  for (int64_t c : counts) sum += c;
+  return sum;
+}
+
+}  // namespace
+
+CommunicationStats communication_stats() {
+  return g_stats;
+}
+
 int launcher_world_size() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
     if (const int n = env_int(name); n > 0) return n;
@@ -127,6 +162,7 @@ void MpiCommunicator::set_max_message_bytes(int64_t bytes) {
 }
 
 void MpiCommunicator::barrier() {
+  const Timed timed(g_stats.busy_seconds, 0);
   MPI_Barrier(handle_->comm);
 }
 
@@ -143,6 +179,7 @@ void MpiCommunicator::all_reduce_sum(std::span<float> data) {
 }
 
 void MpiCommunicator::all_gather_bytes(std::span<const std::byte> send, std::span<std::byte> recv) {
+  const Timed timed(g_stats.busy_seconds, static_cast<int64_t>(send.size()));
   DI_CHECK(recv.size() == send.size() * static_cast<size_t>(size_),
            "all_gather: receive buffer of ", recv.size(), " bytes for ", send.size(),
            " bytes from each of ", size_, " ranks");
@@ -165,6 +202,7 @@ void MpiCommunicator::all_gather_bytes(std::span<const std::byte> send, std::spa
 }
 
 std::vector<int64_t> MpiCommunicator::exchange_counts(std::span<const int64_t> send_bytes) {
+  const Timed timed(g_stats.busy_seconds, static_cast<int64_t>(send_bytes.size_bytes()));
   DI_CHECK(static_cast<int>(send_bytes.size()) == size_, "exchange_counts: ", send_bytes.size(),
            " counts for a world of ", size_, " ranks");
   std::vector<int64_t> recv(static_cast<size_t>(size_));
@@ -176,6 +214,7 @@ void MpiCommunicator::all_to_all_v_bytes(std::span<const std::byte> send,
                                          std::span<const int64_t> send_bytes,
                                          std::span<std::byte> recv,
                                          std::span<const int64_t> recv_bytes) {
+  const Timed timed(g_stats.busy_seconds, total(send_bytes));
   DI_CHECK(
       static_cast<int>(send_bytes.size()) == size_ && static_cast<int>(recv_bytes.size()) == size_,
       "all_to_all_v: ", send_bytes.size(), " send and ", recv_bytes.size(),
@@ -254,6 +293,7 @@ void MpiCommunicator::all_to_all_v_pieces(std::span<const std::byte> send,
 }
 
 void MpiCommunicator::broadcast_bytes(std::span<std::byte> data, int root) {
+  const Timed timed(g_stats.busy_seconds, rank_ == root ? static_cast<int64_t>(data.size()) : 0);
   DI_CHECK(root >= 0 && root < size_, "broadcast: root rank ", root, " outside a world of ", size_,
            " ranks");
   for (const Piece& p : pieces_of(static_cast<int64_t>(data.size()), max_message_bytes_)) {
@@ -262,6 +302,7 @@ void MpiCommunicator::broadcast_bytes(std::span<std::byte> data, int root) {
 }
 
 void MpiCommunicator::broadcast_bytes_idle(std::span<std::byte> data, int root) {
+  const Timed timed(g_stats.idle_seconds, rank_ == root ? static_cast<int64_t>(data.size()) : 0);
   DI_CHECK(root >= 0 && root < size_, "broadcast: root rank ", root, " outside a world of ", size_,
            " ranks");
   for (const Piece& p : pieces_of(static_cast<int64_t>(data.size()), max_message_bytes_)) {
@@ -284,6 +325,7 @@ void MpiCommunicator::broadcast_bytes_idle(std::span<std::byte> data, int root) 
 }
 
 void MpiCommunicator::send_bytes(std::span<const std::byte> data, int dest) {
+  const Timed timed(g_stats.busy_seconds, static_cast<int64_t>(data.size()));
   DI_CHECK(dest >= 0 && dest < size_ && dest != rank_, "send: rank ", rank_, " to rank ", dest,
            " in a world of ", size_, " ranks");
   constexpr int kTag = 7200;  // point to point, apart from the all-to-all's messages
@@ -293,6 +335,7 @@ void MpiCommunicator::send_bytes(std::span<const std::byte> data, int dest) {
 }
 
 void MpiCommunicator::recv_bytes(std::span<std::byte> data, int source) {
+  const Timed timed(g_stats.busy_seconds, 0);
   DI_CHECK(source >= 0 && source < size_ && source != rank_, "receive: rank ", rank_, " from rank ",
            source, " in a world of ", size_, " ranks");
   constexpr int kTag = 7200;

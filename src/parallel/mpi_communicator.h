@@ -33,6 +33,17 @@ void mpi_finalize();
 // in a collective. No-op unless MPI runs with more than one rank.
 void mpi_abort_job(int code);
 
+// Time this process spent in MPI calls since it started, over all its communicators: `busy`
+// is collectives and messages during steps (transfer and waiting for slower peers), `idle`
+// a lockstep worker's wait for the next step (broadcast_bytes_idle). For per-rank timers.
+struct CommunicationStats {
+  double busy_seconds = 0;
+  double idle_seconds = 0;
+  int64_t bytes_sent = 0;  // payload bytes this rank sent or contributed
+  int64_t calls = 0;
+};
+CommunicationStats communication_stats();
+
 class MpiCommunicator : public Communicator {
  public:
   // MPI_COMM_WORLD (mpi_init() must have run).

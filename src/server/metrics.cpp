@@ -192,6 +192,19 @@ std::string Metrics::render(const engine::EngineStats& stats) const {
   w.scalar("deepinfer:num_preemptions_total", "counter",
            "Sequences preempted (their KV blocks freed, recomputed later).",
            static_cast<double>(stats.num_preemptions));
+  w.scalar("deepinfer:moe_dropped_assignments_total", "counter",
+           "MoE (token, expert) assignments dropped by capacity_factor, over the expert group.",
+           static_cast<double>(stats.moe.dropped));
+  if (stats.moe.layers > 0) {
+    w.header("deepinfer:moe_balancedness", "gauge",
+             "Mean / max rank load of the MoE experts over the EPLB window: placement=\"default\" "
+             "as the experts would be split without EPLB, \"current\" as measured.");
+    w.sample("deepinfer:moe_balancedness", stats.moe.balancedness_default, "placement=\"default\"");
+    w.sample("deepinfer:moe_balancedness", stats.moe.balancedness, "placement=\"current\"");
+    w.scalar("deepinfer:eplb_rebalances_total", "counter",
+             "Expert re-placements made online (summed over MoE layers).",
+             static_cast<double>(stats.moe.rebalances));
+  }
 
   std::lock_guard lock(mutex_);
   w.scalar("deepinfer:prompt_tokens_total", "counter", "Prompt tokens of API requests processed.",

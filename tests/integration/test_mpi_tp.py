@@ -96,7 +96,9 @@ def test_refused_sizes_name_the_numbers(deepinfer_bin):
     assert "tensor parallel size 3 does not divide num_attention_heads 4" in line
     # q8_0 blocks of 32 over 4 ranks: o_proj's 64 input columns split into 16s.
     line = one_error_line(mpirun(4, deepinfer_bin, *base, "-tp", 4, "--quantization", "q8_0"))
-    assert "o_proj.weight" in line and "blocks of 32" in line and "columns [0, 16)" in line
+    assert "o_proj.weight" in line and "rows of 64 elements to q8_0 in blocks of 32" in line
+    cut = re.search(r"this rank's columns \[(\d+), (\d+)\) split a block", line)
+    assert cut and int(cut[2]) - int(cut[1]) == 16, line
 
 
 def test_each_rank_holds_its_share_of_the_weights(deepinfer_bin):

@@ -180,6 +180,7 @@ std::vector<Json> bench_offline(const BenchOptions& o, const config::RecipeConfi
     run.resources["peak_kv_blocks"] = blocks.peak_used_blocks;
     run.resources["kv_blocks"] = blocks.num_blocks;
     run.resources["preemptions"] = engine.stats().num_preemptions;
+    run.resources["moe_dropped_assignments"] = engine.stats().moe.dropped;
     Json header;
     header["mode"] = "offline";
     header["model"] = std::filesystem::path(loaded.dir).filename().string();

@@ -151,8 +151,12 @@ TEST(RecipeJson, EpConfig) {
   EXPECT_EQ(*eight.expert_parallel_size, 8);
   EXPECT_EQ(eight.expert_parallel_size.origin, "x/ep_config.json: ep_size");
   expect_config_error([&] { ep(R"({"ep_size": 0})"); }, {"x/ep_config.json: ep_size = 0"});
-  expect_config_error([&] { ep(R"({"capacity_factor": 1.25})"); },
-                      {"x/ep_config.json: capacity_factor = 1.25", "remove the key"});
+  RecipeConfig capped;
+  parse_ep_config(capped, nlohmann::json::parse(R"({"capacity_factor": 1.25})"),
+                  "x/ep_config.json");
+  EXPECT_DOUBLE_EQ(*capped.capacity_factor, 1.25);
+  expect_config_error([&] { ep(R"({"capacity_factor": 0})"); },
+                      {"x/ep_config.json: capacity_factor = 0", "must be positive"});
   expect_config_error([&] { ep(R"({"expert_parallel_mode": "allgather"})"); },
                       {"expert_parallel_mode = \"allgather\"", "all_to_all"});
   expect_config_error([&] { ep(R"({"communication_dtype": "int8"})"); },

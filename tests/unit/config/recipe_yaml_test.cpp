@@ -68,8 +68,6 @@ TEST(RecipeYaml, UnbuiltFeaturesAreRejectedNamingTheKey) {
                       {"r.yaml: model_config.exe_mode = \"ge_graph\"", "eager only"});
   expect_config_error([] { parse("model_config:\n  next_n: 1\n"); },
                       {"model_config.next_n = 1", "multi-token prediction"});
-  expect_config_error([] { parse("model_config:\n  force_eplb: True\n"); },
-                      {"model_config.force_eplb = true", "set it to false"});
   expect_config_error([] { parse("model_config:\n  enable_profiler: yes\n"); },
                       {"model_config.enable_profiler = true", "profiler"});
   expect_config_error([] { parse("model_config:\n  with_ckpt: False\n"); },

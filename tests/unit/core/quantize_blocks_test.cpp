@@ -142,13 +142,15 @@ TEST(QuantizeBlocks, RefusesPartialBlocksAndTypesWithoutAQuantizer) {
   std::vector<float> x(48, 1.0f);
   std::vector<uint8_t> out(64);
   EXPECT_THROW(quantize_row(GgmlType::q8_0, x.data(), out.data(), 48), Error);
-  EXPECT_FALSE(can_quantize(GgmlType::q4_k));
+  EXPECT_FALSE(can_quantize(GgmlType::q3_k));
   EXPECT_TRUE(can_quantize(GgmlType::q5_1));
+  EXPECT_TRUE(can_quantize(GgmlType::q4_k));
   try {
-    quantize_row(GgmlType::q6_k, x.data(), out.data(), 256);
-    ADD_FAILURE() << "Q6_K quantized";
+    quantize_row(GgmlType::q3_k, x.data(), out.data(), 256);
+    ADD_FAILURE() << "Q3_K quantized";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("Q8_0, Q4_0, Q4_1, Q5_0, Q5_1"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K"),
+              std::string::npos)
         << e.what();
   }
 }

@@ -224,25 +224,37 @@ TEST(QuantizationNames, AcceptedAliasesAndRefusals) {
   EXPECT_EQ(parse_quantization("INT8"), DType::q8_0);
   EXPECT_EQ(parse_quantization("q4_0"), DType::q4_0);
   EXPECT_EQ(parse_quantization("q4_1"), DType::q4_1);
+  EXPECT_EQ(parse_quantization("q4_k"), DType::q4_k);
+  EXPECT_EQ(parse_quantization("Q5_K"), DType::q5_k);
+  EXPECT_EQ(parse_quantization("q6_k"), DType::q6_k);
+  for (const char* mix : {"q4_k_m", "int4", "Q4_K_M"}) {
+    const auto q = parse_quantization(mix);
+    ASSERT_TRUE(q.has_value()) << mix;
+    EXPECT_TRUE(q->mix) << mix;
+    EXPECT_EQ(q->type, DType::q4_k) << mix;
+    EXPECT_EQ(q->name(), "q4_k_m") << mix;
+    EXPECT_FALSE(*q == DType::q4_k) << mix;  // the mix is not plain q4_k
+  }
   EXPECT_FALSE(parse_quantization("none").has_value());
-  for (const char* name : {"q4_k", "q4_k_m", "int4", "w8a8", "fp8", "q6_k"}) {
+  const std::string choices =
+      "q8_0 (alias int8), q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m (alias int4)";
+  for (const char* name : {"w8a8", "fp8", "w4a8"}) {
     try {
       parse_quantization(name);
       ADD_FAILURE() << name << " accepted";
     } catch (const Error& e) {
       EXPECT_EQ(std::string(e.what()),
                 str_cat("--quantization ", name,
-                        ": not built yet: this build quantizes weights at load to q8_0 (alias "
-                        "int8), q4_0, q4_1, q5_0, q5_1 (or none)"));
+                        ": not built yet: this build quantizes weights at load to ", choices,
+                        " (or none)"));
     }
   }
   try {
     parse_quantization("q3_x");
     ADD_FAILURE() << "q3_x accepted";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "--quantization q3_x: unknown weight quantization (expected q8_0 (alias int8), "
-              "q4_0, q4_1, q5_0, q5_1 or none; see docs/QUANTIZATION.md)");
+    EXPECT_EQ(std::string(e.what()), "--quantization q3_x: unknown weight quantization (expected " +
+                                         choices + " or none; see docs/QUANTIZATION.md)");
   }
 }
 

@@ -196,8 +196,9 @@ TEST(TensorParallelRefusals, ColumnSlicesMustKeepWholeQuantizationBlocks) {
     loader.matrix(name, {64, 128}, MatrixUse::projection, Slice{1, 0, 48});
   });
   EXPECT_NE(error.find(name), std::string::npos) << error;
-  EXPECT_NE(error.find("rows of 128 elements in blocks of 32 but this rank's columns [0, 48)"),
-            std::string::npos)
+  EXPECT_NE(
+      error.find("rows of 128 elements to q8_0 in blocks of 32 but this rank's columns [0, 48)"),
+      std::string::npos)
       << error;
 }
 

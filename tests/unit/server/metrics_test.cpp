@@ -115,5 +115,31 @@ TEST(ServerMetrics, ExpositionText) {
   EXPECT_EQ(text.back(), '\n');
 }
 
+// MoE models: capacity drops always, balancedness and re-balances once EPLB layers reported.
+TEST(ServerMetrics, MoeDropsAndBalancedness) {
+  Metrics m("m");
+  engine::EngineStats stats;
+  const std::string dense = m.render(stats);
+  EXPECT_EQ(
+      lines_with(dense, "deepinfer:moe_dropped_assignments_total"),
+      std::vector<std::string>{"deepinfer:moe_dropped_assignments_total{model_name=\"m\"} 0"});
+  EXPECT_TRUE(lines_with(dense, "deepinfer:moe_balancedness").empty());
+  stats.moe.layers = 2;
+  stats.moe.dropped = 7;
+  stats.moe.balancedness_default = 0.5;
+  stats.moe.balancedness = 0.875;
+  stats.moe.rebalances = 3;
+  const std::string text = m.render(stats);
+  EXPECT_EQ(
+      lines_with(text, "deepinfer:moe_dropped_assignments_total"),
+      std::vector<std::string>{"deepinfer:moe_dropped_assignments_total{model_name=\"m\"} 7"});
+  EXPECT_EQ(lines_with(text, "deepinfer:moe_balancedness"),
+            (std::vector<std::string>{
+                "deepinfer:moe_balancedness{model_name=\"m\",placement=\"default\"} 0.5",
+                "deepinfer:moe_balancedness{model_name=\"m\",placement=\"current\"} 0.875"}));
+  EXPECT_EQ(lines_with(text, "deepinfer:eplb_rebalances_total"),
+            std::vector<std::string>{"deepinfer:eplb_rebalances_total{model_name=\"m\"} 3"});
+}
+
 }  // namespace
 }  // namespace deepinfer::server

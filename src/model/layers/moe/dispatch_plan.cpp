@@ -16,35 +16,74 @@ int64_t expert_capacity(double capacity_factor, int64_t tokens, int64_t top_k,
 
 DispatchPlan plan_dispatch(const int32_t* experts, int64_t tokens, int64_t top_k,
                            int64_t num_experts, std::optional<int64_t> capacity) {
-  const int64_t assignments = tokens * top_k;
-  DispatchPlan plan;
-  plan.position.assign(static_cast<size_t>(assignments), -1);
-  std::vector<int64_t> counts(static_cast<size_t>(num_experts), 0);
-  std::vector<char> kept(static_cast<size_t>(assignments), 1);
+  std::vector<std::vector<int64_t>> identity(static_cast<size_t>(num_experts));
+  for (int64_t e = 0; e < num_experts; ++e) identity[static_cast<size_t>(e)] = {e};
+  const std::vector<int64_t> ahead(static_cast<size_t>(top_k * num_experts), 0);
+  int64_t dropped = 0;
+  const std::vector<int32_t> targets =
+      assign_targets(experts, tokens, top_k, num_experts, ahead, capacity, identity, dropped);
+  DispatchPlan plan = group_by_target(targets.data(), tokens, top_k, num_experts);
+  DI_CHECK(plan.dropped == dropped, "MoE dispatch: drop count mismatch");
+  return plan;
+}
+
+std::vector<int32_t> assign_targets(const int32_t* experts, int64_t tokens, int64_t top_k,
+                                    int64_t num_experts, std::span<const int64_t> ahead,
+                                    std::optional<int64_t> capacity,
+                                    const std::vector<std::vector<int64_t>>& replicas,
+                                    int64_t& dropped) {
+  DI_CHECK(static_cast<int64_t>(ahead.size()) == top_k * num_experts &&
+               static_cast<int64_t>(replicas.size()) == num_experts,
+           "MoE dispatch: admission counts for ", ahead.size(), " (slot, expert) pairs and ",
+           replicas.size(), " replica lists, expected ", top_k * num_experts, " and ", num_experts);
+  std::vector<int32_t> targets(static_cast<size_t>(tokens * top_k), -1);
+  std::vector<int64_t> seen(static_cast<size_t>(num_experts), 0);  // this share's, so far
+  dropped = 0;
   for (int64_t s = 0; s < top_k; ++s) {
     for (int64_t t = 0; t < tokens; ++t) {
       const int64_t a = t * top_k + s;
       const int32_t e = experts[a];
       DI_CHECK(e >= 0 && e < num_experts, "MoE dispatch: expert id ", e, " outside [0, ",
                num_experts, ")");
-      if (capacity && counts[static_cast<size_t>(e)] >= *capacity) {
-        kept[static_cast<size_t>(a)] = 0;
-        ++plan.dropped;
+      const int64_t n = ahead[static_cast<size_t>(s * num_experts + e)] + seen[e]++;
+      if (capacity && n >= *capacity) {
+        ++dropped;
         continue;
       }
-      ++counts[static_cast<size_t>(e)];
+      const std::vector<int64_t>& slots = replicas[static_cast<size_t>(e)];
+      targets[static_cast<size_t>(a)] =
+          static_cast<int32_t>(slots[static_cast<size_t>(n % static_cast<int64_t>(slots.size()))]);
     }
   }
-  plan.expert_offsets.assign(static_cast<size_t>(num_experts + 1), 0);
-  for (int64_t e = 0; e < num_experts; ++e) {
+  return targets;
+}
+
+DispatchPlan group_by_target(const int32_t* targets, int64_t tokens, int64_t top_k,
+                             int64_t num_targets) {
+  const int64_t assignments = tokens * top_k;
+  DispatchPlan plan;
+  plan.position.assign(static_cast<size_t>(assignments), -1);
+  std::vector<int64_t> counts(static_cast<size_t>(num_targets), 0);
+  for (int64_t a = 0; a < assignments; ++a) {
+    const int32_t d = targets[a];
+    if (d < 0) {
+      ++plan.dropped;
+      continue;
+    }
+    DI_CHECK(d < num_targets, "MoE dispatch: destination ", d, " outside [0, ", num_targets, ")");
+    ++counts[static_cast<size_t>(d)];
+  }
+  plan.expert_offsets.assign(static_cast<size_t>(num_targets + 1), 0);
+  for (int64_t e = 0; e < num_targets; ++e) {
     plan.expert_offsets[static_cast<size_t>(e + 1)] =
         plan.expert_offsets[static_cast<size_t>(e)] + counts[static_cast<size_t>(e)];
   }
   plan.order.resize(static_cast<size_t>(assignments - plan.dropped));
   std::vector<int64_t> next(plan.expert_offsets.begin(), plan.expert_offsets.end() - 1);
   for (int64_t a = 0; a < assignments; ++a) {
-    if (!kept[static_cast<size_t>(a)]) continue;
-    const int64_t slot = next[static_cast<size_t>(experts[a])]++;
+    const int32_t d = targets[a];
+    if (d < 0) continue;
+    const int64_t slot = next[static_cast<size_t>(d)]++;
     plan.order[static_cast<size_t>(slot)] = static_cast<int32_t>(a);
     plan.position[static_cast<size_t>(a)] = static_cast<int32_t>(slot);
   }

@@ -1,10 +1,11 @@
 #pragma once
-// Groups a batch's (token, slot) expert assignments by expert: the permutation that turns
-// the router's token-major choices into one contiguous row block per expert (and so per
-// destination rank, since experts are laid out rank by rank), with an optional capacity
-// limit per expert.
+// Groups a batch's (token, slot) expert assignments by destination: the permutation that
+// turns the router's token-major choices into one contiguous row block per expert (and so
+// per destination rank, since experts are laid out rank by rank), with an optional capacity
+// limit per expert, and, under EPLB, the choice of replica for replicated experts.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 namespace deepinfer::model {
@@ -28,5 +29,25 @@ int64_t expert_capacity(double capacity_factor, int64_t tokens, int64_t top_k, i
 // are dropped: that expert contributes nothing to that token.
 DispatchPlan plan_dispatch(const int32_t* experts, int64_t tokens, int64_t top_k,
                            int64_t num_experts, std::optional<int64_t> capacity);
+
+// targets: [tokens, top_k] destination ids in [0, num_targets) (experts, or EPLB's physical
+// expert slots), -1 for a dropped assignment. Groups the others by destination.
+DispatchPlan group_by_target(const int32_t* targets, int64_t tokens, int64_t top_k,
+                             int64_t num_targets);
+
+// Where each assignment goes when the batch is one share of a larger one (the expert group's
+// tokens: the ranks' shares concatenated in rank order). The admission order is global
+// slot-major: slot s of every token of every rank comes before slot s + 1; within a slot,
+// ranks in order, tokens in order. `ahead` [top_k * num_experts] says, for each (slot,
+// expert), how many assignments of the other ranks come before this share's in that order;
+// the n-th assignment (0-based, in that order) of expert e is dropped when n >= capacity, and
+// otherwise goes to replicas[e][n % replicas[e].size()]: the replicas take turns, so each
+// gets an equal share whatever the split over ranks. With one share, `ahead` is all zeros.
+// Returns the targets for group_by_target; `dropped` counts this share's drops.
+std::vector<int32_t> assign_targets(const int32_t* experts, int64_t tokens, int64_t top_k,
+                                    int64_t num_experts, std::span<const int64_t> ahead,
+                                    std::optional<int64_t> capacity,
+                                    const std::vector<std::vector<int64_t>>& replicas,
+                                    int64_t& dropped);
 
 }  // namespace deepinfer::model

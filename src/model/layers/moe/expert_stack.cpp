@@ -45,6 +45,22 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
                               const TensorSplit& split) {
   DI_CHECK(first >= 0 && count > 0 && first + count <= num_experts, prefix, ": experts [", first,
            ", ", first + count, ") outside the layer's ", num_experts, " experts");
+  std::vector<int64_t> ids(static_cast<size_t>(count));
+  for (int64_t j = 0; j < count; ++j) ids[static_cast<size_t>(j)] = first + j;
+  return load(weights, prefix, num_experts, ids, hidden, intermediate, split);
+}
+
+ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
+                              std::span<const int64_t> ids, int64_t hidden, int64_t intermediate,
+                              const TensorSplit& split) {
+  const auto count = static_cast<int64_t>(ids.size());
+  DI_CHECK(count > 0, prefix, ": no experts to load");
+  bool run = true;  // ids are first, first + 1, ...: the fused tensors slice without a copy
+  for (int64_t j = 0; j < count; ++j) {
+    DI_CHECK(ids[j] >= 0 && ids[j] < num_experts, prefix, ": expert ", ids[j],
+             " outside the layer's ", num_experts, " experts");
+    run = run && ids[j] == ids[0] + j;
+  }
   const int64_t full = intermediate;
   const auto [i0, i1] = split.part(full, prefix + "'s moe_intermediate_size");
   const int64_t i = i1 - i0;  // this rank's
@@ -57,15 +73,31 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     const Tensor down =
         weights.matrix(prefix + ".down_proj", {num_experts, hidden, i}, MatrixUse::expert);
     refuse_blocks(gate_up, prefix + ".gate_up_proj");
-    return ExpertStack(gate_up.slice_rows(first, first + count),
-                       down.slice_rows(first, first + count));
+    if (run) {
+      return ExpertStack(gate_up.slice_rows(ids[0], ids[0] + count),
+                         down.slice_rows(ids[0], ids[0] + count));
+    }
+    // A placement (EPLB) that is not one run of experts: copy each into new stacks.
+    ExpertStack stack(gate_up.slice_rows(ids[0], ids[0] + 1), down.slice_rows(ids[0], ids[0] + 1));
+    ExpertStack out = stack.empty_like(count);
+    for (int64_t j = 0; j < count; ++j) {
+      const ExpertStack one(gate_up.slice_rows(ids[j], ids[j] + 1),
+                            down.slice_rows(ids[j], ids[j] + 1));
+      for (int part = 0; part < 2; ++part) {
+        const auto from = one.expert_bytes(0, part);
+        std::memcpy(out.mutable_expert_bytes(j, part).data(), from.data(), from.size());
+      }
+    }
+    return out;
   }
   auto name = [&](int64_t e, const char* proj) {
     return prefix + "." + std::to_string(e) + "." + proj + ".weight";
   };
   // Other ranks' experts (expert parallelism) are theirs to read: not "unused" here.
+  std::vector<char> mine(static_cast<size_t>(num_experts), 0);
+  for (const int64_t e : ids) mine[static_cast<size_t>(e)] = 1;
   for (int64_t e = 0; e < num_experts; ++e) {
-    if (e >= first && e < first + count) continue;
+    if (mine[static_cast<size_t>(e)]) continue;
     for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
       weights.skip(name(e, proj));
       weights.skip(name(e, proj) + "_scale_inv");
@@ -73,7 +105,7 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
   }
   Tensor gate_up, down;
   for (int64_t j = 0; j < count; ++j) {
-    const int64_t e = first + j;
+    const int64_t e = ids[j];
     // Unsplit: no slice (the whole tensor, zero-copy where the dtype allows).
     const auto part = [&](int dim) {
       return split.split() ? std::optional<Slice>(Slice{dim, i0, i1}) : std::nullopt;
@@ -94,6 +126,26 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     copy_into(down, j, 0, dn);
   }
   return ExpertStack(std::move(gate_up), std::move(down));
+}
+
+ExpertStack ExpertStack::empty_like(int64_t count) const {
+  DI_CHECK(count > 0 && this->count() > 0, "expert stack: empty_like(", count, ") of ",
+           this->count(), " experts");
+  return ExpertStack(Tensor::zeros({count, gate_up_.dim(1), gate_up_.dim(2)}, dtype()),
+                     Tensor::zeros({count, down_.dim(1), down_.dim(2)}, dtype()));
+}
+
+std::span<const std::byte> ExpertStack::expert_bytes(int64_t j, int part) const {
+  DI_CHECK(j >= 0 && j < count() && (part == 0 || part == 1), "expert stack: expert ", j, " part ",
+           part, " outside the ", count(), " local experts");
+  const Tensor& t = part == 0 ? gate_up_ : down_;
+  const size_t each = t.nbytes() / static_cast<size_t>(count());
+  return {static_cast<const std::byte*>(t.raw()) + static_cast<size_t>(j) * each, each};
+}
+
+std::span<std::byte> ExpertStack::mutable_expert_bytes(int64_t j, int part) {
+  const auto bytes = expert_bytes(j, part);
+  return {const_cast<std::byte*>(bytes.data()), bytes.size()};
 }
 
 void ExpertStack::forward(int64_t j, const float* x, int64_t rows, float* y,

@@ -7,7 +7,9 @@
 // (<prefix>.{e}.{gate,up,down}_proj.weight, what transformers 5 still writes); those are
 // copied into the stacks once at load. Checkpoints already holding transformers 5's fused
 // 3-D tensors (<prefix>.gate_up_proj [E, 2I, H], <prefix>.down_proj [E, H, I]) load zero-copy.
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "core/tensor.h"
@@ -25,6 +27,11 @@ class ExpertStack {
   static ExpertStack load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
                           int64_t first, int64_t count, int64_t hidden, int64_t intermediate,
                           const TensorSplit& split = {});
+  // Loads the experts `ids` (global ids, in local slot order; an id may repeat: EPLB
+  // replicas). One ascending run of ids slices fused checkpoint tensors without a copy.
+  static ExpertStack load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
+                          std::span<const int64_t> ids, int64_t hidden, int64_t intermediate,
+                          const TensorSplit& split = {});
   // From stacks in hand (tests, converters): gate_up [count, 2I, H], down [count, H, I].
   ExpertStack(Tensor gate_up, Tensor down);
   ExpertStack() = default;
@@ -37,6 +44,13 @@ class ExpertStack {
   // y = down(silu(gate(x)) * up(x)) through local expert j, for x [rows, hidden] -> y [rows,
   // hidden]: two GEMM calls whatever `rows` is.
   void forward(int64_t j, const float* x, int64_t rows, float* y, ThreadPool& pool) const;
+
+  // Moving experts between ranks (EPLB): the bytes of local expert j's gate_up (part 0) or
+  // down (part 1) stack, and a zeroed stack of `count` experts of this one's shape and dtype
+  // whose bytes the caller fills. Only empty_like stacks are written (never mmap'd ones).
+  std::span<const std::byte> expert_bytes(int64_t j, int part) const;
+  std::span<std::byte> mutable_expert_bytes(int64_t j, int part);
+  ExpertStack empty_like(int64_t count) const;
 
  private:
   Tensor gate_up_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/kernels.h"
 #include "model/layers/gated_mlp.h"
@@ -72,16 +73,30 @@ void run_experts(const ExpertStack& experts, const float* rows, std::span<const 
 MoeLayer::MoeLayer(MoeConfig config, MoeRouter router, ExpertStack experts,
                    std::unique_ptr<FeedForward> shared,
                    std::shared_ptr<parallel::Communicator> comm,
+                   std::shared_ptr<parallel::EplbState> eplb, std::string name,
+                   parallel::ExpertPlacement placement,
                    std::shared_ptr<parallel::Communicator> moe_tensor)
     : config_(std::move(config)),
       router_(std::move(router)),
       experts_(std::move(experts)),
       shared_(std::move(shared)),
       comm_(std::move(comm)),
-      moe_tensor_(moe_tensor && moe_tensor->world_size() > 1 ? std::move(moe_tensor) : nullptr) {
+      moe_tensor_(moe_tensor && moe_tensor->world_size() > 1 ? std::move(moe_tensor) : nullptr),
+      eplb_(std::move(eplb)),
+      name_(std::move(name)) {
   DI_CHECK(comm_ != nullptr, "MoE layer: no communicator (use SingleProcessCommunicator)");
   config_.router.validate("MoE layer");
-  const int64_t per_rank = experts_per_rank(config_, *comm_, "MoE layer");
+  if (placement.phy2log.empty())
+    placement = parallel::identity_placement(config_.router.num_experts);
+  DI_CHECK(placement.num_logical() == config_.router.num_experts &&
+               placement.num_physical() % comm_->world_size() == 0,
+           "MoE layer: a placement of ", placement.num_physical(), " slots for ",
+           placement.num_logical(), " experts does not fit ", config_.router.num_experts,
+           " experts over ", comm_->world_size(), " ranks");
+  if (placement.num_physical() == config_.router.num_experts) {
+    experts_per_rank(config_, *comm_, "MoE layer");
+  }
+  const int64_t per_rank = placement.num_physical() / comm_->world_size();
   const int64_t shards = moe_tensor_ ? moe_tensor_->world_size() : 1;
   DI_CHECK(experts_.count() == per_rank && experts_.hidden() == config_.hidden &&
                experts_.intermediate() * shards == config_.intermediate,
@@ -93,6 +108,10 @@ MoeLayer::MoeLayer(MoeConfig config, MoeRouter router, ExpertStack experts,
   first_local_ = comm_->rank() * per_rank;
   set_capacity_factor(config_.capacity_factor);
   load_.assign(static_cast<size_t>(config_.router.num_experts), 0);
+  pending_load_.assign(load_.size(), 0);
+  pending_rank_rows_.assign(static_cast<size_t>(comm_->world_size()), 0);
+  set_placement(std::move(placement));
+  if (eplb_) eplb_layer_ = eplb_->register_layer(name_);
 }
 
 std::unique_ptr<MoeLayer> MoeLayer::load(WeightLoader& weights, const std::string& prefix,
@@ -101,25 +120,44 @@ std::unique_ptr<MoeLayer> MoeLayer::load(WeightLoader& weights, const std::strin
   DI_CHECK(comm != nullptr, prefix, ": MoE layer needs a communicator");
   DI_CHECK(config.hidden > 0 && config.intermediate > 0, prefix,
            ": MoE hidden and moe_intermediate_size must be positive");
-  const int64_t per_rank = experts_per_rank(config, *comm, prefix);
+  const parallel::MoeOptions& options = weights.moe_options();
+  MoeConfig layer_config = config;
+  layer_config.replicated_tokens = config.replicated_tokens || weights.expert_tokens_replicated();
+  if (!layer_config.capacity_factor) layer_config.capacity_factor = options.capacity_factor;
+  if (layer_config.communication_dtype == parallel::CommunicationDType::f32) {
+    layer_config.communication_dtype = options.communication_dtype;
+  }
+  std::shared_ptr<parallel::EplbState> eplb = weights.eplb_state(*comm);
+  parallel::ExpertPlacement placement =
+      initial_placement(layer_config, comm->world_size(), eplb.get(), prefix);
+  const int64_t per_rank = placement.num_physical() / comm->world_size();
+  if (placement.num_physical() == config.router.num_experts) {
+    experts_per_rank(config, *comm, prefix);
+  }
   MoeRouter router = MoeRouter::load(weights, prefix + ".gate", config.hidden, config.router);
   // Moe tensor parallelism: every expert (and the shared experts) split over the group, the
   // partial outputs summed once at the end of forward.
   auto moe_tensor = weights.moe_tensor_group();
   TensorSplit split = TensorSplit::over(moe_tensor);
   split.reduce = nullptr;
+  const std::span<const int64_t> ids =
+      std::span<const int64_t>(placement.phy2log)
+          .subspan(static_cast<size_t>(comm->rank() * per_rank), static_cast<size_t>(per_rank));
   ExpertStack experts = ExpertStack::load(weights, prefix + ".experts", config.router.num_experts,
-                                          comm->rank() * per_rank, per_rank, config.hidden,
-                                          config.intermediate, split);
+                                          ids, config.hidden, config.intermediate, split);
   std::unique_ptr<FeedForward> shared;
   if (config.shared_intermediate > 0) {
     shared = GatedMlp::load(weights, prefix + ".shared_experts", config.hidden,
                             config.shared_intermediate, false, split);
   }
-  MoeConfig layer_config = config;
-  layer_config.replicated_tokens = config.replicated_tokens || weights.expert_tokens_replicated();
   return std::make_unique<MoeLayer>(std::move(layer_config), std::move(router), std::move(experts),
-                                    std::move(shared), std::move(comm), std::move(moe_tensor));
+                                    std::move(shared), std::move(comm), std::move(eplb), prefix,
+                                    std::move(placement), std::move(moe_tensor));
+}
+
+std::vector<int64_t> MoeLayer::local_expert_ids() const {
+  const auto begin = placement_.phy2log.begin() + first_local_;
+  return {begin, begin + experts_.count()};
 }
 
 void MoeLayer::set_capacity_factor(std::optional<double> capacity_factor) {
@@ -134,14 +172,46 @@ void MoeLayer::reset_load_stats() {
 }
 
 void MoeLayer::forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const {
-  forward_tokens(x, tokens, out, pool);
+  forward_shares(x, tokens, out, pool);
   // Combine and shared experts are linear in the shards: one sum gives the whole output.
   if (moe_tensor_)
     moe_tensor_->all_reduce_sum(
         std::span<float>(out, static_cast<size_t>(tokens * config_.hidden)));
+  ++calls_;
+  if (eplb_ && eplb_->options().active() && calls_ % eplb_->options().sync_interval() == 0) {
+    synchronize_load();
+  }
 }
 
-void MoeLayer::forward_tokens(const float* x, int64_t tokens, float* out, ThreadPool& pool) const {
+void MoeLayer::exchange_rows(const std::vector<float>& send, std::span<const int64_t> send_values,
+                             std::vector<float>& recv, std::vector<int64_t>& recv_values,
+                             ThreadPool& pool) const {
+  // One process copies in memory: nothing to save, so rows stay exact.
+  if (config_.communication_dtype == parallel::CommunicationDType::f32 ||
+      comm_->world_size() == 1) {
+    comm_->all_to_all_v<float>(send, send_values, recv, recv_values);
+    return;
+  }
+  const bool bf16 = config_.communication_dtype == parallel::CommunicationDType::bf16;
+  std::vector<uint16_t> narrow(send.size());
+  const auto n = static_cast<int64_t>(send.size());
+  pool.parallel_for(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      narrow[static_cast<size_t>(i)] = bf16 ? f32_to_bf16(send[i]) : f32_to_f16(send[i]);
+    }
+  });
+  std::vector<uint16_t> arrived;
+  comm_->all_to_all_v<uint16_t>(narrow, send_values, arrived, recv_values);
+  recv.resize(arrived.size());
+  pool.parallel_for(static_cast<int64_t>(arrived.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      recv[static_cast<size_t>(i)] = bf16 ? bf16_to_f32(arrived[static_cast<size_t>(i)])
+                                          : f16_to_f32(arrived[static_cast<size_t>(i)]);
+    }
+  });
+}
+
+void MoeLayer::forward_shares(const float* x, int64_t tokens, float* out, ThreadPool& pool) const {
   const int64_t world = comm_->world_size();
   if (!config_.replicated_tokens || world == 1) {
     forward_own(x, tokens, out, pool);
@@ -167,21 +237,64 @@ void MoeLayer::forward_own(const float* x, int64_t tokens, float* out, ThreadPoo
   const int64_t num_experts = config_.router.num_experts;
   const int64_t h = config_.hidden;
   const int64_t world = comm_->world_size();
-  const int64_t per_rank = num_experts / world;
+  const int64_t slots = placement_.num_physical();
+  const int64_t per_rank = slots / world;
 
   // Route, and record which experts this rank's tokens chose.
   std::vector<int32_t> chosen(static_cast<size_t>(tokens * k));
   std::vector<float> weight(chosen.size());
   router_.route(x, tokens, chosen.data(), weight.data(), pool);
-  for (int32_t e : chosen) ++load_[static_cast<size_t>(e)];
+  for (int32_t e : chosen) {
+    ++load_[static_cast<size_t>(e)];
+    ++pending_load_[static_cast<size_t>(e)];
+  }
+
+  // Capacity and replica turns are counted over the expert group's tokens in one global
+  // order, so they need the other ranks' counts per (slot, expert): every rank then drops
+  // and places exactly what one process holding all the tokens would.
+  std::vector<int64_t> ahead(static_cast<size_t>(k * num_experts), 0);
+  std::vector<int64_t> totals(static_cast<size_t>(num_experts), 0);  // the group's, per expert
+  int64_t group_tokens = tokens;
+  if (config_.capacity_factor || replicated_) {
+    std::vector<int64_t> mine(ahead.size(), 0);
+    for (int64_t a = 0; a < tokens * k; ++a)
+      ++mine[static_cast<size_t>((a % k) * num_experts + chosen[a])];
+    const std::vector<int64_t> all = world > 1 ? comm_->all_gather<int64_t>(mine) : mine;
+    group_tokens = 0;
+    for (int64_t r = 0; r < world; ++r) {
+      for (size_t i = 0; i < mine.size(); ++i) {
+        const int64_t n = all[static_cast<size_t>(r) * mine.size() + i];
+        group_tokens += n;
+        totals[i % static_cast<size_t>(num_experts)] += n;
+        const auto s = static_cast<int64_t>(i) / num_experts;
+        const int64_t e = static_cast<int64_t>(i) % num_experts;
+        // Ahead of this rank's slot s: the other ranks' earlier slots and, at slot s, the
+        // ranks before this one (assign_targets counts this rank's own).
+        if (r == comm_->rank()) continue;
+        for (int64_t later = s + 1; later < k; ++later) {
+          ahead[static_cast<size_t>(later * num_experts + e)] += n;
+        }
+        if (r < comm_->rank()) ahead[i] += n;
+      }
+    }
+    group_tokens /= k;
+  }
   std::optional<int64_t> capacity;
   if (config_.capacity_factor) {
-    capacity = expert_capacity(*config_.capacity_factor, tokens, k, num_experts);
+    capacity = expert_capacity(*config_.capacity_factor, group_tokens, k, num_experts);
+    uint64_t group_dropped = 0;  // the same on every rank
+    for (const int64_t n : totals) {
+      group_dropped += static_cast<uint64_t>(std::max<int64_t>(0, n - *capacity));
+    }
+    dropped_ += group_dropped;
+    if (eplb_) eplb_->add_dropped(group_dropped);
   }
-  const DispatchPlan plan = plan_dispatch(chosen.data(), tokens, k, num_experts, capacity);
-  dropped_ += static_cast<uint64_t>(plan.dropped);
+  int64_t dropped_here = 0;
+  const std::vector<int32_t> targets = assign_targets(chosen.data(), tokens, k, num_experts, ahead,
+                                                      capacity, replicas_, dropped_here);
+  const DispatchPlan plan = group_by_target(targets.data(), tokens, k, slots);
 
-  // Dispatch: rows grouped by expert are grouped by destination rank too.
+  // Dispatch: rows grouped by physical slot are grouped by destination rank too.
   const auto kept = static_cast<int64_t>(plan.order.size());
   std::vector<float> send(static_cast<size_t>(kept * h));
   pool.parallel_for(kept, [&](int64_t begin, int64_t end) {
@@ -190,25 +303,27 @@ void MoeLayer::forward_own(const float* x, int64_t tokens, float* out, ThreadPoo
       std::memcpy(send.data() + i * h, x + token * h, static_cast<size_t>(h) * sizeof(float));
     }
   });
-  std::vector<int64_t> expert_counts(static_cast<size_t>(num_experts));
+  std::vector<int64_t> slot_counts(static_cast<size_t>(slots));
   std::vector<int64_t> rank_values(static_cast<size_t>(world));
-  for (int64_t e = 0; e < num_experts; ++e) {
-    expert_counts[static_cast<size_t>(e)] = plan.expert_offsets[static_cast<size_t>(e + 1)] -
-                                            plan.expert_offsets[static_cast<size_t>(e)];
-    rank_values[static_cast<size_t>(e / per_rank)] += expert_counts[static_cast<size_t>(e)] * h;
+  for (int64_t p = 0; p < slots; ++p) {
+    slot_counts[static_cast<size_t>(p)] = plan.expert_offsets[static_cast<size_t>(p + 1)] -
+                                          plan.expert_offsets[static_cast<size_t>(p)];
+    rank_values[static_cast<size_t>(p / per_rank)] += slot_counts[static_cast<size_t>(p)] * h;
+    pending_rank_rows_[static_cast<size_t>(p / per_rank)] +=
+        static_cast<uint64_t>(slot_counts[static_cast<size_t>(p)]);
   }
   const std::vector<int64_t> per_rank_counts(static_cast<size_t>(world), per_rank);
   std::vector<int64_t> recv_counts, ignored, recv_values;
-  comm_->all_to_all_v<int64_t>(expert_counts, per_rank_counts, recv_counts, ignored);
+  comm_->all_to_all_v<int64_t>(slot_counts, per_rank_counts, recv_counts, ignored);
   std::vector<float> recv;
-  comm_->all_to_all_v<float>(send, rank_values, recv, recv_values);
+  exchange_rows(send, rank_values, recv, recv_values, pool);
 
   // Experts, then the rows go back to the ranks that sent them, in the order they came.
   std::vector<float> computed(recv.size());
   run_experts(experts_, recv.data(), recv_counts, world, computed.data(), pool);
   std::vector<float> back;
   std::vector<int64_t> back_values;
-  comm_->all_to_all_v<float>(computed, recv_values, back, back_values);
+  exchange_rows(computed, recv_values, back, back_values, pool);
   DI_CHECK(back_values == rank_values,
            "MoE combine: ranks returned a different number of rows "
            "than were dispatched to them");

@@ -2,10 +2,14 @@
 // Mixture-of-Experts feed-forward (Qwen3-MoE, GLM-4.5, DeepSeek-V2/V3), written for expert
 // parallelism from the start:
 //   route    MoeRouter: f32 logits, softmax|sigmoid, greedy|group_limited_greedy|noaux_tc
-//   group    plan_dispatch: counting sort of (token, slot) assignments by expert
-//            (+ optional capacity drop)
-//   dispatch Communicator::all_to_all_v: expert e lives on rank e / experts_per_rank; rows
-//            travel to their expert's rank (a copy at world size 1)
+//   group    assign_targets + group_by_target: each (token, slot) assignment goes to a
+//            physical expert slot (capacity drop and replica turns counted in one global
+//            order over the expert group), then a counting sort by slot
+//   dispatch Communicator::all_to_all_v: slot p lives on rank p / slots_per_rank (without
+//            EPLB slot e holds expert e); rows travel to their slot's rank (a copy at world
+//            size 1), in f32 or the communication dtype
+//   balance  EPLB (moe_eplb.cpp): at sync points the ranks sum the expert load of a window
+//            and may re-place experts, moving their weights
 //   experts  ExpertStack: one GEMM per projection per expert over its whole token group
 //   combine  rows come back by the reverse all_to_all_v; each token sums weight x output
 //            over its top-k slots in slot order (so a token's result never depends on the
@@ -40,6 +44,9 @@
 #include "model/layers/moe/router.h"
 #include "model/weights.h"
 #include "parallel/communicator.h"
+#include "parallel/eplb.h"
+#include "parallel/eplb_state.h"
+#include "parallel/moe_options.h"
 
 namespace deepinfer::model {
 
@@ -49,10 +56,13 @@ struct MoeConfig {
   RouterConfig router;
   int64_t shared_intermediate = 0;  // all shared experts as one MLP; 0 = no shared experts
   // ep_config capacity_factor: at most ceil(cf x tokens x top_k / experts) assignments per
-  // expert per forward call, counted over this rank's tokens before dispatch (see
-  // plan_dispatch for which are dropped). Off by default: exact transformers semantics and
-  // batch invariance need every assignment kept.
+  // expert per forward call, tokens counted over the whole expert group (every rank's share),
+  // dropped in one global order whatever the number of ranks (assign_targets). Off by
+  // default: exact transformers semantics and batch invariance need every assignment kept.
   std::optional<double> capacity_factor;
+  // The rows the dispatch and combine all-to-alls carry (with more than one rank): f32 is
+  // exact; bf16 / f16 round each row element once each way.
+  parallel::CommunicationDType communication_dtype = parallel::CommunicationDType::f32;
   // Every rank of the expert group runs the same tokens (attention replicated, as at this
   // milestone of expert parallelism): rank r then routes and dispatches only its share of
   // them (tokens [T r / W, T (r + 1) / W)), so each expert computes each token once, and the
@@ -67,11 +77,16 @@ class MoeLayer : public FeedForward {
                                         const MoeConfig& config,
                                         std::shared_ptr<parallel::Communicator> comm);
   // From parts in hand; `experts` must hold this rank's experts, `shared` may be null.
+  // `eplb` (may be null: no load balancing) is shared by the model's MoE layers; `placement`
+  // (empty: expert e in slot e) says which logical expert each physical slot holds, slots
+  // [r S, (r + 1) S) on rank r, and `experts` holds this rank's slots in order.
   // `moe_tensor` (null or size 1: none): the group each expert's intermediate (and the shared
   // experts') is split over; `experts` and `shared` then hold this rank's part and the layer
-  // sums the partial outputs over it once, at the end.
+  // sums the partial outputs over it once, at the end of forward.
   MoeLayer(MoeConfig config, MoeRouter router, ExpertStack experts,
            std::unique_ptr<FeedForward> shared, std::shared_ptr<parallel::Communicator> comm,
+           std::shared_ptr<parallel::EplbState> eplb = nullptr, std::string name = "",
+           parallel::ExpertPlacement placement = {},
            std::shared_ptr<parallel::Communicator> moe_tensor = nullptr);
 
   // x [tokens, hidden] -> out [tokens, hidden]. Not reentrant (updates the load counters).
@@ -81,6 +96,14 @@ class MoeLayer : public FeedForward {
   void set_capacity_factor(std::optional<double> capacity_factor);
   int64_t first_local_expert() const { return first_local_; }
   int64_t local_experts() const { return experts_.count(); }
+  // The placement in force (EPLB may change it at its sync points) and this rank's slots.
+  const parallel::ExpertPlacement& placement() const { return placement_; }
+  std::vector<int64_t> local_expert_ids() const;
+  // The placement at start: from the recorded load of this layer, else with redundant slots
+  // spread by a uniform load, else expert e in slot e.
+  static parallel::ExpertPlacement initial_placement(const MoeConfig& config, int world,
+                                                     const parallel::EplbState* eplb,
+                                                     const std::string& name);
 
   // Load statistics since construction / the last reset: per (global) expert, how many of
   // this rank's token assignments (with replicated_tokens: of its share) the router sent to it
@@ -91,15 +114,24 @@ class MoeLayer : public FeedForward {
   void reset_load_stats() override;
 
  private:
-  // Every token of the call (split among the expert token peers when replicated), before the
-  // moe tensor reduce.
-  void forward_tokens(const float* x, int64_t tokens, float* out, ThreadPool& pool) const;
+  // The forward pass proper: with replicated tokens, this rank's share, then the all-gather.
+  void forward_shares(const float* x, int64_t tokens, float* out, ThreadPool& pool) const;
   // route -> dispatch -> experts -> combine (+ shared experts) of this rank's own tokens.
   void forward_own(const float* x, int64_t tokens, float* out, ThreadPool& pool) const;
+  // all_to_all_v of activation rows in config_.communication_dtype.
+  void exchange_rows(const std::vector<float>& send, std::span<const int64_t> send_values,
+                     std::vector<float>& recv, std::vector<int64_t>& recv_values,
+                     ThreadPool& pool) const;
+  // EPLB (moe_eplb.cpp), at the forward calls where every rank of the group is in step:
+  // sums the ranks' counters into the window, reports, and re-balances when due.
+  void synchronize_load() const;
+  void set_placement(parallel::ExpertPlacement placement) const;
+  // Moves expert weights so that this rank holds `next`'s slots (an all-to-all of bytes).
+  void migrate(const parallel::ExpertPlacement& next) const;
 
   MoeConfig config_;
   MoeRouter router_;
-  ExpertStack experts_;
+  mutable ExpertStack experts_;  // replaced by a migration (EPLB)
   std::unique_ptr<FeedForward> shared_;
   std::shared_ptr<parallel::Communicator> comm_;
   std::shared_ptr<parallel::Communicator> moe_tensor_;  // null: experts unsplit
@@ -107,6 +139,22 @@ class MoeLayer : public FeedForward {
   // Statistics are observations, not state of the computation: forward stays logically const.
   mutable std::vector<uint64_t> load_;
   mutable uint64_t dropped_ = 0;
+  // EPLB. The placement and the experts it implies change only at sync points, which every
+  // rank reaches at the same forward call; no output bit depends on them (each token is
+  // computed once by an identical copy of its expert), so forward stays logically const.
+  std::shared_ptr<parallel::EplbState> eplb_;
+  std::string name_;
+  int eplb_layer_ = -1;
+  mutable parallel::ExpertPlacement placement_;
+  mutable std::vector<std::vector<int64_t>> replicas_;  // logical -> physical slots
+  mutable bool replicated_ = false;                     // some expert has several replicas
+  mutable int64_t calls_ = 0;
+  mutable int64_t rebalances_ = 0;
+  // Since the last sync, this rank's share: assignments per logical expert, and kept rows
+  // per destination rank. The window holds the group's sums, one bucket per sync interval.
+  mutable std::vector<uint64_t> pending_load_;
+  mutable std::vector<uint64_t> pending_rank_rows_;
+  mutable std::vector<std::vector<uint64_t>> window_;
 };
 
 }  // namespace deepinfer::model
