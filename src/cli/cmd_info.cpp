@@ -12,6 +12,7 @@
 #include "cli/model_flags.h"
 #include "config/apply.h"
 #include "config/progress.h"
+#include "config/setup.h"
 #include "core/log.h"
 #include "io/gguf.h"
 #include "io/gguf_model.h"
@@ -116,13 +117,23 @@ int run_info(const std::vector<std::string>& argv) {
         "weights takes and the KV cache cost per token\n");
     return 0;
   }
-  const Args args(argv, with_model_flags({}), {"json"}, {.aliases = {{"m", "model"}}});
+  const Args args(argv, with_parallel_value_flags(with_model_flags({})),
+                  with_parallel_bool_flags({"json"}), {.aliases = {{"m", "model"}}});
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   const std::string dir = args.require("model");
-  const model::LoadOptions load_options = load_options_from(args);
+  model::LoadOptions load_options = load_options_from(args);
+  // Under mpirun (--expert-parallel-size N): each rank loads what it would serve with, and
+  // rank 0 prints what every rank holds.
+  const auto parallel = config::parallel_context_for(recipe_from_flags(args, false));
+  load_options.parallel = parallel;
   model::LoadReport load_report;
   const auto model = model::load_model(dir, load_options, &load_report);
   const io::ModelConfig& mc = model->config();
+  int64_t rank_bytes = 0;
+  for (const auto& [type, bytes] : load_report.weight_bytes) rank_bytes += bytes;
+  const std::vector<int64_t> bytes_per_rank =
+      parallel->world()->all_gather(std::span<const int64_t>(&rank_bytes, 1));
+  if (!parallel->is_driver()) return 0;  // rank 0 prints for every rank
 
   int64_t parameters = 0;
   std::map<std::string, int64_t> dtype_counts;
@@ -184,14 +195,23 @@ int run_info(const std::vector<std::string>& argv) {
   out["kv_bytes_per_token_bf16"] = kv_bytes(DType::bf16);
   out["kv_bytes_per_token_int8"] = kv_bytes(DType::i8);  // scales included
   out["max_position_embeddings"] = mc.max_position_embeddings;
-  if (load_options.quantization) {
-    // What --quantization made of the weights: bytes held per type after loading.
-    out["quantization_at_load"] = load_options.quantization->name();
-    out["quantization_at_load_summary"] = load_report.quantization;
+  // FP8 matrices kept as stored with their block scales: f8_e4m3 counts both.
+  const bool fp8_kept = load_report.weight_bytes.count("f8_e4m3") > 0;
+  if (load_options.quantization || fp8_kept) {
+    // What --quantization (or keeping FP8) made of the weights: bytes held per type.
+    if (load_options.quantization) {
+      out["quantization_at_load"] = load_options.quantization->name();
+      out["quantization_at_load_summary"] = load_report.quantization;
+    }
     int64_t loaded = 0;
     for (const auto& [type, bytes] : load_report.weight_bytes) loaded += bytes;
     out["loaded_weight_bytes"] = loaded;
     out["loaded_weight_bytes_by_dtype"] = load_report.weight_bytes;
+  }
+  if (parallel->distributed()) {
+    out["world_size"] = parallel->world_size();
+    out["expert_parallel_size"] = parallel->expert_parallel_size();
+    out["weight_bytes_per_rank"] = bytes_per_rank;
   }
   if (args.flag("json")) {
     std::printf("%s\n", out.dump().c_str());
@@ -232,14 +252,30 @@ int run_info(const std::vector<std::string>& argv) {
       str_cat(human_bytes(static_cast<double>(kv_bytes(DType::f32))), " (f32, the default), ",
               human_bytes(static_cast<double>(kv_bytes(DType::bf16))), " (bf16), ",
               human_bytes(static_cast<double>(kv_bytes(DType::i8))), " (int8)"));
-  if (load_options.quantization) {
-    std::printf("memory (weights after --quantization %s):\n",
-                load_options.quantization->name().c_str());
+  if (parallel->distributed()) {
+    const int64_t per_rank = routed / parallel->expert_parallel_size();
+    std::printf("memory per rank (weights loaded, expert parallel %lld of %lld ranks):\n",
+                static_cast<long long>(parallel->expert_parallel_size()),
+                static_cast<long long>(parallel->world_size()));
+    for (size_t r = 0; r < bytes_per_rank.size(); ++r) {
+      const int64_t first = per_rank * static_cast<int64_t>(r);
+      row(str_cat("  rank ", r),
+          str_cat(human_bytes(static_cast<double>(bytes_per_rank[r])), " (routed experts ", first,
+                  "-", first + per_rank - 1, ")"));
+    }
+  }
+  if (load_options.quantization || fp8_kept) {
+    if (load_options.quantization) {
+      std::printf("memory (weights after --quantization %s):\n",
+                  load_options.quantization->name().c_str());
+    } else {
+      std::printf("memory (weights in memory; f8_e4m3: FP8 kept with its block scales):\n");
+    }
     for (const auto& [type, bytes] : load_report.weight_bytes) {
       row("  " + type, human_bytes(static_cast<double>(bytes)));
     }
     row("  total", human_bytes(static_cast<double>(out["loaded_weight_bytes"].get<int64_t>())));
-    row("  policy", load_report.quantization);
+    if (load_options.quantization) row("  policy", load_report.quantization);
   }
   return 0;
 }

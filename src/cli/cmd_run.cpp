@@ -28,8 +28,9 @@ constexpr const char* kUsage =
     "  --mode local         chat in the terminal (default); /reset, /exit, Ctrl-D\n"
     "  --mode api           serve the OpenAI-compatible HTTP API (docs/API.md)\n"
     "  --prompt TEXT        local mode: answer this one message and exit\n"
-    "  --npu_devices 0,1    (alias --devices) CPU build: the number of devices listed sets the\n"
-    "                       compute threads; more than one rank needs MPI (not built yet)\n"
+    "  --npu_devices 0,1    (alias --devices) under mpirun: one device per rank, as many as\n"
+    "                       mpirun -np starts; without mpirun the number listed sets the\n"
+    "                       compute threads of the one process\n"
     "overrides (win over the config file):\n"
     "  --model DIR  --threads T  --dtype auto|f32|bf16|f16  --matmul-precision f32|bf16\n"
     "  --quantization none|q8_0|q4_0|q4_1 (int8 = q8_0)\n"
@@ -64,7 +65,8 @@ int run_run(const std::vector<std::string>& argv) {
   std::set<std::string> value_flags = setting_value_flags();
   value_flags.insert(kServerFlags.begin(), kServerFlags.end());
   value_flags.insert({"config", "mode", "prompt", "log-level"});
-  const Args args(argv, value_flags, with_engine_bool_flags(kServerBoolFlags));
+  const Args args(argv, with_parallel_value_flags(value_flags),
+                  with_parallel_bool_flags(with_engine_bool_flags(kServerBoolFlags)));
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
 
   const std::string mode = args.get_or("mode", "local");
@@ -85,8 +87,11 @@ int run_run(const std::vector<std::string>& argv) {
   if (const auto path = args.get("config")) config = config::load_recipe(*path);
   apply_setting_flags(config, args, setting_value_flags());
   apply_engine_flags(config, args);
+  apply_parallel_flags(config, args);
 
   if (mode == "api") return serve_api(args, config, {});
+  // Under mpirun only rank 0 chats (mpirun gives stdin to rank 0 alone); the others follow.
+  if (config::launched_as_worker()) return config::follow_driver(config);
 
   const auto runtime = config::Runtime::start(config);
   if (const auto prompt = args.get("prompt")) {

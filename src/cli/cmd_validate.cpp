@@ -65,8 +65,9 @@ std::vector<std::string> split_json_flag(const std::vector<std::string>& argv) {
   return out;
 }
 
+// `index`: the model's place in load order (under mpirun the other ranks follow both).
 config::ModelSetup load(const Args& args, const std::string& path, const char* dtype_flag,
-                        const char* kv_flag, const char* quantization_flag) {
+                        const char* kv_flag, const char* quantization_flag, int64_t index = 0) {
   config::RecipeConfig recipe;
   config::apply_override(recipe, "model_path", path, "--model");
   if (const auto v = args.get("threads"))
@@ -80,7 +81,11 @@ config::ModelSetup load(const Args& args, const std::string& path, const char* d
   if (const auto v = args.get(quantization_flag)) {
     config::apply_override(recipe, "quantization", *v, str_cat("--", quantization_flag), true);
   }
-  return config::load_model_setup(recipe, {.require_tokenizer = false, .progress_bar = false});
+  apply_parallel_flags(recipe, args);
+  return config::load_model_setup(recipe, {.require_tokenizer = false,
+                                           .progress_bar = false,
+                                           .lockstep = true,
+                                           .lockstep_index = index});
 }
 
 int run_validate(const std::vector<std::string>& argv) {
@@ -113,8 +118,11 @@ int run_validate(const std::vector<std::string>& argv) {
                    "tolerance",
                    "max-kl",
                    "min-agreement",
-                   "json-file"},
-                  {"layers", "json"}, kShortFlags);
+                   "json-file",
+                   "expert-parallel-size",
+                   "tensor-parallel-size",
+                   "pipeline-parallel-size"},
+                  with_parallel_bool_flags({"layers", "json"}), kShortFlags);
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   const std::string model_path = args.require("model");
   DI_CHECK(args.has("reference") != args.has("golden"),
@@ -139,13 +147,18 @@ int run_validate(const std::vector<std::string>& argv) {
     }
     const validate::Golden golden = validate::read_golden(*golden_path);
     config::ModelSetup model = load(args, model_path, "dtype", "kv-cache-dtype", "quantization");
+    if (config::is_lockstep_worker(model)) return config::run_lockstep_worker(model);
     validate::ModelProbe probe(*model.model, *model.pool, model.engine.kv_cache_dtype);
     report = validate::compare_golden(probe, golden, options);
   } else {
     const std::string reference_path = *args.get("reference");
     config::ModelSetup model = load(args, model_path, "dtype", "kv-cache-dtype", "quantization");
     config::ModelSetup reference = load(args, reference_path, "reference-dtype",
-                                        "reference-kv-cache-dtype", "reference-quantization");
+                                        "reference-kv-cache-dtype", "reference-quantization", 1);
+    if (config::is_lockstep_worker(model)) {
+      model::CausalLM* const both[] = {model.model.get(), reference.model.get()};
+      return config::run_lockstep_worker(both, model);
+    }
     validate::check_comparable(*model.model, *reference.model, options.layers);
     const tokenizer::Tokenizer* tok = model.tokenizer ? &*model.tokenizer : nullptr;
     const int64_t vocab = model.model->vocab_size();

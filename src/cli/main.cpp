@@ -34,7 +34,8 @@ void print_usage() {
 // The commands whose ranks > 0 follow rank 0 in lockstep (docs/DISTRIBUTED.md); the others
 // would run as independent copies under mpirun.
 bool runs_distributed(const std::string& command) {
-  return command == "generate" || command == "bench";
+  return command == "generate" || command == "bench" || command == "serve" || command == "run" ||
+         command == "validate" || command == "info";
 }
 
 }  // namespace
@@ -59,8 +60,8 @@ int main(int argc, char** argv) {
       const int ranks = deepinfer::parallel::launcher_world_size();
       DI_CHECK(ranks == 1 || runs_distributed(command.name), "mpirun started ", ranks,
                " ranks, but `deepinfer ", command.name,
-               "` runs in one process only for now; `deepinfer generate` and `deepinfer bench "
-               "--mode offline` run expert-parallel under mpirun (docs/DISTRIBUTED.md)");
+               "` runs in one process only; generate, bench, serve, run, validate and info "
+               "run under mpirun (docs/DISTRIBUTED.md)");
       const int status = command.run(std::vector<std::string>(args.begin() + 1, args.end()));
       deepinfer::parallel::mpi_finalize();  // only if a distributed command started MPI
       return status;

@@ -17,7 +17,8 @@ const std::set<std::string> kParallelValueFlags = {
     "expert-parallel-size",  "tensor-parallel-size", "pipeline-parallel-size",
     "data-parallel-size",    "communication-dtype",  "capacity-factor",
     "num-redundant-experts", "eplb-window",          "eplb-interval",
-    "eplb-load-file",        "eplb-record",          "eplb-config"};
+    "eplb-load-file",        "eplb-record",          "eplb-config",
+    "num-micro-batches"};
 
 }  // namespace
 
@@ -27,6 +28,8 @@ const char* const kParallelFlagsUsage =
     "                            number of ranks: mpirun -np N deepinfer ...\n"
     "  --enable-expert-parallel  the same over every rank mpirun started\n"
     "  --tensor-parallel-size N (-tp)  --pipeline-parallel-size N (-pp)\n"
+    "  --num-micro-batches M     pipeline: split each step's sequences into M parts that\n"
+    "                            overlap across the stages (default 1)\n"
     "  --data-parallel-size N (-dp)    attention data parallelism (--enable-dp-attention:\n"
     "                            N = ranks / tensor-parallel size)\n"
     "  --communication-dtype fp32|bf16|fp16   rows of the expert all-to-alls (default fp32)\n"

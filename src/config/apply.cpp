@@ -130,6 +130,7 @@ model::LoadOptions load_options(const RecipeConfig& config) {
     options.weight_dtype = parse_dtype(*config.dtype);
   if (config.quantization.has())
     options.quantization = model::parse_quantization(*config.quantization);
+  options.num_micro_batches = config.num_micro_batches.value_or(1);
   options.moe = moe_options(config);
   return options;
 }

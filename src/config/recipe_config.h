@@ -75,6 +75,7 @@ struct RecipeConfig {
   Setting<int64_t> pipeline_parallel_size;
   Setting<int64_t> expert_parallel_size;
   Setting<int64_t> data_parallel_size;    // attention data parallelism (DP attention)
+  Setting<int64_t> num_micro_batches;     // pipeline micro-batches per step
   Setting<int64_t> attn_tp_size;          // YAML parallel_config
   Setting<int64_t> moe_tp_size;           // YAML parallel_config
   Setting<std::vector<int64_t>> devices;  // --npu_devices: their count sets the threads

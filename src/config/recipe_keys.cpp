@@ -129,6 +129,10 @@ void data_parallel_size(RecipeConfig& c, const Value& v, Mode m) {
   assign(c.data_parallel_size, v.positive(), v, m);
 }
 
+void num_micro_batches(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.num_micro_batches, v.positive(), v, m);
+}
+
 void attn_tp_size(RecipeConfig& c, const Value& v, Mode m) {
   assign(c.attn_tp_size, v.positive(), v, m);
 }

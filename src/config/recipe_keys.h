@@ -79,6 +79,7 @@ void tensor_parallel_size(RecipeConfig&, const Value&, Mode);
 void pipeline_parallel_size(RecipeConfig&, const Value&, Mode);
 void expert_parallel_size(RecipeConfig&, const Value&, Mode);
 void data_parallel_size(RecipeConfig&, const Value&, Mode);
+void num_micro_batches(RecipeConfig&, const Value&, Mode);
 void attn_tp_size(RecipeConfig&, const Value&, Mode);
 void moe_tp_size(RecipeConfig&, const Value&, Mode);
 void world_size(RecipeConfig&, const Value&, Mode);

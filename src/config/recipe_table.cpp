@@ -73,6 +73,7 @@ const std::vector<Meaning>& meanings() {
         {O, "expert_parallel_size"},
         {O, "ep_size"}}},
       {set::data_parallel_size, {{J, "parallel.data_parallel_size"}, {O, "data_parallel_size"}}},
+      {set::num_micro_batches, {{J, "parallel.num_micro_batches"}, {O, "num_micro_batches"}}},
       {set::attn_tp_size, {{Y, "parallel_config.attn_tp_size"}, {O, "attn_tp_size"}}},
       {set::moe_tp_size, {{Y, "parallel_config.moe_tp_size"}, {O, "moe_tp_size"}}},
       {set::yaml_tp_size,

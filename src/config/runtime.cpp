@@ -25,14 +25,29 @@ std::string join(const std::vector<int64_t>& ids) {
   return out;
 }
 
-void log_layout(const RecipeConfig& config, const model::CausalLM& model, int threads) {
+void log_layout(const RecipeConfig& config, const model::CausalLM& model,
+                const parallel::ParallelContext& parallel, int threads) {
+  if (parallel.distributed()) {
+    const int64_t experts = routed_experts(model.config());
+    log::info("initializing parallel layout: world size ", parallel.world_size(),
+              " (mpirun), expert parallel ", parallel.expert_parallel_size(),
+              ", attention replicated on every rank; ", threads, " compute threads per rank",
+              config.devices.has() ? str_cat(", devices ", join(*config.devices), " one per rank")
+                                   : std::string());
+    log::info("initializing EP parallel with ", parallel.expert_parallel_size(),
+              " ranks; experts distributed: ", experts / parallel.expert_parallel_size(),
+              " per rank (", experts, " routed experts, top-", experts_per_token(model.config()),
+              " routing)");
+    return;
+  }
   if (config.devices.has()) {
     log::info("CPU build: there are no NPUs here; the ", config.devices->size(),
               " devices listed (", join(*config.devices), ") map to ",
               config.threads.has() ? "ranks, of which this build runs one; --threads sets "
                                      "the compute threads"
                                    : str_cat(config.devices->size(), " compute threads"),
-              " in one process");
+              " in one process; for one rank per device launch `mpirun -np ",
+              config.devices->size(), " deepinfer ...` (docs/DISTRIBUTED.md)");
   }
   log::info("initializing parallel layout: world size 1 (one process), tensor parallel ",
             config.tensor_parallel_size.value_or(1), ", pipeline parallel ",
@@ -65,8 +80,10 @@ std::unique_ptr<Runtime> Runtime::start(const RecipeConfig& config, const Runtim
   std::unique_ptr<Runtime> rt(new Runtime());
   rt->config_ = config;
   // The runtime takes text: a tokenizer is required whatever options.setup says.
+  // Under mpirun this is rank 0 (the other ranks follow_driver): its model runs in lockstep.
   rt->setup_ = load_model_setup(
-      config, {.require_tokenizer = true, .progress_bar = options.setup.progress_bar});
+      config,
+      {.require_tokenizer = true, .progress_bar = options.setup.progress_bar, .lockstep = true});
   ModelSetup& s = rt->setup_;
   const tokenizer::TokenizerConfig& tc = s.tokenizer->config();
   if (config.chat_template.has()) {
@@ -87,7 +104,7 @@ std::unique_ptr<Runtime> Runtime::start(const RecipeConfig& config, const Runtim
     }
   }
 
-  log_layout(config, *s.model, s.pool->size());
+  log_layout(config, *s.model, *s.parallel, s.pool->size());
   rt->engine_ = std::make_unique<engine::Engine>(*s.model, *s.pool, s.engine, &*s.tokenizer);
   const auto& resolved = rt->engine_->config();
   log::info("KV cache: ", resolved.max_num_blocks, " blocks of ", resolved.block_size,

@@ -45,6 +45,12 @@ class Runtime {
   engine::EngineClient& client() { return *client_; }
   const tokenizer::Tokenizer& tokenizer() const { return *setup_.tokenizer; }
   const engine::SamplingParams& sampling_defaults() const { return setup_.sampling; }
+  const parallel::ParallelContext& parallel() const { return *setup_.parallel; }
+  // Distributed runs: `handler` runs when a rank stops answering, before the job ends
+  // (parallel/heartbeat.h). No-op in one process.
+  void on_fault(parallel::Heartbeat::FaultHandler handler) {
+    if (setup_.heartbeat) setup_.heartbeat->on_fault(std::move(handler));
+  }
   bool has_chat_template() const { return chat_ != nullptr; }
   // The template chats are rendered with: chat_template's file when the config names one,
   // else the tokenizer's; nullptr when there is none.

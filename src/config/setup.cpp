@@ -1,16 +1,22 @@
 #include "config/setup.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "cache/block_manager.h"
 #include "config/apply.h"
 #include "config/progress.h"
+#include "config/rank_consistency.h"
 #include "core/log.h"
 #include "engine/lockstep.h"
 #include "io/gguf_model.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
+#include "parallel/heartbeat.h"
 #include "parallel/mpi_communicator.h"
 
 namespace deepinfer::config {
@@ -55,6 +61,34 @@ void size_pool_by_memory_fraction(const RecipeConfig& config, const model::Causa
   log::info("mem_fraction_static ", fraction, ": ",
             fixed(fraction * static_cast<double>(total) / (1ull << 30), 1),
             " GiB for weights + KV cache; KV pool ", ec.max_num_blocks, " blocks");
+}
+
+bool mpirun_on_path() {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return false;
+  std::string dirs = path;
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    const size_t colon = std::min(dirs.find(':', start), dirs.size());
+    const fs::path candidate = fs::path(dirs.substr(start, colon - start)) / "mpirun";
+    std::error_code ec;
+    if (colon > start && fs::is_regular_file(candidate, ec) &&
+        ::access(candidate.c_str(), X_OK) == 0)
+      return true;
+    start = colon + 1;
+  }
+  return false;
+}
+
+// Compute threads of this rank: `threads`; else without mpirun the devices listed (their
+// count), else all cores; under mpirun, where devices name ranks, this host's cores shared
+// by the ranks mpirun put on it.
+int64_t rank_threads(const RecipeConfig& config) {
+  if (config.threads.has() || parallel::launcher_world_size() == 1) return thread_count(config);
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int64_t ranks_here = local != nullptr ? std::max(1L, std::strtol(local, nullptr, 10)) : 1;
+  const auto cores = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max<int64_t>(1, cores / ranks_here);
 }
 
 parallel::GroupSize group_size(const Setting<int64_t>& setting, const char* name) {
@@ -105,22 +139,47 @@ std::shared_ptr<parallel::ParallelContext> parallel_layout(const RecipeConfig& c
                               " but mpirun started ", launched, " ranks"));
   }
   if (!options.lockstep && (needed > 1 || launched > 1)) {
-    throw ConfigError(str_cat(
-        needed > 1 ? parallel::describe_request(request)
-                   : str_cat("mpirun with ", launched, " ranks"),
-        ": this command runs in one process only for now; `deepinfer generate` and `deepinfer "
-        "bench --mode offline` run distributed under mpirun (docs/DISTRIBUTED.md)"));
+    throw ConfigError(str_cat(needed > 1 ? parallel::describe_request(request)
+                                         : str_cat("mpirun with ", launched, " ranks"),
+                              ": this runs in one process only (docs/DISTRIBUTED.md lists the "
+                              "commands that run under mpirun)"));
   }
-  // Not built yet (issue #10): each gate goes when its parallelism lands.
-  const auto not_built = [](const parallel::GroupSize& size, const char* what) {
-    if (size.size > 1) {
-      throw ConfigError(str_cat(size.origin, " = ", size.size, ": ", what,
-                                " is not built yet (docs/DISTRIBUTED.md says what runs "
-                                "distributed today); set it to 1"));
-    }
-  };
-  not_built(request.pipeline, "pipeline parallelism");
-  not_built(request.data, "attention data parallelism");
+  if (config.devices.has() && launched > 1 &&
+      static_cast<int64_t>(config.devices->size()) != launched) {
+    throw ConfigError(str_cat(config.devices.origin, " lists ", config.devices->size(),
+                              " devices but mpirun started ", launched,
+                              " ranks: under mpirun it names one device per rank (mpirun -np ",
+                              config.devices->size(), ")"));
+  }
+  const parallel::GroupSize& pp = request.pipeline;
+  if (request.data.size > 1 && pp.size > 1) {
+    throw ConfigError(str_cat(request.data.origin, " = ", request.data.size, " with ", pp.origin,
+                              " = ", pp.size,
+                              ": attention data parallelism across pipeline stages is not built "
+                              "yet; use one of them"));
+  }
+  if (pp.size > model.num_hidden_layers) {
+    throw ConfigError(str_cat(pp.origin, " = ", pp.size, " is more than the ",
+                              model.num_hidden_layers, " decoder layers of ", dir,
+                              "/config.json: every pipeline stage needs at least one layer"));
+  }
+  if (config.num_micro_batches.has() && *config.num_micro_batches > 1 && pp.size == 1) {
+    throw ConfigError(str_cat(config.num_micro_batches.origin, " = ", *config.num_micro_batches,
+                              ": micro-batches overlap pipeline stages, and there is one "
+                              "stage; give --pipeline-parallel-size > 1 or set it to 1"));
+  }
+  if (needed > 1 && launched == 1) {
+    // Said here rather than by ParallelContext::create so that it can tell whether mpirun
+    // is there at all.
+    throw ConfigError(str_cat(
+        parallel::describe_request(request), " needs ", needed,
+        " processes, one per rank, and this one was not started by mpirun: ",
+        mpirun_on_path() ? str_cat("launch it as `mpirun -np ", needed, " deepinfer ...`")
+                         : str_cat("mpirun is not installed (Debian: apt-get install openmpi-bin), "
+                                   "then launch it as `mpirun -np ",
+                                   needed, " deepinfer ...`"),
+        " (docs/DISTRIBUTED.md)"));
+  }
   const parallel::GroupSize& ep = request.expert;
   if (ep.size > 1) {
     const int64_t experts = routed_experts(model);
@@ -159,19 +218,44 @@ std::shared_ptr<parallel::ParallelContext> parallel_layout(const RecipeConfig& c
 
 }  // namespace
 
+std::shared_ptr<parallel::ParallelContext> parallel_context_for(const RecipeConfig& config) {
+  const std::string dir = resolve_model_path(config);
+  const io::ModelConfig model_config = io::ModelConfig::load(dir);
+  auto context = parallel_layout(config, model_config, dir, {.lockstep = true});
+  if (context->distributed()) check_ranks_agree(*context->world(), dir);
+  return context;
+}
+
 bool is_lockstep_worker(const ModelSetup& setup) {
   return setup.parallel && !setup.parallel->is_driver();
 }
 
+bool launched_as_worker() {
+  return parallel::launcher_world_size() > 1 && parallel::launcher_rank() != 0;
+}
+
 int run_lockstep_worker(ModelSetup& setup) {
-  const int64_t steps =
-      engine::run_lockstep_worker(*setup.model, *setup.parallel->world(), *setup.pool);
+  model::CausalLM* const models[] = {setup.model.get()};
+  return run_lockstep_worker(models, setup);
+}
+
+int run_lockstep_worker(std::span<model::CausalLM* const> models, ModelSetup& setup) {
+  DI_CHECK(is_lockstep_worker(setup), "run_lockstep_worker: rank 0 drives, it does not follow");
+  const int64_t steps = engine::run_lockstep_worker(models, *setup.parallel->world(), *setup.pool,
+                                                    setup.parallel.get());
   const parallel::CommunicationStats comm = parallel::communication_stats();
   log::info("lockstep worker ", setup.parallel->describe(), ": ", steps,
             " steps, stopped by rank 0; in MPI during steps ", fixed(comm.busy_seconds, 3), " s (",
             fixed(static_cast<double>(comm.bytes_sent) / (1 << 20), 1),
             " MiB sent), waiting for steps ", fixed(comm.idle_seconds, 3), " s");
+  if (setup.heartbeat) setup.heartbeat->stop();  // leaves in order: rank 0 expects no more
   return 0;
+}
+
+int follow_driver(const RecipeConfig& config) {
+  ModelSetup setup = load_model_setup(
+      config, {.require_tokenizer = false, .progress_bar = false, .lockstep = true});
+  return run_lockstep_worker(setup);
 }
 
 ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& options) {
@@ -186,6 +270,13 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
   s.engine = engine_config(config, s.generation);
   check_max_model_len(config, s.engine, model_config, s.dir);
   s.parallel = parallel_layout(config, model_config, s.dir, options);
+  if (s.parallel->distributed()) {
+    // Beside everything that follows (loading included), so a silent rank is found anyway.
+    s.heartbeat = parallel::Heartbeat::start(parallel::heartbeat_timeout_from_env());
+    check_ranks_agree(*s.parallel->world(), s.dir);
+  }
+  // Each attention group has its own KV pool of the configured size, on its own ranks.
+  s.engine.attention_groups = s.parallel->data_parallel_size();
   const std::string tokenizer_dir = config.tokenizer_path.value_or(s.dir);
   if (config.tokenizer_path.has() && !fs::is_directory(tokenizer_dir)) {
     throw ConfigError(str_cat(config.tokenizer_path.origin, " = \"", tokenizer_dir,
@@ -219,7 +310,8 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
   load.parallel = s.parallel;
   s.model = model::load_model(s.dir, load);
   if (s.parallel->distributed() && s.parallel->is_driver()) {
-    s.model = std::make_unique<engine::LockstepModel>(std::move(s.model), s.parallel->world());
+    s.model = std::make_unique<engine::LockstepModel>(std::move(s.model), s.parallel->world(),
+                                                      s.parallel, options.lockstep_index);
   }
   if (has_tokenizer) s.tokenizer = tokenizer::Tokenizer::load_dir(tokenizer_dir);
   log::info(
@@ -236,7 +328,7 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
               "its output is not meaningful text");
   }
 
-  s.pool = std::make_unique<ThreadPool>(static_cast<int>(thread_count(config)));
+  s.pool = std::make_unique<ThreadPool>(static_cast<int>(rank_threads(config)));
   if (config.mem_fraction_static.has()) {
     size_pool_by_memory_fraction(config, *s.model, checkpoint_bytes(s.dir), s.engine);
   }

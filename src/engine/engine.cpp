@@ -95,6 +95,21 @@ EngineConfig resolve(const model::CausalLM& model, EngineConfig config) {
   return config;
 }
 
+std::vector<cache::BlockManager> make_groups(const EngineConfig& config) {
+  DI_CHECK(config.attention_groups >= 1, "engine: ", config.attention_groups, " attention groups");
+  std::vector<cache::BlockManager> groups;
+  groups.reserve(static_cast<size_t>(config.attention_groups));
+  for (int64_t g = 0; g < config.attention_groups; ++g)
+    groups.emplace_back(config.max_num_blocks, config.block_size, config.enable_prefix_caching);
+  return groups;
+}
+
+std::vector<cache::BlockManager*> pointers(std::vector<cache::BlockManager>& groups) {
+  std::vector<cache::BlockManager*> out;
+  for (auto& g : groups) out.push_back(&g);
+  return out;
+}
+
 }  // namespace
 
 Engine::Engine(model::CausalLM& model, ThreadPool& pool, const EngineConfig& config,
@@ -104,9 +119,9 @@ Engine::Engine(model::CausalLM& model, ThreadPool& pool, const EngineConfig& con
       tokenizer_(tokenizer),
       cache_(model::kv_cache_spec(model, config_.block_size, config_.max_num_blocks,
                                   config_.kv_cache_dtype)),
-      blocks_(config_.max_num_blocks, config_.block_size, config_.enable_prefix_caching),
+      blocks_(make_groups(config_)),
       scheduler_({config_.max_num_seqs, config_.max_num_batched_tokens, config_.scheduling_policy},
-                 blocks_),
+                 pointers(blocks_)),
       seed_source_(config.seed ? *config.seed : std::random_device{}()),
       runner_(model, pool) {}
 
@@ -132,8 +147,9 @@ void Engine::check_request(std::span<const int32_t> prompt_ids,
   DI_CHECK(len <= config_.max_model_len, "the prompt has ", len,
            " tokens, more than max_model_len ", config_.max_model_len,
            ": shorten it or raise --max-model-len");
-  DI_CHECK(blocks_.blocks_for_tokens(len) <= blocks_.num_blocks(), "the prompt has ", len,
-           " tokens and needs more KV blocks than the whole pool (", blocks_.num_blocks(),
+  const cache::BlockManager& pool = blocks_.front();  // every group's pool is this size
+  DI_CHECK(pool.blocks_for_tokens(len) <= pool.num_blocks(), "the prompt has ", len,
+           " tokens and needs more KV blocks than the whole pool (", pool.num_blocks(),
            "): shorten it or raise --max-num-blocks / --kv-cache-memory");
   DI_CHECK(params.stop.empty() || tokenizer_ != nullptr,
            "stop strings need the model's tokenizer, which this engine was built without");
@@ -370,7 +386,8 @@ void Engine::fork_siblings(Request& req) {
     seq->prompt_len = leader.prompt_len;
     seq->block_table.assign(leader.block_table.begin(),
                             leader.block_table.begin() + static_cast<std::ptrdiff_t>(shared));
-    blocks_.share(seq->block_table);
+    seq->attention_group = leader.attention_group;  // its blocks are in the leader's pool
+    blocks_[static_cast<size_t>(leader.attention_group)].share(seq->block_table);
     seq->num_computed = static_cast<int64_t>(shared) * config_.block_size;
     seq->num_cached_tokens = seq->num_computed;
     scheduler_.add(seq.get());
@@ -423,7 +440,17 @@ EngineStats Engine::stats() const {
   s.running = scheduler_.num_running();
   s.waiting = scheduler_.num_waiting();
   s.unfinished_requests = static_cast<int64_t>(requests_.size());
-  s.blocks = blocks_.stats();
+  s.blocks = blocks_.front().stats();
+  for (size_t g = 1; g < blocks_.size(); ++g) {  // every group's pool, summed
+    const cache::BlockManagerStats more = blocks_[g].stats();
+    s.blocks.num_blocks += more.num_blocks;
+    s.blocks.free_blocks += more.free_blocks;
+    s.blocks.cached_blocks += more.cached_blocks;
+    s.blocks.peak_used_blocks += more.peak_used_blocks;
+    s.blocks.prefix_query_tokens += more.prefix_query_tokens;
+    s.blocks.prefix_hit_tokens += more.prefix_hit_tokens;
+    s.blocks.evictions += more.evictions;
+  }
   if (const auto eplb = model_.eplb_state()) s.moe = eplb->summary();
   return s;
 }

@@ -56,6 +56,10 @@ struct EngineConfig {
   // Seeds the seeds of requests that give none (vLLM's --seed): the same requests in the same
   // order then sample the same tokens. Unset: a random seed per engine.
   std::optional<uint64_t> seed;
+  // Attention data parallelism (parallel::ParallelContext::data_parallel_size): attention
+  // groups with their own sequences, each a KV pool of max_num_blocks blocks on its ranks.
+  // The scheduler keeps one block manager per group; this process's cache is group 0's.
+  int64_t attention_groups = 1;
 
   static constexpr double kDefaultKvMemoryGib = 2.0;
 };
@@ -110,7 +114,8 @@ class Engine {
 
   const EngineConfig& config() const { return config_; }  // resolved sizes
   EngineStats stats() const;
-  const cache::BlockManager& block_manager() const { return blocks_; }
+  // Attention group 0's (the only one without attention data parallelism).
+  const cache::BlockManager& block_manager() const { return blocks_.front(); }
   const model::CausalLM& model() const { return model_; }
   const tokenizer::Tokenizer* tokenizer() const { return tokenizer_; }
 
@@ -132,7 +137,7 @@ class Engine {
   EngineConfig config_;
   const tokenizer::Tokenizer* tokenizer_;
   cache::KvCache cache_;
-  cache::BlockManager blocks_;
+  std::vector<cache::BlockManager> blocks_;  // one per attention group
   Scheduler scheduler_;
   std::map<RequestId, std::unique_ptr<Request>> requests_;  // unfinished
   std::vector<std::unique_ptr<Request>> pending_;  // finished, final output not yet reported

@@ -1,68 +1,18 @@
 #include "engine/lockstep.h"
 
-#include <algorithm>
-#include <array>
 #include <cstring>
 
 #include "core/error.h"
+#include "engine/attention_groups.h"
+#include "engine/step_message.h"
 
 namespace deepinfer::engine {
 namespace {
 
-// One step on the wire: a fixed header of int64 (broadcast with the idle wait), then one
-// payload whose size the header implies: int64 [begin, count, table length] per sequence and
-// the logit rows, then int32 tokens, positions and the block tables, concatenated.
-enum Field : size_t {
-  kKind,
-  kLayers,
-  kKvHeads,
-  kHeadDim,
-  kVHeadDim,
-  kBlockSize,
-  kNumBlocks,
-  kDType,
-  kQuantGroup,
-  kTokens,
-  kSequences,
-  kLogitRows,
-  kTableEntries,
-  kFields
-};
-using Header = std::array<int64_t, kFields>;
-constexpr int64_t kStop = 0;
-constexpr int64_t kStep = 1;
-// Versioned kind: a worker built from other sources refuses rather than misreads.
-constexpr int64_t kProtocol = 0x4450'0001;  // "DP" v1
-
-int64_t payload_bytes(const Header& h) {
-  const int64_t wide = 3 * h[kSequences] + h[kLogitRows];
-  const int64_t narrow = 2 * h[kTokens] + h[kTableEntries];
-  return wide * static_cast<int64_t>(sizeof(int64_t)) +
-         narrow * static_cast<int64_t>(sizeof(int32_t));
-}
-
-void broadcast_header(parallel::Communicator& world, Header& header) {
-  std::array<int64_t, kFields + 1> wire{};
-  wire[0] = kProtocol;
-  std::copy(header.begin(), header.end(), wire.begin() + 1);
+void broadcast_header(parallel::Communicator& world, StepHeader& header) {
+  WireHeader wire = encode_header(header);
   world.broadcast_bytes_idle(std::as_writable_bytes(std::span(wire)), 0);
-  DI_CHECK(wire[0] == kProtocol,
-           "lockstep: rank 0 speaks another step protocol (mismatched deepinfer binaries "
-           "between ranks)");
-  std::copy(wire.begin() + 1, wire.end(), header.begin());
-}
-
-cache::KvCacheSpec spec_of(const Header& h) {
-  cache::KvCacheSpec spec;
-  spec.num_layers = h[kLayers];
-  spec.kv_heads = h[kKvHeads];
-  spec.head_dim = h[kHeadDim];
-  spec.v_head_dim = h[kVHeadDim];
-  spec.block_size = h[kBlockSize];
-  spec.num_blocks = h[kNumBlocks];
-  spec.dtype = static_cast<DType>(h[kDType]);
-  spec.quant_group = h[kQuantGroup];
-  return spec;
+  header = decode_header(wire);
 }
 
 bool same_geometry(const cache::KvCacheSpec& a, const cache::KvCacheSpec& b) {
@@ -71,51 +21,30 @@ bool same_geometry(const cache::KvCacheSpec& a, const cache::KvCacheSpec& b) {
          a.num_blocks == b.num_blocks && a.dtype == b.dtype && a.quant_group == b.quant_group;
 }
 
-// Reads a payload into vectors a ForwardBatch can point at.
-struct ReceivedStep {
-  std::vector<int32_t> tokens, positions, tables;
-  model::ForwardBatch batch;
-};
-
-void unpack(const Header& h, const std::vector<std::byte>& bytes, ReceivedStep& step) {
-  const auto sequences = static_cast<size_t>(h[kSequences]);
-  std::vector<int64_t> wide(3 * sequences + static_cast<size_t>(h[kLogitRows]));
-  std::memcpy(wide.data(), bytes.data(), wide.size() * sizeof(int64_t));
-  const std::byte* narrow = bytes.data() + wide.size() * sizeof(int64_t);
-  const auto take = [&](std::vector<int32_t>& into, int64_t count) {
-    into.resize(static_cast<size_t>(count));
-    std::memcpy(into.data(), narrow, into.size() * sizeof(int32_t));
-    narrow += into.size() * sizeof(int32_t);
-  };
-  take(step.tokens, h[kTokens]);
-  take(step.positions, h[kTokens]);
-  take(step.tables, h[kTableEntries]);
-  step.batch = {};
-  step.batch.tokens = step.tokens;
-  step.batch.positions = step.positions;
-  int64_t table_at = 0;
-  for (size_t s = 0; s < sequences; ++s) {
-    const int64_t length = wide[3 * s + 2];
-    DI_CHECK(length >= 0 && table_at + length <= h[kTableEntries],
-             "lockstep: block table of sequence ", s, " outside the step's tables");
-    step.batch.sequences.push_back(
-        {wide[3 * s], wide[3 * s + 1],
-         std::span<const int32_t>(step.tables)
-             .subspan(static_cast<size_t>(table_at), static_cast<size_t>(length))});
-    table_at += length;
+// One step on this rank: the whole batch, or with attention data parallelism only this rank's
+// attention group of it (attention_groups.h).
+void run_step(model::CausalLM& model, const model::ForwardBatch& batch, cache::KvCache& cache,
+              float* logits, ThreadPool& pool, const parallel::ParallelContext* layout) {
+  if (layout != nullptr && layout->attention_data_parallel()) {
+    run_attention_groups(model, batch, cache, logits, pool, *layout);
+  } else {
+    model.forward(batch, cache, logits, pool);
   }
-  step.batch.logit_rows.assign(wide.begin() + static_cast<std::ptrdiff_t>(3 * sequences),
-                               wide.end());
 }
 
 }  // namespace
 
 LockstepModel::LockstepModel(std::unique_ptr<model::CausalLM> model,
-                             std::shared_ptr<parallel::Communicator> world)
-    : model_(std::move(model)), world_(std::move(world)) {
+                             std::shared_ptr<parallel::Communicator> world,
+                             std::shared_ptr<const parallel::ParallelContext> layout, int64_t index)
+    : model_(std::move(model)),
+      world_(std::move(world)),
+      layout_(std::move(layout)),
+      index_(index) {
   DI_CHECK(model_ != nullptr && world_ != nullptr, "LockstepModel: no model or communicator");
   DI_CHECK(world_->rank() == 0, "LockstepModel runs on rank 0; rank ", world_->rank(),
            " runs run_lockstep_worker");
+  DI_CHECK(index_ >= 0, "LockstepModel: negative model index ", index_);
 }
 
 LockstepModel::~LockstepModel() {
@@ -129,82 +58,71 @@ LockstepModel::~LockstepModel() {
 void LockstepModel::stop() {
   if (stopped_) return;
   stopped_ = true;
-  Header header{};
-  header[kKind] = kStop;
+  StepHeader header;
+  header.kind = StepKind::stop;
+  header.model = index_;
   broadcast_header(*world_, header);
 }
 
 void LockstepModel::forward(const model::ForwardBatch& batch, cache::KvCache& cache, float* logits,
                             ThreadPool& pool) {
   DI_CHECK(!stopped_, "LockstepModel: forward after the workers were stopped");
-  const cache::KvCacheSpec& spec = cache.spec();
-  Header h{};
-  h[kKind] = kStep;
-  h[kLayers] = spec.num_layers;
-  h[kKvHeads] = spec.kv_heads;
-  h[kHeadDim] = spec.head_dim;
-  h[kVHeadDim] = spec.v_head_dim;
-  h[kBlockSize] = spec.block_size;
-  h[kNumBlocks] = spec.num_blocks;
-  h[kDType] = static_cast<int64_t>(spec.dtype);
-  h[kQuantGroup] = spec.quant_group;
-  h[kTokens] = static_cast<int64_t>(batch.tokens.size());
-  h[kSequences] = static_cast<int64_t>(batch.sequences.size());
-  h[kLogitRows] = static_cast<int64_t>(batch.logit_rows.size());
-  DI_CHECK(batch.positions.size() == batch.tokens.size(), "lockstep: ", batch.tokens.size(),
-           " tokens but ", batch.positions.size(), " positions");
-  for (const auto& s : batch.sequences)
-    h[kTableEntries] += static_cast<int64_t>(s.block_table.size());
-
-  std::vector<std::byte> bytes(static_cast<size_t>(payload_bytes(h)));
-  std::byte* at = bytes.data();
-  const auto put = [&](const void* data, size_t size) {
-    if (size > 0) std::memcpy(at, data, size);
-    at += size;
-  };
-  for (const auto& s : batch.sequences) {
-    const std::array<int64_t, 3> wide = {s.begin, s.count,
-                                         static_cast<int64_t>(s.block_table.size())};
-    put(wide.data(), sizeof(wide));
-  }
-  put(batch.logit_rows.data(), batch.logit_rows.size() * sizeof(int64_t));
-  put(batch.tokens.data(), batch.tokens.size_bytes());
-  put(batch.positions.data(), batch.positions.size_bytes());
-  for (const auto& s : batch.sequences) put(s.block_table.data(), s.block_table.size_bytes());
-
-  broadcast_header(*world_, h);
+  StepHeader header = step_header(index_, cache.spec(), batch);
+  std::vector<std::byte> bytes = encode_payload(header, batch);
+  broadcast_header(*world_, header);
   world_->broadcast_bytes(bytes, 0);
-  model_->forward(batch, cache, logits, pool);
+  run_step(*model_, batch, cache, logits, pool, layout_.get());
 }
 
-int64_t run_lockstep_worker(model::CausalLM& model, parallel::Communicator& world,
-                            ThreadPool& pool) {
+int64_t run_lockstep_worker(std::span<model::CausalLM* const> models, parallel::Communicator& world,
+                            ThreadPool& pool, const parallel::ParallelContext* layout) {
   DI_CHECK(world.rank() != 0, "run_lockstep_worker runs on ranks > 0; rank 0 drives");
-  std::unique_ptr<cache::KvCache> cache;
+  DI_CHECK(!models.empty(), "run_lockstep_worker: no model to follow");
+  // Per model: its KV cache (made to rank 0's geometry) and whether rank 0 stopped it.
+  std::vector<std::unique_ptr<cache::KvCache>> caches(models.size());
+  std::vector<bool> stopped(models.size(), false);
+  size_t running = models.size();
   std::vector<float> logits;
   std::vector<std::byte> bytes;
   ReceivedStep step;
-  const auto vocab = static_cast<size_t>(model.vocab_size());
   int64_t steps = 0;
-  for (;;) {
-    Header h{};
+  while (running > 0) {
+    StepHeader h;
     broadcast_header(world, h);
-    if (h[kKind] == kStop) return steps;
-    DI_CHECK(h[kKind] == kStep, "lockstep: unknown message kind ", h[kKind], " from rank 0");
-    bytes.resize(static_cast<size_t>(payload_bytes(h)));
+    DI_CHECK(h.model >= 0 && h.model < static_cast<int64_t>(models.size()), "lockstep: rank 0 ",
+             "runs model ", h.model, " but this rank loaded ", models.size(),
+             " (ranks run different commands?)");
+    const auto m = static_cast<size_t>(h.model);
+    if (h.kind == StepKind::stop) {
+      if (!stopped[m]) --running;
+      stopped[m] = true;
+      caches[m].reset();
+      continue;
+    }
+    DI_CHECK(!stopped[m], "lockstep: rank 0 runs model ", m, " after stopping it");
+    bytes.resize(static_cast<size_t>(h.payload_bytes()));
     world.broadcast_bytes(bytes, 0);
-    unpack(h, bytes, step);
+    decode_payload(h, bytes, step);
     // Rank 0 made a new cache (another engine, another greedy run): make the same. Stale
     // contents never matter: rank 0 reads only what its steps wrote, and so does this rank.
-    const cache::KvCacheSpec spec = spec_of(h);
-    if (!cache || !same_geometry(cache->spec(), spec)) {
-      cache.reset();
-      cache = std::make_unique<cache::KvCache>(spec);
+    cache::KvCacheSpec spec = h.cache;
+    // A pipeline stage's cache holds its own layers, not rank 0's.
+    spec.num_layers = models[m]->kv_layout().num_layers;
+    if (!caches[m] || !same_geometry(caches[m]->spec(), spec)) {
+      caches[m].reset();
+      caches[m] = std::make_unique<cache::KvCache>(spec);
     }
-    logits.resize(step.batch.logit_rows.size() * vocab);
-    model.forward(step.batch, *cache, logits.data(), pool);
+    logits.resize(step.batch.logit_rows.size() * static_cast<size_t>(models[m]->vocab_size()));
+    run_step(*models[m], step.batch, *caches[m], logits.data(), pool, layout);
     ++steps;
   }
+  return steps;
+}
+
+int64_t run_lockstep_worker(model::CausalLM& model, parallel::Communicator& world, ThreadPool& pool,
+                            const parallel::ParallelContext* layout) {
+  model::CausalLM* const models[] = {&model};
+  return run_lockstep_worker(std::span<model::CausalLM* const>(models), world, pool, layout);
 }
 
 }  // namespace deepinfer::engine

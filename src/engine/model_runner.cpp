@@ -1,5 +1,7 @@
 #include "engine/model_runner.h"
 
+#include <algorithm>
+
 namespace deepinfer::engine {
 
 void ModelRunner::prepare(const SchedulerOutput& out) {
@@ -17,7 +19,8 @@ void ModelRunner::prepare(const SchedulerOutput& out) {
       positions_.push_back(static_cast<int32_t>(p));
     }
     first_rows_.push_back(begin);
-    batch_.sequences.push_back({begin, c.num_tokens, seq.block_table});
+    batch_.sequences.push_back(
+        {begin, c.num_tokens, seq.block_table, std::max<int64_t>(seq.attention_group, 0)});
   }
   batch_.tokens = tokens_;
   batch_.positions = positions_;

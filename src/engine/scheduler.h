@@ -8,6 +8,11 @@
 // remaining token budget allows (chunked prefill). When a running sequence cannot get a block,
 // the lowest-priority / latest-arriving running sequence is preempted: its blocks are freed
 // and it goes back to waiting, to be recomputed later.
+//
+// Attention data parallelism: one block manager per attention group (each group's ranks hold
+// their own KV pool). A new sequence joins the least loaded group (fewest unfinished
+// sequences, then most free blocks) and stays there; budgets, max_num_seqs, admission and
+// preemption are per group, so one group's full pool never stalls another.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,6 +47,8 @@ struct SchedulerOutput {
 class Scheduler {
  public:
   Scheduler(const SchedulerConfig& config, cache::BlockManager& blocks);
+  // One block manager per attention group (they outlive the scheduler).
+  Scheduler(const SchedulerConfig& config, std::vector<cache::BlockManager*> groups);
 
   const SchedulerConfig& config() const { return config_; }
   // Queues a sequence (status waiting). A sequence may arrive holding shared blocks with
@@ -57,6 +64,7 @@ class Scheduler {
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  int64_t num_groups() const { return static_cast<int64_t>(groups_.size()); }
 
  private:
   // Orders the waiting queue and picks victims: lower key runs first.
@@ -69,14 +77,20 @@ class Scheduler {
   bool schedule_running(Sequence* seq, int64_t& budget, SchedulerOutput& out);
   // The block holder that runs last: any running or waiting one, or with `after`, only a
   // waiting one that runs after it (admission never preempts running sequences).
-  Sequence* pick_victim(const Sequence* after) const;
+  // Only sequences of `group` are candidates (they hold that group's blocks).
+  Sequence* pick_victim(const Sequence* after, int64_t group) const;
+  cache::BlockManager& blocks_of(const Sequence* seq) const {
+    return *groups_[static_cast<size_t>(seq->attention_group)];
+  }
+  int64_t least_loaded_group() const;
   void preempt(Sequence* seq, int64_t& budget, SchedulerOutput& out);
   bool admit(Sequence* seq, int64_t& budget, SchedulerOutput& out);
 
   SchedulerConfig config_;
-  cache::BlockManager& blocks_;
-  std::vector<Sequence*> waiting_;  // sorted by runs_before
-  std::vector<Sequence*> running_;  // admission order
+  std::vector<cache::BlockManager*> groups_;
+  std::vector<int64_t> group_sequences_;  // unfinished sequences per group
+  std::vector<Sequence*> waiting_;        // sorted by runs_before
+  std::vector<Sequence*> running_;        // admission order
   int64_t num_preemptions_ = 0;
 };
 

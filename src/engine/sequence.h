@@ -31,6 +31,10 @@ struct Sequence {
   int64_t num_computed = 0;
   std::vector<int32_t> block_table;
   cache::PrefixChain chain;
+  // Attention data parallelism: the attention group holding this sequence's KV cache (its
+  // blocks come from that group's block manager). Chosen by the scheduler when the sequence
+  // is added (-1 until then) and kept until it ends, across preemptions.
+  int64_t attention_group = -1;
 
   SequenceStatus status = SequenceStatus::waiting;
   FinishReason finish_reason = FinishReason::none;

@@ -71,8 +71,7 @@ DType result_dtype(GgmlType type) {
   return quant_traits(type).dtype.value_or(DType::f32);
 }
 
-// A tensor read in pieces (expert slices, kv_b halves) is used by element: block types are
-// dequantized for it.
+// A tensor read in pieces by element (kv_b halves): block types are dequantized for it.
 Tensor elementwise(Tensor t) {
   return is_block_dtype(t.dtype()) ? t.to(DType::f32) : t;
 }
@@ -190,7 +189,13 @@ std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path) {
     const std::string prefix = "model.layers." + std::to_string(layer) + ".";
     if (const auto x = expert_names().find(kind); x != expert_names().end()) {
       DI_CHECK(t.shape.size() == 3, path, ": ", t.name, " is not a 3-D expert stack");
-      if (is_block_dtype(result_dtype(t.type))) ++in_pieces[std::string(quant_traits(t.type).name)];
+      // The whole stack, zero-copy, as <prefix>mlp.experts.{gate,up,down}_proj [E, rows, cols]
+      // (model/layers/moe/expert_stack.h reads it so), and each expert as a view of it under
+      // the Hugging Face per-expert name.
+      if (param == ".weight") {
+        const std::string stack = prefix + "mlp.experts." + x->second;
+        add(stack, plain(stack, t));
+      }
       for (int64_t e = 0; e < t.shape[0]; ++e) {
         const std::string name =
             prefix + "mlp.experts." + std::to_string(e) + "." + x->second + param;
@@ -199,7 +204,6 @@ std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path) {
         entry->source = &t;
         entry->index = e;
         entry->info = info_of(name, t, {t.shape[1], t.shape[2]});
-        if (is_block_dtype(entry->info.dtype)) entry->info.dtype = DType::f32;
         const size_t per_expert = t.nbytes / static_cast<size_t>(t.shape[0]);
         entry->info.data_begin = t.data_begin + static_cast<size_t>(e) * per_expert;
         entry->info.data_end = entry->info.data_begin + per_expert;
@@ -251,8 +255,8 @@ std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path) {
   }
   for (const auto& [type, count] : in_pieces) {
     log::info(path, ": ", count, " ", type,
-              " MoE expert stacks / DeepSeek attn_k_b are dequantized to f32 at load (block-"
-              "quantized experts and kv_b do not run natively yet)");
+              " DeepSeek attn_k_b / attn_v_b pairs are dequantized to f32 at load (kv_b_proj is "
+              "read by element)");
   }
   return out;
 }
@@ -278,7 +282,7 @@ Tensor GgufTensors::get(const std::string& name) const {
       slice.shape = e.info.shape;
       slice.data_begin = e.info.data_begin;
       slice.nbytes = e.info.data_end - e.info.data_begin;
-      return elementwise(file_.to_tensor(slice));
+      return file_.to_tensor(slice);
     }
     case Kind::kv_b:
       return merge_kv_b(file_.to_tensor(*e.source), file_.to_tensor(*e.second), where);

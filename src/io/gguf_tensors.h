@@ -22,10 +22,12 @@ class GgufTensors {
   const GgufFile& file() const { return file_; }
   bool contains(const std::string& name) const { return entries_.count(name) != 0; }
   const TensorInfo& info(const std::string& name) const;  // dtype: what get() returns
-  // F32/F16/BF16 and Q8_0/Q4_0/Q4_1: zero-copy where no reordering is needed (Llama Q/K rows
-  // are reordered into an owned copy of the same dtype); MoE expert slices and DeepSeek's
-  // joined kv_b of those block types, and every other block type: dequantized to f32 (the
-  // latter logged once per type).
+  // F32/F16/BF16 and the block types with kernels: zero-copy where no reordering is needed
+  // (Llama Q/K rows are reordered into an owned copy of the same dtype; MoE expert stacks
+  // and single experts are views). DeepSeek's joined kv_b of those block types, and every
+  // other block type: dequantized to f32 (the latter logged once per type). MoE stacks
+  // blk.N.ffn_{gate,up,down}_exps appear whole as model.layers.N.mlp.experts.{gate,up,down}_proj
+  // [E, rows, cols] and per expert as model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight.
   Tensor get(const std::string& name) const;
   std::vector<std::string> names() const;
   size_t total_bytes() const;                           // stored bytes of all tensors

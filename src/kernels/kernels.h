@@ -45,6 +45,34 @@ namespace deepinfer::kernels {
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
             const float* bias, float* y, ThreadPool& pool);
 
+// y[m, n] = x[m, k] · W^T (+ bias[n]) for an FP8 E4M3 weight kept as stored, with block scales
+// (DeepSeek-V3's layout, io/fp8.h): W[j, c] = f32(q[j, c]) * scale[j / block_rows, c /
+// block_cols], scale row-major [ceil(n / block_rows), ceil(k / block_cols)] f32. Each weight is
+// widened and scaled in register (one f32 rounding: the value the dequantize-at-load path
+// stores), then FMA'd with the f32 x; the exact order (16 lane accumulators in k order, one
+// horizontal-sum tree) is in linear_fp8.h, the same on every ISA, so results are bitwise equal
+// on scalar, AVX2 and AVX-512 and batch invariant. block_cols must be a multiple of 16.
+struct Fp8Weight {
+  const uint8_t* q = nullptr;    // [n, k]
+  const float* scale = nullptr;  // [ceil(n / block_rows), ceil(k / block_cols)]
+  int64_t block_rows = 128;
+  int64_t block_cols = 128;
+};
+void linear_fp8(const float* x, int64_t m, int64_t k, const Fp8Weight& w, int64_t n,
+                const float* bias, float* y, ThreadPool& pool);
+
+// W8A8 (--quantization w8a8; SGLang's / vLLM's "w8a8_int8"): y[m, n] = x[m, k] · W^T (+ bias)
+// for int8 weights w[n, k] with one f32 scale per output row (W[j, c] = w[j, c] * w_scale[j]).
+// Each x row is quantized per call, symmetric per token (quantize_w8a8_row); the dot products
+// are exact int32 sums, y = fma(float(t), w_scale[j] * x_scale[i], bias[j]); every ISA
+// (scalar, AVX2, AVX-512BW, AVX-512 VNNI) is bitwise equal and batch invariant (the exact
+// arithmetic: linear_w8a8.h). k < 65536.
+void linear_w8a8(const float* x, int64_t m, int64_t k, const int8_t* w, const float* w_scale,
+                 int64_t n, const float* bias, float* y, ThreadPool& pool);
+// Symmetric int8 of one row: scale = max|x| / 127, q = nearbyint(x * (127 / max|x|)) clamped to
+// [-127, 127] (all 0 and scale 0 for a zero row). The activations' and the weights' quantizer.
+void quantize_w8a8_row(const float* x, int64_t k, int8_t* q, float* scale);
+
 // The code path linear() takes for block weights under the active ISA, for start-up logs:
 // "AVX-512 VNNI", "AVX-512", "AVX2" or "scalar".
 std::string_view block_linear_path();

@@ -11,6 +11,9 @@ struct SequenceSlice {
   int64_t begin = 0;  // first row of this sequence in the batch's token arrays
   int64_t count = 0;  // its new tokens this step (a prefill chunk or one decode token)
   std::span<const int32_t> block_table;  // covers every position up to the last new one
+  // Attention data parallelism: the attention group whose ranks hold this sequence's KV
+  // cache and run its attention (0 without it).
+  int64_t attention_group = 0;
 };
 
 struct ForwardBatch {

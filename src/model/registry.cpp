@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "model/arch/families.h"
 #include "model/causal_lm.h"
+#include "parallel/pipeline_split.h"
 
 namespace deepinfer::model {
 
@@ -68,6 +69,24 @@ void log_expert_placement(const CausalLM& model, const WeightLoader& weights,
             moe_layers, " MoE layers; ", bytes);
 }
 
+// What this rank holds under pipeline parallelism: its stage's layers and their weights.
+void log_stage_placement(const io::ModelConfig& config, const WeightLoader& weights,
+                         const parallel::ParallelContext& parallel,
+                         const io::Checkpoint& checkpoint) {
+  const int64_t stage = parallel.pipeline_stage();
+  const int64_t stages = parallel.pipeline_parallel_size();
+  const parallel::LayerRange range =
+      parallel::pipeline_layers(config.num_hidden_layers, stage, stages);
+  std::string ends;
+  if (parallel.first_stage()) ends += ", the embedding";
+  if (parallel.last_stage()) ends += ", the final norm and lm_head";
+  log::info("pipeline parallel ", parallel.describe(), ": decoder layers ", range.begin, "-",
+            range.end - 1, " of ", config.num_hidden_layers, ends,
+            "; weights on this rank: ", describe_weight_bytes(weights.loaded_bytes()),
+            " (the whole checkpoint:",
+            describe_weight_bytes({{"", static_cast<int64_t>(checkpoint.total_bytes())}}), ")");
+}
+
 }  // namespace
 
 std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options,
@@ -99,8 +118,11 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
     log::info(dir, ": weights in memory: ", describe_weight_bytes(weights.loaded_bytes()));
   }
   if (report) *report = {weights.loaded_bytes(), quantization};
-  if (options.parallel && options.parallel->distributed())
+  if (options.parallel && (options.parallel->expert_parallel_size() > 1 ||
+                           options.parallel->tensor_parallel_size() > 1))
     log_expert_placement(*model, weights, *options.parallel, checkpoint);
+  if (options.parallel && options.parallel->pipeline_parallel_size() > 1)
+    log_stage_placement(config, weights, *options.parallel, checkpoint);
   const auto unused = weights.unused();
   if (!unused.empty()) {
     log::warn(dir, ": ", unused.size(), " checkpoint tensors are not used by ", config.architecture,

@@ -22,16 +22,24 @@ struct Choice {
 // kernels::linear kernels. A new one is a row here (and out of kNotBuilt) once its DType,
 // quantizer and kernels exist.
 constexpr Choice kChoices[] = {
-    {"q8_0", DType::q8_0, false, "int8"},  {"q4_0", DType::q4_0, false, nullptr},
-    {"q4_1", DType::q4_1, false, nullptr}, {"q5_0", DType::q5_0, false, nullptr},
-    {"q5_1", DType::q5_1, false, nullptr}, {"q4_k", DType::q4_k, false, nullptr},
-    {"q5_k", DType::q5_k, false, nullptr}, {"q6_k", DType::q6_k, false, nullptr},
+    {"q8_0", DType::q8_0, false, "int8"},
+    {"q4_0", DType::q4_0, false, nullptr},
+    {"q4_1", DType::q4_1, false, nullptr},
+    {"q5_0", DType::q5_0, false, nullptr},
+    {"q5_1", DType::q5_1, false, nullptr},
+    {"q4_k", DType::q4_k, false, nullptr},
+    {"q5_k", DType::q5_k, false, nullptr},
+    {"q6_k", DType::q6_k, false, nullptr},
     {"q4_k_m", DType::q4_k, true, "int4"},
+    // Not a block type: int8 rows with an f32 scale each (model/w8a8_weights.h).
+    {"w8a8", DType::i8, false, nullptr},
+    // FP8 E4M3 with 128x128 block scales, DeepSeek-V3's layout (model/fp8_weights.h).
+    {"fp8", DType::f8_e4m3, false, nullptr},
 };
 
 // Named by issue #11 (and by vLLM), not built yet: refused with a message, never silently
 // replaced by another type.
-constexpr const char* kNotBuilt[] = {"w8a8", "fp8", "w4a8"};
+constexpr const char* kNotBuilt[] = {"w4a8"};
 
 std::string lower(std::string_view text) {
   std::string out(text);
@@ -144,7 +152,10 @@ std::optional<Quantization> parse_quantization(std::string_view name) {
 }
 
 std::string Quantization::name() const {
-  return mix ? "q4_k_m" : std::string(dtype_name(type));
+  if (mix) return "q4_k_m";
+  if (type == DType::i8) return "w8a8";
+  if (type == DType::f8_e4m3) return "fp8";
+  return std::string(dtype_name(type));
 }
 
 Quantization with_model_shape(Quantization q, const io::ModelConfig& config) {

@@ -5,7 +5,10 @@
 
 #include "core/error.h"
 #include "core/quant_blocks.h"
+#include "kernels/isa.h"
 #include "kernels/kernels.h"
+#include "model/fp8_weights.h"
+#include "model/w8a8_weights.h"
 #include "model/weight_quantization.h"
 
 namespace deepinfer::model {
@@ -18,7 +21,7 @@ const char* kept_reason(MatrixUse use) {
     case MatrixUse::lm_head:
       return "lm_head";
     case MatrixUse::expert:
-      return "routed-expert";  // the MoE expert stacks run f32 / bf16 / f16 only
+      return "routed-expert";
     case MatrixUse::by_element:
       return "read-by-element";  // MLA's kv_b_proj is split per head by element
     case MatrixUse::projection:
@@ -139,9 +142,37 @@ std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, cons
                                                    const Shape& expected,
                                                    const std::optional<Slice>& slice) {
   if (!options_.quantization) return std::nullopt;
-  if (use != MatrixUse::projection || tensor.ndim() != 2) {
+  // Routed experts are quantized as projections (they are most of an MoE model's bytes); a
+  // stack of them ([experts, rows, cols]) is quantized row by row like one matrix.
+  const bool expert_stack = use == MatrixUse::expert && tensor.ndim() == 3;
+  if ((use != MatrixUse::projection && use != MatrixUse::expert) ||
+      (tensor.ndim() != 2 && !expert_stack)) {
     ++kept_[kept_reason(use)];
     return std::nullopt;
+  }
+  const DType asked = options_.quantization->type;
+  if (asked == DType::f8_e4m3) {  // fp8: 128x128 block scales, any shape; no expert stacks
+    if (use != MatrixUse::projection || tensor.ndim() != 2) {
+      ++kept_[use == MatrixUse::expert ? "routed-expert (no fp8 expert stacks)" : kept_reason(use)];
+      return std::nullopt;
+    }
+    ++quantized_[std::string(dtype_name(stored))];
+    const io::Fp8BlockQuantization block{128, 128};
+    Fp8Matrix fp8 = quantize_fp8_matrix(tensor, block.block_rows, block.block_cols);
+    loaded_bytes_["f8_e4m3"] += static_cast<int64_t>(fp8.scale.nbytes());  // beside the FP8
+    fp8_scales_[name] = {std::move(fp8.scale), block};
+    return std::move(fp8.q);
+  }
+  if (asked == DType::i8) {  // w8a8: any row length; no expert stacks of it yet
+    if (use == MatrixUse::expert || tensor.ndim() != 2) {
+      ++kept_["routed-expert (no w8a8 expert stacks)"];
+      return std::nullopt;
+    }
+    ++quantized_[std::string(dtype_name(stored))];
+    W8a8Matrix w8a8 = quantize_w8a8_matrix(tensor);
+    loaded_bytes_["i8"] += static_cast<int64_t>(w8a8.scale.nbytes());  // beside the int8
+    w8a8_scales_[name] = std::move(w8a8.scale);
+    return std::move(w8a8.q);
   }
   // The type for this matrix: the one asked for, q4_k_m's choice, or llama-quantize's
   // fallback when the rows are not whole 256-element super-blocks.
@@ -167,7 +198,36 @@ std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, cons
   }
   ++quantized_[std::string(dtype_name(stored))];
   ++quantized_to_[std::string(dtype_name(*target.type))];
+  if (expert_stack) {
+    const Shape shape = tensor.shape();
+    return quantize_matrix(tensor.reshape({shape[0] * shape[1], shape[2]}), *target.type)
+        .reshape(shape);
+  }
   return quantize_matrix(tensor, *target.type);
+}
+
+bool WeightLoader::keeps_fp8(MatrixUse use) const {
+  // Only what kernels::linear_fp8 runs (projections and lm_head through Linear, routed experts
+  // through ExpertStack); MLA's kv_b (read by element) and a forced --dtype are widened.
+  // --quantization fp8 keeps FP8 as stored too (it is that type already).
+  const bool quantizing = options_.quantization && !(*options_.quantization == DType::f8_e4m3);
+  return fp8_ && !options_.weight_dtype && !quantizing &&
+         (use == MatrixUse::projection || use == MatrixUse::lm_head || use == MatrixUse::expert) &&
+         fp8_->block_cols % 16 == 0;
+}
+
+const WeightLoader::Fp8Scales& WeightLoader::fp8_scale(const std::string& name) const {
+  const auto it = fp8_scales_.find(name);
+  DI_CHECK(it != fp8_scales_.end(), checkpoint_.dir(), ": tensor '", name,
+           "' was not kept in FP8, so it has no block scales");
+  return it->second;
+}
+
+const Tensor& WeightLoader::w8a8_scale(const std::string& name) const {
+  const auto it = w8a8_scales_.find(name);
+  DI_CHECK(it != w8a8_scales_.end(), checkpoint_.dir(), ": tensor '", name,
+           "' was not quantized to w8a8, so it has no row scales");
+  return it->second;
 }
 
 Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, MatrixUse use,
@@ -181,16 +241,30 @@ Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, Matr
     DI_CHECK(expected.size() == 2, checkpoint_.dir(), ": tensor '", name, "' is F8_E4M3 with ",
              expected.size(), " dimensions; block scales are supported for matrices only");
     const Tensor scale = fetch(name + "_scale_inv", io::fp8_scale_shape(expected, *fp8_));
-    const DType widened = options_.weight_dtype.value_or(DType::bf16);
+    // Kept FP8 runs the exact dequantized weights; what is widened beside it (MLA's kv_b) then
+    // becomes f32, so the model is the dequantize-at-load f32 one up to summation order.
+    // A tensor-parallel slice is widened too: its block scales would need the slice to fall on
+    // block bounds.
+    const DType widened =
+        options_.weight_dtype.value_or(keeps_fp8(MatrixUse::projection) ? DType::f32 : DType::bf16);
+    const bool keep = keeps_fp8(use) && !slice;
     const auto part = [&](const Tensor& whole) {
       return slice ? take(name, whole, *slice) : whole;
     };
-    if (options_.quantization) {
+    if (options_.quantization && !keep) {
       // Quantized from the exact FP8 values (f32), not from a bf16 rounding of them.
       const Tensor exact = part(io::dequantize_fp8_blocks(tensor, scale, *fp8_, DType::f32));
       if (auto quantized = maybe_quantize(name, exact, use, stored, expected, slice))
         return loaded(std::move(*quantized));
       return loaded(exact.to(widened));
+    }
+    if (keep) {
+      // Kept as stored (zero-copy), its scales beside it; kernels::linear_fp8 widens in register.
+      Tensor scales = scale.to(DType::f32);
+      loaded_bytes_["f8_e4m3"] += static_cast<int64_t>(tensor.nbytes() + scales.nbytes());
+      fp8_scales_[name] = {std::move(scales), *fp8_};
+      ++kept_fp8_;
+      return tensor;
     }
     return loaded(part(io::dequantize_fp8_blocks(tensor, scale, *fp8_, widened)));
   }
@@ -199,9 +273,11 @@ Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, Matr
            checkpoint_.dir(), ": tensor '", name, "' is ", dtype_name(stored),
            "; only f32, bf16, f16 and the ggml block types (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, "
            "q5_k, q6_k) are supported here");
-  DI_CHECK(!blocks || expected.size() == 2, checkpoint_.dir(), ": tensor '", name, "' is ",
-           dtype_name(stored), " with ", expected.size(),
-           " dimensions; block-quantized weights are supported for matrices only");
+  DI_CHECK(!blocks || expected.size() == 2 || (use == MatrixUse::expert && expected.size() == 3),
+           checkpoint_.dir(), ": tensor '", name, "' is ", dtype_name(stored), " with ",
+           expected.size(),
+           " dimensions; block-quantized weights are supported for matrices and expert stacks "
+           "only");
   if (slice) tensor = take(name, tensor, *slice);
   if (!blocks) {
     if (auto quantized = maybe_quantize(name, tensor, use, stored, expected, slice))
@@ -228,6 +304,12 @@ std::string WeightLoader::block_summary() const {
   if (!native_blocks_.empty()) {
     out = list(native_blocks_) + " matrices run natively (" +
           std::string(kernels::block_linear_path()) + " block kernels)";
+  }
+  if (kept_fp8_ > 0) {
+    if (!out.empty()) out += "; ";
+    out += str_cat(kept_fp8_, " f8_e4m3 matrices kept in FP8 with ", fp8_->block_rows, "x",
+                   fp8_->block_cols, " block scales (", kernels::isa_name(kernels::active_isa()),
+                   " FP8 kernel)");
   }
   if (!dequantized_blocks_.empty()) {
     if (!out.empty()) out += "; ";

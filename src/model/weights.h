@@ -21,8 +21,9 @@ namespace deepinfer::model {
 
 struct LoadOptions {
   std::optional<DType> weight_dtype;  // nullopt: as stored (f32, bf16, f16 and the ggml block
-                                      // types q8_0 / q4_0 / q4_1 all run; FP8 blocks are
-                                      // dequantized to bf16); set: every matrix in this dtype
+                                      // types all run; FP8 projections stay FP8 with their
+                                      // block scales, FP8 experts and kv_b are dequantized to
+                                      // bf16); set: every matrix in this dtype
   // --quantization: projections stored in f32 / bf16 / f16 / FP8 are quantized to this block
   // type (or q4_k_m's mix) at load (model/weight_quantization.h); the rest follows
   // weight_dtype. (Initialized
@@ -31,6 +32,9 @@ struct LoadOptions {
   // The process's parallel layout (parallel_context.h); null: one process. MoE builders take
   // their expert group's communicator from it and load only this rank's experts.
   std::shared_ptr<const parallel::ParallelContext> parallel = nullptr;
+  // Pipeline parallelism: a step's sequences are split into this many micro-batches, which
+  // travel the stages one after another so that the stages overlap (1: the whole step at once).
+  int64_t num_micro_batches = 1;
   // MoE communication dtype, capacity factor and expert load balancing (moe_options.h).
   parallel::MoeOptions moe = {};
 };
@@ -41,7 +45,8 @@ enum class MatrixUse {
   projection,  // attention / MLP / shared-expert projections, run by kernels::linear
   embedding,   // token embeddings: rows are looked up (and a tied lm_head shares them)
   lm_head,     // the output projection: its rounding lands directly on the logits
-  expert,      // routed MoE experts: the expert stacks run f32 / bf16 / f16 only (for now)
+  expert,      // routed MoE experts, one matrix or a stack [experts, rows, cols]: quantized as
+               // projections are (model/layers/moe/expert_stack.h runs every block type)
   by_element,  // read by element, not by kernels::linear (MLA's kv_b_proj, split per head)
 };
 
@@ -71,9 +76,25 @@ class WeightLoader {
   // types (q8_0 / q4_0 / q4_1) stay as stored (zero-copy) unless a weight_dtype is forced
   // (and always with --quantization). A projection is quantized when --quantization asks and
   // its rows are whole blocks.
-  // With `slice`, only that part (`expected` is still the stored, whole shape).
+  // With `slice`, only that part (`expected` is still the stored, whole shape); an FP8 matrix
+  // sliced so is widened rather than kept in FP8 (tensor parallelism keeps FP8 unsplit only).
   Tensor matrix(const std::string& name, const Shape& expected,
                 MatrixUse use = MatrixUse::projection, std::optional<Slice> slice = std::nullopt);
+  // The f32 block scales [ceil(rows / b), ceil(cols / b)] of an F8_E4M3 matrix that matrix()
+  // returned as stored (FP8 checkpoints without --dtype / --quantization: projections and
+  // lm_head stay FP8 and run through kernels::linear_fp8; --quantization fp8 makes such
+  // matrices with 128x128 blocks); Error for any other name.
+  // Whether an F8_E4M3 matrix for `use` is returned as stored (with fp8_scale()) rather than
+  // widened: FP8 checkpoints without --dtype (and without a --quantization other than fp8).
+  bool keeps_fp8(MatrixUse use) const;
+  struct Fp8Scales {
+    Tensor scale;
+    io::Fp8BlockQuantization block;
+  };
+  const Fp8Scales& fp8_scale(const std::string& name) const;
+  const std::optional<io::Fp8BlockQuantization>& fp8() const { return fp8_; }
+  // The f32 row scales [rows] of a matrix --quantization w8a8 returned as i8; Error otherwise.
+  const Tensor& w8a8_scale(const std::string& name) const;
   // What matrix() did with block-quantized matrices, for the load log: "30 q4_1, 1 q8_0
   // matrices run natively (AVX-512 VNNI block kernels)"; empty when there were none.
   std::string block_summary() const;
@@ -100,6 +121,11 @@ class WeightLoader {
   // routed expert's intermediate is split over (a SingleProcessCommunicator for one process).
   std::shared_ptr<parallel::Communicator> tensor_group();
   std::shared_ptr<parallel::Communicator> moe_tensor_group();
+  // The ranks of the expert group holding this rank's tokens (ParallelContext::
+  // expert_token_peers); null for one process.
+  std::shared_ptr<parallel::Communicator> expert_token_peers() const {
+    return options_.parallel ? options_.parallel->expert_token_peers() : nullptr;
+  }
   const parallel::MoeOptions& moe_options() const { return options_.moe; }
   // The expert-load state the model's MoE layers share (made on first use, for the layers'
   // expert group `group`); rank 0 of the group writes the record file.
@@ -107,6 +133,9 @@ class WeightLoader {
   // The one eplb_state() made, or null (no MoE layer asked).
   std::shared_ptr<parallel::EplbState> made_eplb_state() const { return eplb_state_; }
   // Whether every rank of the expert group runs the same tokens (MoeConfig::replicated_tokens).
+  // The process's parallel layout; null for one process.
+  const parallel::ParallelContext* parallel() const { return options_.parallel.get(); }
+  int64_t num_micro_batches() const { return options_.num_micro_batches; }
   bool expert_tokens_replicated() const {
     return options_.parallel && options_.parallel->expert_tokens_replicated();
   }
@@ -136,6 +165,9 @@ class WeightLoader {
   std::map<std::string, int64_t> kept_;                // why -> matrices --quantization kept
   std::string first_partial_rows_;                     // a matrix kept for partial blocks
   WeightBytes loaded_bytes_;
+  std::map<std::string, Fp8Scales> fp8_scales_;  // matrices in FP8 -> their f32 scales
+  int64_t kept_fp8_ = 0;
+  std::map<std::string, Tensor> w8a8_scales_;  // matrices quantized to w8a8 -> row scales
 };
 
 }  // namespace deepinfer::model

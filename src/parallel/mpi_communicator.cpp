@@ -107,7 +107,8 @@ bool mpi_initialized() {
 void mpi_init() {
   if (mpi_initialized()) return;
   int provided = MPI_THREAD_SINGLE;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  // MULTIPLE when the library has it: the heartbeat (heartbeat.h) talks beside the compute.
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   DI_CHECK(provided >= MPI_THREAD_SERIALIZED, "MPI: the library gives thread level ", provided,
            ", below MPI_THREAD_SERIALIZED, which deepinfer needs (its engine may run on a "
            "thread other than main)");

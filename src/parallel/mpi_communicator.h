@@ -23,8 +23,9 @@ namespace deepinfer::parallel {
 int launcher_world_size();
 int launcher_rank();
 
-// MPI_Init_thread (serialized: one thread at a time calls MPI) once per process; later calls
-// do nothing. Throws Error when the library cannot give that thread level.
+// MPI_Init_thread once per process (later calls do nothing), asking for MPI_THREAD_MULTIPLE
+// (the heartbeat thread talks beside the compute) and needing at least MPI_THREAD_SERIALIZED
+// (one thread at a time calls MPI): throws Error below that.
 void mpi_init();
 bool mpi_initialized();
 // At the end of main: MPI_Finalize when mpi_init ran (no-op otherwise).

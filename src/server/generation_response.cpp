@@ -48,6 +48,13 @@ class ResponseBase : public GenerationResponse {
   ResponsePlan plan_;
   bool done_ = false;
 
+  // The job's error as the client sees it: 503 when the server failed (the engine is gone,
+  // the error says why), else 500.
+  ApiError engine_error(const std::string& error) const {
+    if (server_.state.load() == ServerState::failed) return ApiError(503, error);
+    return ApiError(500, str_cat("the engine failed: ", error));
+  }
+
   // The prompt ids of choice `i` (kept in the plan when the response shows them).
   const std::vector<int32_t>& prompt_of(size_t i) const {
     return plan_.prompt_ids.at(i / static_cast<size_t>(plan_.n));
@@ -73,7 +80,7 @@ class WholeResponse : public ResponseBase {
     }
     if (!finished) return;
     if (const auto error = job_->error(); !error.empty()) {
-      reply_.send_error(ApiError(500, str_cat("the engine failed: ", error)));
+      reply_.send_error(engine_error(error));
       return;
     }
     // Offsets start after the echo prefix: response_json computes them from there.
@@ -146,7 +153,7 @@ class StreamResponse : public ResponseBase {
     }
     if (finished) {
       if (const auto error = job_->error(); !error.empty()) {
-        out += sse_event(ApiError(500, str_cat("the engine failed: ", error)).to_json());
+        out += sse_event(engine_error(error).to_json());
       } else if (plan_.meta.include_usage) {
         out +=
             sse_event(usage_chunk(plan_.meta, {job_->prompt_tokens(), job_->completion_tokens()}));

@@ -131,6 +131,24 @@ void Job::abort() {
   }
 }
 
+void Job::fail(const std::string& message) {
+  std::function<void()> listener;
+  {
+    std::lock_guard lock(mutex_);
+    if (num_done_ == parts_.size()) return;
+    if (error_.empty()) error_ = message;
+    for (Part& part : parts_) {
+      if (!part.done) {
+        part.done = true;
+        ++num_done_;
+      }
+    }
+    listener = listener_;
+  }
+  ready_.notify_all();
+  if (listener) listener();
+}
+
 std::string Job::error() const {
   std::lock_guard lock(mutex_);
   return error_;

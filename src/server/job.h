@@ -61,6 +61,9 @@ class Job : public std::enable_shared_from_this<Job> {
   void abort();
   // Set when the engine failed while running a request of this job.
   std::string error() const;
+  // Ends the job now with `message` as its error, whatever the engine does (it may be stuck:
+  // the server failed); later outputs of the engine are ignored.
+  void fail(const std::string& message);
 
   int64_t prompt_tokens() const;      // sum over prompts
   int64_t completion_tokens() const;  // sum over choices, every sampled token counted

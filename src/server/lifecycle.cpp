@@ -2,8 +2,10 @@
 // shutdown that always ends.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <thread>
 
 #include "core/log.h"
 #include "server/request_guard.h"
@@ -207,6 +209,30 @@ void ApiServer::attach(engine::EngineClient& client, const tokenizer::Tokenizer&
 
 void ApiServer::request_shutdown() {
   impl_->shutdown_requested.store(true);
+}
+
+void ApiServer::fail(const std::string& reason, double grace_s) {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.failure_mutex);
+    s.failure = reason;
+  }
+  s.state.store(ServerState::failed);
+  log::error("engine unavailable: ", reason, "; answering 503 and ending open responses");
+  std::vector<std::shared_ptr<GenerationResponse>> open;
+  {
+    std::lock_guard lock(s.responses_mutex);
+    open.assign(s.responses.begin(), s.responses.end());
+  }
+  for (const auto& r : open) r->job()->fail(str_cat("engine unavailable: ", reason));
+  const auto deadline = Clock::now() + seconds(grace_s);
+  {
+    std::unique_lock lock(s.responses_mutex);
+    s.responses_changed.wait_until(lock, deadline, [&s] { return s.responses.empty(); });
+  }
+  // The last bytes of the responses just ended are still being written: give them a moment
+  // (new requests meanwhile get 503).
+  std::this_thread::sleep_until(std::min(deadline, Clock::now() + std::chrono::milliseconds(500)));
 }
 
 bool ApiServer::shutdown_requested() const {

@@ -11,11 +11,6 @@ namespace deepinfer::server {
 
 namespace {
 
-std::string not_ready_message(ServerState state) {
-  return state == ServerState::draining ? "the server is shutting down"
-                                        : "the model is still loading; retry when /health is 200";
-}
-
 Json model_card(const ModelInfo& info, int64_t created) {
   Json card;
   card["id"] = info.name;
@@ -114,7 +109,7 @@ void ApiServer::Impl::handle(http::Request&& req, std::shared_ptr<http::Exchange
   }
   const ServerState s = state.load();
   if (api && s != ServerState::ready) {
-    reply.send_error(ApiError(503, not_ready_message(s)));
+    reply.send_error(ApiError(503, unavailable_message(s)));
     return;
   }
   if (req.method == "POST") {
@@ -134,6 +129,15 @@ void ApiServer::Impl::handle(http::Request&& req, std::shared_ptr<http::Exchange
   }
 }
 
+std::string ApiServer::Impl::unavailable_message(ServerState state) {
+  if (state == ServerState::failed) {
+    std::lock_guard lock(failure_mutex);
+    return str_cat("engine unavailable: ", failure);
+  }
+  return state == ServerState::draining ? "the server is shutting down"
+                                        : "the model is still loading; retry when /health is 200";
+}
+
 void ApiServer::Impl::install_routes() {
   router.add("GET", "/health", [this](http::Request&&, std::shared_ptr<http::Exchange> ex) {
     const ServerState s = state.load();
@@ -141,7 +145,7 @@ void ApiServer::Impl::install_routes() {
       ex->respond(http::Response{});
       return;
     }
-    Reply{ex}.send_error(ApiError(503, not_ready_message(s)));
+    Reply{ex}.send_error(ApiError(503, unavailable_message(s)));
   });
   router.add("GET", "/version", [](http::Request&&, std::shared_ptr<http::Exchange> ex) {
     Reply{ex}.send_json(200, dump_json(Json{{"version", DEEPINFER_VERSION}}));

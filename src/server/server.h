@@ -143,6 +143,12 @@ class ApiServer {
   // described above and returns 0.
   int wait();
   void request_shutdown();  // thread-safe
+  // The engine is gone for good (a rank of a distributed run stopped answering; `reason`
+  // says which): from now on every request gets 503 "engine unavailable: REASON", and every
+  // open response ends with that error (streams: an error event, then [DONE]). Waits up to
+  // `grace_s` for them to be written; the caller then ends the process. Thread-safe; the
+  // engine's loop thread may be stuck meanwhile (it is not waited for).
+  void fail(const std::string& reason, double grace_s = 2.0);
   bool shutdown_requested() const;
 
   struct Impl;

@@ -19,7 +19,9 @@
 
 namespace deepinfer::server {
 
-enum class ServerState { starting, ready, draining };
+// failed: the engine is gone (a rank of a distributed run stopped answering): 503 for every
+// request until the process ends.
+enum class ServerState { starting, ready, draining, failed };
 
 // How a route answers: conveniences over the request's exchange (which adds the CORS headers
 // of the request to whatever is sent).
@@ -49,6 +51,8 @@ struct ApiServer::Impl {
   std::unique_ptr<http::HttpServer> http;  // created last, destroyed first
   std::atomic<ServerState> state{ServerState::starting};
   std::atomic<bool> shutdown_requested{false};
+  std::mutex failure_mutex;
+  std::string failure;  // why the state is failed
 
   // Set by attach() before state turns ready.
   engine::EngineClient* client = nullptr;
@@ -72,6 +76,8 @@ struct ApiServer::Impl {
   void handle(http::Request&& request, std::shared_ptr<http::Exchange> exchange);
   void handle_generation(Api api, http::Request&& request, const Reply& reply);
   void drain();
+  // The 503 message for a state other than ready.
+  std::string unavailable_message(ServerState state);
 };
 
 }  // namespace deepinfer::server

@@ -32,9 +32,9 @@ def test_q8_0_and_int8_are_one_type(run_cli):
 
 @pytest.mark.parametrize("name, needle", [
     ("q3_x", "unknown weight quantization (expected q8_0 (alias int8), q4_0, q4_1, q5_0, q5_1, "
-             "q4_k, q5_k, q6_k, q4_k_m (alias int4) or none"),
-    ("w8a8", "not built yet: this build quantizes weights at load to q8_0 (alias int8), q4_0, q4_1, "
-             "q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m (alias int4)"),
+             "q4_k, q5_k, q6_k, q4_k_m (alias int4), w8a8, fp8 or none"),
+    ("w4a8", "not built yet: this build quantizes weights at load to q8_0 (alias int8), q4_0, q4_1, "
+             "q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m (alias int4), w8a8, fp8"),
 ])
 def test_bad_quantization_is_one_clear_line(run_cli, name, needle):
     proc = generate(run_cli, "tiny-qwen3", "--quantization", name, "--log-level", "error")

@@ -167,15 +167,11 @@ def test_refused_sizes_name_the_numbers(deepinfer_bin):
                                  "--prompt-ids", "1,2", "-n", 1, "--threads", 1,
                                  "--expert-parallel-size", 2))
     assert "dense model" in line
-    # Pipeline parallelism is not built yet (tensor parallelism: test_mpi_tp.py).
-    for flag in ("--pipeline-parallel-size",):
-        line = one_error_line(plain(deepinfer_bin, *base, flag, 2))
-        assert "not built yet" in line and flag in line
-    # Commands without a lockstep worker refuse to run under mpirun with several ranks
-    # (test_run_local.py: and a recipe asking for expert parallelism in one of them).
-    for command in (("serve", model, "--port", 0), ("info", "-m", model)):
-        line = one_error_line(mpirun(2, deepinfer_bin, *command))
-        assert f"`deepinfer {command[0]}` runs in one process only" in line
+    # Tensor and pipeline parallelism run: test_mpi_tp.py, test_mpi_pp.py.
+    # Commands that load no model refuse to run under mpirun with several ranks (serve, run,
+    # validate, info run there: test_mpi_serve.py).
+    line = one_error_line(mpirun(2, deepinfer_bin, "tokenize", "--model", model, "--text", "hi"))
+    assert "`deepinfer tokenize` runs in one process only" in line
 
 
 

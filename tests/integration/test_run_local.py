@@ -128,7 +128,7 @@ def test_flags_override_the_config(run_cli, tmp_path):
 
 @pytest.mark.parametrize("section,key,value,fragments", [
     ("parallel", "expert_parallel_size", 8,
-     ["parallel.expert_parallel_size = 8", "runs in one process only"]),
+     ["parallel.expert_parallel_size = 8", "mpirun -np 8 deepinfer"]),
     ("parallel", "tensor_parallel_size", 2, ["parallel.tensor_parallel_size = 2"]),
     ("atb", "enable_atb_attention", False, ["atb.enable_atb_attention = false"]),
     ("model", "hidden_size", 4096, ["model.hidden_size = 4096", "hidden_size = 64"]),

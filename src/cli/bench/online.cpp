@@ -14,12 +14,15 @@
 
 #include <sys/wait.h>
 
+#include "cli/bench/in_process_server.h"
 #include "cli/bench/server_process.h"
 #include "cli/engine_flags.h"
 #include "config/apply.h"
+#include "config/setup.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "io/gguf_model.h"
+#include "parallel/mpi_communicator.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::cli::bench {
@@ -331,7 +334,14 @@ std::vector<Json> bench_online(const BenchOptions& o, const config::RecipeConfig
   }
   const Workload workload = make_workload(o, context);
 
+  // Under mpirun (no --base-url): rank 0 serves in this process, the others follow its model.
+  const bool distributed = o.base_url.empty() && parallel::launcher_world_size() > 1;
+  if (distributed && config::launched_as_worker()) {
+    config::follow_driver(recipe);
+    return {};  // rank 0 reports
+  }
   std::unique_ptr<ServerProcess> server;
+  std::unique_ptr<InProcessServer> local;
   OnlineTarget target;
   target.api_key = args.get_or("api-key", "");
   target.timeout_s = o.request_timeout_s;
@@ -339,8 +349,13 @@ std::vector<Json> bench_online(const BenchOptions& o, const config::RecipeConfig
     DI_CHECK(recipe.model_path.has(),
              "--mode online needs --base-url URL (a running server) or --model / --config (a "
              "server bench starts)");
-    server = ServerProcess::start(server_args(args), 600);
-    target.url = server->url();
+    if (distributed) {
+      local = InProcessServer::start(recipe, args);
+      target.url = local->url();
+    } else {
+      server = ServerProcess::start(server_args(args), 600);
+      target.url = server->url();
+    }
   } else {
     target.url = http::parse_url(o.base_url);
   }
@@ -372,7 +387,9 @@ std::vector<Json> bench_online(const BenchOptions& o, const config::RecipeConfig
     header["model"] = target.model;
     header["base_url"] =
         str_cat("http://", target.url.host, ":", target.url.port, target.url.base_path);
-    header["server"] = server ? "started by bench" : "external";
+    header["server"] = server  ? "started by bench"
+                       : local ? "in bench's process (rank 0 of mpirun)"
+                               : "external";
     header["dataset"] = workload.source;
     header["num_prompts"] = static_cast<int64_t>(run.records.size());
     header["input_len"] = o.input_len ? Json(*o.input_len) : Json(nullptr);

@@ -1,5 +1,7 @@
 #include "model/layers/linear.h"
 
+#include <utility>
+
 #include "kernels/kernels.h"
 
 namespace deepinfer::model {
@@ -9,14 +11,38 @@ Linear Linear::load(WeightLoader& weights, const std::string& prefix, int64_t in
   Linear linear;
   linear.in_features = in_features;
   linear.out_features = out_features;
-  linear.weight = weights.matrix(prefix + ".weight", {out_features, in_features}, use);
+  linear.set_weight(weights, prefix + ".weight",
+                    weights.matrix(prefix + ".weight", {out_features, in_features}, use));
   if (with_bias) linear.bias = weights.vector_f32(prefix + ".bias", {out_features});
   return linear;
 }
 
+void Linear::set_weight(const WeightLoader& weights, const std::string& name, Tensor w) {
+  weight = std::move(w);
+  if (weight.dtype() == DType::f8_e4m3) {
+    const WeightLoader::Fp8Scales& fp8 = weights.fp8_scale(name);
+    weight_scale = fp8.scale;
+    scale_block_rows = fp8.block.block_rows;
+    scale_block_cols = fp8.block.block_cols;
+  } else if (weight.dtype() == DType::i8) {
+    weight_scale = weights.w8a8_scale(name);
+  }
+}
+
 void Linear::forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const {
-  kernels::linear(x, rows, in_features, weight.raw(), weight.dtype(), out_features,
-                  bias.defined() ? bias.data<float>() : nullptr, y, pool);
+  const float* b = bias.defined() ? bias.data<float>() : nullptr;
+  if (weight.dtype() == DType::f8_e4m3) {
+    const kernels::Fp8Weight w{weight.data<uint8_t>(), weight_scale.data<float>(), scale_block_rows,
+                               scale_block_cols};
+    kernels::linear_fp8(x, rows, in_features, w, out_features, b, y, pool);
+    return;
+  }
+  if (weight.dtype() == DType::i8) {
+    kernels::linear_w8a8(x, rows, in_features, weight.data<int8_t>(), weight_scale.data<float>(),
+                         out_features, b, y, pool);
+    return;
+  }
+  kernels::linear(x, rows, in_features, weight.raw(), weight.dtype(), out_features, b, y, pool);
 }
 
 }  // namespace deepinfer::model

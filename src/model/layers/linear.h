@@ -9,8 +9,14 @@
 namespace deepinfer::model {
 
 struct Linear {
-  Tensor weight;  // [out_features, in_features], f32 / bf16 / f16 / q8_0 / q4_0 / q4_1
+  Tensor weight;  // [out_features, in_features]: f32 / bf16 / f16 / a ggml block type / f8_e4m3
+                  // / i8
   Tensor bias;    // [out_features] f32, or undefined
+  // An f8_e4m3 weight (an FP8 checkpoint kept as stored): its f32 block scales and their block;
+  // an i8 weight (--quantization w8a8): its f32 scale per output row [out_features].
+  Tensor weight_scale;
+  int64_t scale_block_rows = 0;
+  int64_t scale_block_cols = 0;
   int64_t in_features = 0;
   int64_t out_features = 0;
 
@@ -18,6 +24,9 @@ struct Linear {
   // --quantization policy what the weight is for.
   static Linear load(WeightLoader& weights, const std::string& prefix, int64_t in_features,
                      int64_t out_features, bool with_bias, MatrixUse use = MatrixUse::projection);
+  // Takes `w` as returned by weights.matrix(name, ...) with, for f8_e4m3 and i8, the scales
+  // the loader keeps for it (read at once: a second slice of the same tensor replaces them).
+  void set_weight(const WeightLoader& weights, const std::string& name, Tensor w);
   // x [rows, in_features] -> y [rows, out_features]
   void forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const;
 };

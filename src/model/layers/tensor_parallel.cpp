@@ -30,7 +30,8 @@ Linear load_column_parallel(WeightLoader& weights, const std::string& prefix, in
   Linear linear;
   linear.in_features = in_features;
   linear.out_features = end - begin;
-  linear.weight = weights.matrix(prefix + ".weight", {out_features, in_features}, use, rows);
+  linear.set_weight(weights, prefix + ".weight",
+                    weights.matrix(prefix + ".weight", {out_features, in_features}, use, rows));
   if (with_bias) linear.bias = weights.vector_f32(prefix + ".bias", {out_features}, rows);
   return linear;
 }
@@ -49,8 +50,9 @@ RowParallelLinear RowParallelLinear::load(WeightLoader& weights, const std::stri
            ": a row-parallel bias needs the group that sums the partial outputs");
   row.linear_.in_features = end - begin;
   row.linear_.out_features = out_features;
-  row.linear_.weight = weights.matrix(prefix + ".weight", {out_features, in_features},
-                                      MatrixUse::projection, Slice{1, begin, end});
+  row.linear_.set_weight(weights, prefix + ".weight",
+                         weights.matrix(prefix + ".weight", {out_features, in_features},
+                                        MatrixUse::projection, Slice{1, begin, end}));
   if (with_bias) row.bias_ = weights.vector_f32(prefix + ".bias", {out_features});
   row.reduce_ = split.reduce;
   return row;

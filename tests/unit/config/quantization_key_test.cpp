@@ -42,8 +42,8 @@ TEST(QuantizationKey, RefusalsNameTheKeyTheValueAndTheChoices) {
       },
       {"--quantization", "q3_x", "unknown weight quantization",
        "q8_0 (alias int8), q4_0, q4_1, q5_0, q5_1"});
-  expect_config_error([] { parse_infer(R"({"model": {"quantization": "w8a8"}})"); },
-                      {"model.quantization", "w8a8", "not built yet", "q8_0 (alias int8)"});
+  expect_config_error([] { parse_infer(R"({"model": {"quantization": "w4a8"}})"); },
+                      {"model.quantization", "w4a8", "not built yet", "q8_0 (alias int8)"});
   // The same type spelled twice agrees; two types conflict.
   RecipeConfig same;
   parse_infer_config(same, nlohmann::json::parse(R"({"model": {"quantization": "int8"}})"),

@@ -83,6 +83,47 @@ TEST_P(Lockstep, TwoRanksComputeWhatOneProcessDoes) {
   EXPECT_EQ(worker_steps, want.steps) << "the worker ran every step of rank 0, then stopped";
 }
 
+// Two models in one command (validate: the model under test and its reference): the worker
+// follows both, each with its own cache, and stops once both were stopped.
+TEST(LockstepTwoModels, WorkerFollowsEachModelUntilBothStop) {
+  const std::string dir = std::string(DEEPINFER_TEST_DATA_DIR) + "/tiny-qwen3-moe";
+  if (!std::filesystem::exists(dir + "/config.json")) GTEST_SKIP() << dir << " is absent";
+  ThreadPool one(1);
+  auto whole = model::load_model(dir, {});
+  const Outcome want = drive(*whole, one);
+
+  ThreadGroup world_group(2), expert_a(2), expert_b(2);
+  Outcome got_a, got_b;
+  int64_t worker_steps = -1;
+  world_group.run([&](int rank) {
+    auto world = std::make_shared<ThreadCommunicator>(world_group, rank);
+    const auto load = [&](ThreadGroup& group) {
+      model::LoadOptions options;
+      options.parallel =
+          parallel::ParallelContext::from(world, std::make_shared<ThreadCommunicator>(group, rank));
+      return model::load_model(dir, options);
+    };
+    auto a = load(expert_a);
+    auto b = load(expert_b);
+    ThreadPool pool(1);
+    if (rank == 0) {
+      LockstepModel first(std::move(a), world, nullptr, 0);
+      LockstepModel second(std::move(b), world, nullptr, 1);
+      got_a = drive(first, pool);
+      got_b = drive(second, pool);
+      first.stop();  // the worker keeps following the second
+      got_b.steps += drive(second, pool).steps;
+    } else {
+      model::CausalLM* const both[] = {a.get(), b.get()};
+      worker_steps = run_lockstep_worker(both, *world, pool);
+    }
+  });
+  EXPECT_EQ(got_a.tokens, want.tokens);
+  EXPECT_EQ(got_b.tokens, want.tokens);
+  EXPECT_EQ(got_b.prompt_logits, want.prompt_logits);
+  EXPECT_EQ(worker_steps, 3 * want.steps);
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiny, Lockstep,
                          ::testing::Values("tiny-deepseek-v3", "tiny-qwen3-moe", "tiny-glm4-moe"),
                          [](const auto& info) {

@@ -157,9 +157,9 @@ TEST(DeepseekFp8Golden, F32DequantizedMatchesTransformersWithOneAndTwoThreads) {
   }
 }
 
-// Without --dtype, FP8 matrices become bf16 (the dtype of the published checkpoints' other
-// tensors); --dtype overrides it. With every matrix in bf16 the model is transformers' with the
-// dequantized weights rounded once to bf16.
+// Without --dtype, FP8 projections stay FP8 with their block scales (fp8_kept_test.cpp runs
+// them); --dtype dequantizes them at load. With every matrix in bf16 the model is transformers'
+// with the dequantized weights rounded once to bf16.
 TEST(DeepseekFp8Golden, Bf16DequantizationMatchesTransformersBf16) {
   const std::string dir = data_dir("tiny-deepseek-v3-fp8");
   const io::Checkpoint checkpoint = io::Checkpoint::open(dir);
@@ -167,7 +167,7 @@ TEST(DeepseekFp8Golden, Bf16DequantizationMatchesTransformersBf16) {
   const std::string name = "model.layers.0.self_attn.q_b_proj.weight";
   const Shape shape = checkpoint.info(name).shape;
   for (const auto& [options, want] :
-       {std::pair{LoadOptions{}, DType::bf16}, std::pair{LoadOptions{DType::f32}, DType::f32},
+       {std::pair{LoadOptions{}, DType::f8_e4m3}, std::pair{LoadOptions{DType::f32}, DType::f32},
         std::pair{LoadOptions{DType::f16}, DType::f16}}) {
     WeightLoader weights(checkpoint, options);
     weights.set_fp8(io::parse_fp8_quantization(config, dir));

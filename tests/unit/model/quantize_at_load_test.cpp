@@ -2,8 +2,8 @@
 // exactly the blocks gguf-py writes for the same matrices (tools/make_quantize_goldens.py made
 // tests/data/gguf-models/<model>-gguf-py-<type>.gguf from the f32 GGUF of the same checkpoint,
 // with the same policy), so the logits equal that file's bit for bit; and they stay close to
-// the unquantized model. The policy: embeddings, lm_head, routed experts and MLA's kv_b_proj
-// keep their dtype, as do matrices whose rows are not whole blocks.
+// the unquantized model. The policy: embeddings, lm_head and MLA's kv_b_proj keep their dtype,
+// as do matrices whose rows are not whole blocks; routed experts are quantized.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -149,12 +149,12 @@ TEST(QuantizeAtLoadFidelity, Q8_0StaysCloseToTheF32Model) {
   }
 }
 
-// Routed experts stay 16-bit (the expert stacks run f32 / bf16 / f16 only), the MoE model
-// runs, and its dense / shared projections are quantized.
-TEST(QuantizeAtLoadPolicy, MoeExpertsAreKeptAndTheModelRuns) {
+// Routed experts are quantized with the projections (the expert stacks run every block type;
+// tests/unit/model/expert_stack_blocks_test.cpp), and the MoE model runs.
+TEST(QuantizeAtLoadPolicy, MoeExpertsAreQuantizedAndTheModelRuns) {
   LoadReport report;
   auto model = load_model(model_dir("tiny-qwen3-moe"), quantized(DType::q8_0), &report);
-  EXPECT_NE(report.quantization.find("routed-expert"), std::string::npos) << report.quantization;
+  EXPECT_EQ(report.quantization.find("routed-expert"), std::string::npos) << report.quantization;
   EXPECT_GT(report.weight_bytes.at("q8_0"), 0);
   const nlohmann::json golden = load_golden("tiny-qwen3-moe");
   const auto prompt = golden["cases"][0]["prompt_ids"].get<std::vector<int32_t>>();
@@ -236,9 +236,12 @@ TEST(QuantizationNames, AcceptedAliasesAndRefusals) {
     EXPECT_FALSE(*q == DType::q4_k) << mix;  // the mix is not plain q4_k
   }
   EXPECT_FALSE(parse_quantization("none").has_value());
+  EXPECT_EQ(parse_quantization("w8a8"), DType::i8);
+  EXPECT_EQ(parse_quantization("FP8"), DType::f8_e4m3);
   const std::string choices =
-      "q8_0 (alias int8), q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m (alias int4)";
-  for (const char* name : {"w8a8", "fp8", "w4a8"}) {
+      "q8_0 (alias int8), q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m (alias int4), w8a8, "
+      "fp8";
+  for (const char* name : {"w4a8"}) {
     try {
       parse_quantization(name);
       ADD_FAILURE() << name << " accepted";

@@ -1,5 +1,5 @@
 // Block-quantized weights (ggml q8_0 / q4_0 / q4_1) through the model layers: the embedding
-// decodes only the looked-up rows, MoE expert stacks refuse them with a message, and the Q8_0
+// decodes only the looked-up rows, MoE expert stacks hold them, and the Q8_0
 // GGUF test models run natively, close to the dequantized-f32 path and to transformers.
 #include <gtest/gtest.h>
 
@@ -37,14 +37,20 @@ TEST(QuantizedEmbedding, LooksUpQ8_0RowsAsTheirBlockValues) {
   EXPECT_THROW(embedding.forward(std::vector<int32_t>{3}, out.data()), Error);
 }
 
-TEST(QuantizedExperts, ExpertStacksRefuseBlockTypesWithAMessage) {
+// Block-typed stacks are accepted (expert_stack_blocks_test.cpp runs them); gate and up of
+// two types are refused with a message.
+TEST(QuantizedExperts, ExpertStacksTakeBlockTypesAndRefuseMixedGateUp) {
+  const ExpertStack stack(Tensor::zeros({2, 64, 32}, DType::q8_0),
+                          Tensor::zeros({2, 32, 32}, DType::q4_0));
+  EXPECT_EQ(stack.dtype(), DType::q8_0);
+  EXPECT_EQ(stack.down_dtype(), DType::q4_0);
   try {
-    ExpertStack stack(Tensor::zeros({2, 64, 32}, DType::q8_0),
+    ExpertStack mixed(Tensor::zeros({2, 32, 32}, DType::q8_0),
+                      Tensor::zeros({2, 32, 32}, DType::q4_0),
                       Tensor::zeros({2, 32, 32}, DType::q8_0));
-    ADD_FAILURE() << "q8_0 expert stack accepted";
+    ADD_FAILURE() << "q8_0 gate with q4_0 up accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("block-quantized types are not supported yet"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("gate and up [E, I, H] of one dtype"), std::string::npos)
         << e.what();
   }
 }

@@ -91,6 +91,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-qwen3", 2, 2, 1},             // per-head q/k norm
                       Case{"tiny-glm4", 2, 2, 1},              // fused gate_up, sandwich norms
                       Case{"tiny-deepseek-v3", 2, 2, 1},       // MLA + experts sharded (moe_tp 2)
+                      Case{"tiny-deepseek-v3-fp8", 2, 2, 1},   // FP8: slices widened, rest FP8
                       Case{"tiny-deepseek-v2-lite", 2, 2, 2},  // MLA without q LoRA; ep 2 x tp 2
                       Case{"tiny-deepseek-v3", 4, 4, 2}),      // ep 2 x moe_tp 2
     case_name);

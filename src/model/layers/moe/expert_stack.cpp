@@ -1,44 +1,92 @@
 #include "model/layers/moe/expert_stack.h"
 
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <vector>
 
 #include "core/error.h"
 #include "kernels/kernels.h"
+#include "model/layers/moe/expert_slices.h"
 
 namespace deepinfer::model {
 namespace {
 
-// Copies `src` (converted to dst's dtype if needed) into dst's rows [row, row + src rows) of
-// stacked expert j.
-void copy_into(const Tensor& dst, int64_t j, int64_t row, const Tensor& src) {
-  const Tensor converted = src.to(dst.dtype());
-  const size_t row_bytes = static_cast<size_t>(dst.dim(2)) * dtype_size(dst.dtype());
-  std::byte* base =
-      static_cast<std::byte*>(dst.raw()) + static_cast<size_t>(j * dst.dim(1) + row) * row_bytes;
-  std::memcpy(base, converted.raw(), converted.nbytes());
-}
-
-// Experts are sliced and stacked by element; block-quantized experts are not supported yet.
-void refuse_blocks(const Tensor& t, const std::string& where) {
-  DI_CHECK(!is_block_dtype(t.dtype()), where, ": ", t.describe(),
-           ": MoE experts in block-quantized types are not supported yet (they run in f32, "
-           "bf16 or f16); load the model with --dtype f32 or --dtype bf16");
+bool stack_of(const Tensor& t, int64_t count, int64_t rows, int64_t cols) {
+  return t.ndim() == 3 && t.dim(0) == count && t.dim(1) == rows && t.dim(2) == cols &&
+         t.is_contiguous();
 }
 
 }  // namespace
 
 ExpertStack::ExpertStack(Tensor gate_up, Tensor down)
     : gate_up_(std::move(gate_up)), down_(std::move(down)) {
-  refuse_blocks(gate_up_, "expert stack");
-  DI_CHECK(gate_up_.ndim() == 3 && down_.ndim() == 3 && gate_up_.dim(0) == down_.dim(0) &&
-               gate_up_.dim(1) == 2 * down_.dim(2) && gate_up_.dim(2) == down_.dim(1) &&
-               gate_up_.dtype() == down_.dtype() && gate_up_.is_contiguous() &&
-               down_.is_contiguous(),
-           "expert stacks must be contiguous gate_up [E, 2I, H] and down [E, H, I] of one dtype, "
-           "got ",
+  DI_CHECK(down_.ndim() == 3 && down_.is_contiguous() &&
+               stack_of(gate_up_, down_.dim(0), 2 * down_.dim(2), down_.dim(1)),
+           "expert stacks must be contiguous gate_up [E, 2I, H] and down [E, H, I], got ",
            gate_up_.describe(), " and ", down_.describe());
 }
+
+ExpertStack::ExpertStack(Tensor gate, Tensor up, Tensor down)
+    : gate_(std::move(gate)), up_(std::move(up)), down_(std::move(down)) {
+  DI_CHECK(down_.ndim() == 3 && down_.is_contiguous() &&
+               stack_of(gate_, down_.dim(0), down_.dim(2), down_.dim(1)) &&
+               stack_of(up_, down_.dim(0), down_.dim(2), down_.dim(1)) &&
+               gate_.dtype() == up_.dtype(),
+           "expert stacks must be contiguous gate and up [E, I, H] of one dtype and down "
+           "[E, H, I], got ",
+           gate_.describe(), ", ", up_.describe(), " and ", down_.describe());
+}
+
+ExpertStack::ExpertStack(Tensor gate, Tensor up, Tensor down, Fp8Scales scales)
+    : ExpertStack(std::move(gate), std::move(up), std::move(down)) {
+  fp8_ = std::move(scales);
+  const auto scale_shape = [&](const Tensor& t) {
+    return Shape{t.dim(0), (t.dim(1) + fp8_.block_rows - 1) / fp8_.block_rows,
+                 (t.dim(2) + fp8_.block_cols - 1) / fp8_.block_cols};
+  };
+  DI_CHECK(gate_.dtype() == DType::f8_e4m3 && down_.dtype() == DType::f8_e4m3 &&
+               fp8_.block_rows > 0 && fp8_.block_cols > 0 &&
+               fp8_.gate.shape() == scale_shape(gate_) && fp8_.up.shape() == scale_shape(up_) &&
+               fp8_.down.shape() == scale_shape(down_),
+           "FP8 expert stacks need f8_e4m3 gate / up / down with f32 block scales of their "
+           "shapes, got ",
+           gate_.describe(), " / ", down_.describe(), " with scales ", fp8_.gate.describe(), " / ",
+           fp8_.down.describe());
+}
+
+namespace {
+
+// Experts `ids` of an FP8 checkpoint kept in FP8: per-expert matrices and their scales copied
+// into stacks (gate / up / down apart: a fused gate_up would need I to be whole scale blocks).
+ExpertStack load_fp8(WeightLoader& weights,
+                     const std::function<std::string(int64_t, const char*)>& name,
+                     std::span<const int64_t> ids, int64_t hidden, int64_t i) {
+  const io::Fp8BlockQuantization block = *weights.fp8();
+  const auto count = static_cast<int64_t>(ids.size());
+  Tensor stacks[3], scales[3];
+  const char* projs[3] = {"gate_proj", "up_proj", "down_proj"};
+  for (int p = 0; p < 3; ++p) {
+    const Shape shape = p < 2 ? Shape{i, hidden} : Shape{hidden, i};
+    for (int64_t j = 0; j < count; ++j) {
+      const std::string n = name(ids[j], projs[p]);
+      const Tensor w = weights.matrix(n, shape, MatrixUse::expert);
+      DI_CHECK(w.dtype() == DType::f8_e4m3, n, ": ", w.describe(),
+               " among FP8 experts (one expert's projections must share one dtype)");
+      const Tensor& s = weights.fp8_scale(n).scale;
+      if (j == 0) {
+        stacks[p] = Tensor::zeros({count, shape[0], shape[1]}, DType::f8_e4m3);
+        scales[p] = Tensor::zeros({count, s.dim(0), s.dim(1)}, DType::f32);
+      }
+      copy_into_expert(stacks[p], j, 0, w, n);
+      copy_into_expert(scales[p], j, 0, s, n + "_scale_inv");
+    }
+  }
+  return ExpertStack(stacks[0], stacks[1], stacks[2],
+                     {scales[0], scales[1], scales[2], block.block_rows, block.block_cols});
+}
+
+}  // namespace
 
 ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
                               int64_t first, int64_t count, int64_t hidden, int64_t intermediate,
@@ -55,15 +103,44 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
                               const TensorSplit& split) {
   const auto count = static_cast<int64_t>(ids.size());
   DI_CHECK(count > 0, prefix, ": no experts to load");
-  bool run = true;  // ids are first, first + 1, ...: the fused tensors slice without a copy
+  bool run = true;  // ids are first, first + 1, ...: whole-layer stacks slice without a copy
+  std::vector<char> mine(static_cast<size_t>(num_experts), 0);
   for (int64_t j = 0; j < count; ++j) {
     DI_CHECK(ids[j] >= 0 && ids[j] < num_experts, prefix, ": expert ", ids[j],
              " outside the layer's ", num_experts, " experts");
     run = run && ids[j] == ids[0] + j;
+    mine[static_cast<size_t>(ids[j])] = 1;
   }
   const int64_t full = intermediate;
   const auto [i0, i1] = split.part(full, prefix + "'s moe_intermediate_size");
   const int64_t i = i1 - i0;  // this rank's
+  auto name = [&](int64_t e, const char* proj) {
+    return prefix + "." + std::to_string(e) + "." + proj + ".weight";
+  };
+  // Other ranks' experts (expert parallelism) are theirs to read: not "unused" here. A GGUF file
+  // names each expert too (as views of its stacks): those are not unused either when the
+  // stacks are read whole.
+  const auto skip_experts = [&](bool local_too) {
+    for (int64_t e = 0; e < num_experts; ++e) {
+      if (!local_too && mine[static_cast<size_t>(e)]) continue;
+      for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+        weights.skip(name(e, proj));
+        weights.skip(name(e, proj) + "_scale_inv");
+      }
+    }
+  };
+  // This rank's experts of a whole-layer stack: one run of ids is a view; a placement that is
+  // not one run (EPLB) copies each expert's bytes.
+  const auto local = [&](const Tensor& stack) {
+    if (run) return stack.slice_rows(ids[0], ids[0] + count);
+    Tensor out = Tensor::zeros({count, stack.dim(1), stack.dim(2)}, stack.dtype());
+    const size_t each = expert_matrix_bytes(stack);
+    for (int64_t j = 0; j < count; ++j) {
+      std::memcpy(static_cast<std::byte*>(out.raw()) + static_cast<size_t>(j) * each,
+                  expert_matrix(stack, ids[j]), each);
+    }
+    return out;
+  };
   if (weights.has(prefix + ".gate_up_proj")) {
     DI_CHECK(!split.split(), prefix,
              ".gate_up_proj: fused 3-D expert tensors cannot be split over a moe tensor group of ",
@@ -72,36 +149,38 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
         weights.matrix(prefix + ".gate_up_proj", {num_experts, 2 * i, hidden}, MatrixUse::expert);
     const Tensor down =
         weights.matrix(prefix + ".down_proj", {num_experts, hidden, i}, MatrixUse::expert);
-    refuse_blocks(gate_up, prefix + ".gate_up_proj");
-    if (run) {
-      return ExpertStack(gate_up.slice_rows(ids[0], ids[0] + count),
-                         down.slice_rows(ids[0], ids[0] + count));
-    }
-    // A placement (EPLB) that is not one run of experts: copy each into new stacks.
-    ExpertStack stack(gate_up.slice_rows(ids[0], ids[0] + 1), down.slice_rows(ids[0], ids[0] + 1));
-    ExpertStack out = stack.empty_like(count);
-    for (int64_t j = 0; j < count; ++j) {
-      const ExpertStack one(gate_up.slice_rows(ids[j], ids[j] + 1),
-                            down.slice_rows(ids[j], ids[j] + 1));
-      for (int part = 0; part < 2; ++part) {
-        const auto from = one.expert_bytes(0, part);
-        std::memcpy(out.mutable_expert_bytes(j, part).data(), from.data(), from.size());
-      }
-    }
-    return out;
+    skip_experts(true);
+    return ExpertStack(local(gate_up), local(down));
   }
-  auto name = [&](int64_t e, const char* proj) {
-    return prefix + "." + std::to_string(e) + "." + proj + ".weight";
-  };
-  // Other ranks' experts (expert parallelism) are theirs to read: not "unused" here.
-  std::vector<char> mine(static_cast<size_t>(num_experts), 0);
-  for (const int64_t e : ids) mine[static_cast<size_t>(e)] = 1;
-  for (int64_t e = 0; e < num_experts; ++e) {
-    if (mine[static_cast<size_t>(e)]) continue;
-    for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
-      weights.skip(name(e, proj));
-      weights.skip(name(e, proj) + "_scale_inv");
-    }
+  // Split over a moe tensor group, a GGUF file's per-expert views are read instead of its
+  // whole-layer stacks (a slice of each expert is a slice of one matrix).
+  const bool per_expert_split = split.split() && weights.has(name(ids[0], "gate_proj"));
+  if (weights.has(prefix + ".gate_proj") && weights.has(prefix + ".up_proj") && !per_expert_split) {
+    DI_CHECK(!split.split(), prefix,
+             ".gate_proj: 3-D expert tensors cannot be split over a moe tensor group of ",
+             split.size, " yet; use expert parallelism (--enable-expert-parallel)");
+    const Tensor gate =
+        weights.matrix(prefix + ".gate_proj", {num_experts, i, hidden}, MatrixUse::expert);
+    const Tensor up =
+        weights.matrix(prefix + ".up_proj", {num_experts, i, hidden}, MatrixUse::expert);
+    const Tensor down =
+        weights.matrix(prefix + ".down_proj", {num_experts, hidden, i}, MatrixUse::expert);
+    skip_experts(true);
+    if (gate.dtype() == up.dtype()) return ExpertStack(local(gate), local(up), local(down));
+    // A file may store gate and up in different types; one dtype per pair keeps the kernels
+    // simple, and f32 holds both exactly.
+    return ExpertStack(local(gate.to(DType::f32)), local(up.to(DType::f32)), local(down));
+  }
+  skip_experts(false);
+  if (per_expert_split) {
+    for (const char* proj : {".gate_proj", ".up_proj", ".down_proj"}) weights.skip(prefix + proj);
+  }
+  if (weights.fp8() && weights.has(name(ids[0], "gate_proj")) &&
+      weights.checkpoint().info(name(ids[0], "gate_proj")).dtype == DType::f8_e4m3) {
+    // Kept in FP8 when the loader keeps it (no --dtype / --quantization); else widened below.
+    // Split over a moe tensor group, each expert's part is widened (WeightLoader::matrix).
+    if (weights.keeps_fp8(MatrixUse::expert) && !split.split())
+      return load_fp8(weights, name, ids, hidden, i);
   }
   Tensor gate_up, down;
   for (int64_t j = 0; j < count; ++j) {
@@ -110,37 +189,66 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     const auto part = [&](int dim) {
       return split.split() ? std::optional<Slice>(Slice{dim, i0, i1}) : std::nullopt;
     };
-    const Tensor gate =
-        weights.matrix(name(e, "gate_proj"), {full, hidden}, MatrixUse::expert, part(0));
-    refuse_blocks(gate, name(e, "gate_proj"));
-    const Tensor up =
-        weights.matrix(name(e, "up_proj"), {full, hidden}, MatrixUse::expert, part(0));
+    Tensor gate = weights.matrix(name(e, "gate_proj"), {full, hidden}, MatrixUse::expert, part(0));
+    Tensor up = weights.matrix(name(e, "up_proj"), {full, hidden}, MatrixUse::expert, part(0));
     const Tensor dn =
         weights.matrix(name(e, "down_proj"), {hidden, full}, MatrixUse::expert, part(1));
-    if (j == 0) {  // the stacks take the compute dtype the loader gives the first expert
-      gate_up = Tensor::zeros({count, 2 * i, hidden}, gate.dtype());
-      down = Tensor::zeros({count, hidden, i}, gate.dtype());
+    if (gate.dtype() != up.dtype()) {
+      gate = gate.to(DType::f32);
+      up = up.to(DType::f32);
     }
-    copy_into(gate_up, j, 0, gate);
-    copy_into(gate_up, j, i, up);
-    copy_into(down, j, 0, dn);
+    if (j == 0) {  // the stacks take the dtypes the loader gives the first expert
+      gate_up = Tensor::zeros({count, 2 * i, hidden}, gate.dtype());
+      down = Tensor::zeros({count, hidden, i}, dn.dtype());
+    }
+    copy_into_expert(gate_up, j, 0, gate, name(e, "gate_proj"));
+    copy_into_expert(gate_up, j, i, up, name(e, "up_proj"));
+    copy_into_expert(down, j, 0, dn, name(e, "down_proj"));
   }
   return ExpertStack(std::move(gate_up), std::move(down));
+}
+
+std::vector<const Tensor*> ExpertStack::part_tensors() const {
+  std::vector<const Tensor*> parts;
+  if (gate_up_.defined()) {
+    parts.push_back(&gate_up_);
+  } else {
+    parts.push_back(&gate_);
+    parts.push_back(&up_);
+  }
+  parts.push_back(&down_);
+  if (fp8_.block_rows > 0) {
+    for (const Tensor* scale : {&fp8_.gate, &fp8_.up, &fp8_.down}) parts.push_back(scale);
+  }
+  return parts;
+}
+
+int ExpertStack::parts() const {
+  return static_cast<int>(part_tensors().size());
 }
 
 ExpertStack ExpertStack::empty_like(int64_t count) const {
   DI_CHECK(count > 0 && this->count() > 0, "expert stack: empty_like(", count, ") of ",
            this->count(), " experts");
-  return ExpertStack(Tensor::zeros({count, gate_up_.dim(1), gate_up_.dim(2)}, dtype()),
-                     Tensor::zeros({count, down_.dim(1), down_.dim(2)}, dtype()));
+  const auto zeros = [&](const Tensor& t) {
+    return Tensor::zeros({count, t.dim(1), t.dim(2)}, t.dtype());
+  };
+  if (fp8_.block_rows > 0) {
+    return ExpertStack(
+        zeros(gate_), zeros(up_), zeros(down_),
+        {zeros(fp8_.gate), zeros(fp8_.up), zeros(fp8_.down), fp8_.block_rows, fp8_.block_cols});
+  }
+  if (gate_up_.defined()) return ExpertStack(zeros(gate_up_), zeros(down_));
+  return ExpertStack(zeros(gate_), zeros(up_), zeros(down_));
 }
 
 std::span<const std::byte> ExpertStack::expert_bytes(int64_t j, int part) const {
-  DI_CHECK(j >= 0 && j < count() && (part == 0 || part == 1), "expert stack: expert ", j, " part ",
-           part, " outside the ", count(), " local experts");
-  const Tensor& t = part == 0 ? gate_up_ : down_;
-  const size_t each = t.nbytes() / static_cast<size_t>(count());
-  return {static_cast<const std::byte*>(t.raw()) + static_cast<size_t>(j) * each, each};
+  const std::vector<const Tensor*> all = part_tensors();
+  DI_CHECK(j >= 0 && j < count() && part >= 0 && part < static_cast<int>(all.size()),
+           "expert stack: expert ", j, " part ", part, " outside the ", count(),
+           " local experts of ", all.size(), " parts");
+  const Tensor& t = *all[static_cast<size_t>(part)];
+  return {expert_matrix(t, j), expert_matrix_bytes(t)};
 }
 
 std::span<std::byte> ExpertStack::mutable_expert_bytes(int64_t j, int part) {
@@ -154,20 +262,37 @@ void ExpertStack::forward(int64_t j, const float* x, int64_t rows, float* y,
   if (rows == 0) return;
   const int64_t h = hidden();
   const int64_t i = intermediate();
-  const size_t elem = dtype_size(dtype());
-  const auto* gate_up =
-      static_cast<const std::byte*>(gate_up_.raw()) + static_cast<size_t>(j * 2 * i * h) * elem;
-  const auto* down =
-      static_cast<const std::byte*>(down_.raw()) + static_cast<size_t>(j * h * i) * elem;
-  std::vector<float> gu(static_cast<size_t>(rows * 2 * i));
-  kernels::linear(x, rows, h, gate_up, dtype(), 2 * i, nullptr, gu.data(), pool);
-  // Row r of gu holds [gate | up]; silu(gate) * up goes to a compact [rows, I] buffer.
   std::vector<float> act(static_cast<size_t>(rows * i));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = gu.data() + r * 2 * i;
-    kernels::silu_mul(row, row + i, act.data() + r * i, i);
+  if (fp8_.block_rows > 0) {
+    const auto weight = [&](const Tensor& stack, const Tensor& scales) {
+      return kernels::Fp8Weight{reinterpret_cast<const uint8_t*>(expert_matrix(stack, j)),
+                                scales.data<float>() + j * scales.dim(1) * scales.dim(2),
+                                fp8_.block_rows, fp8_.block_cols};
+    };
+    std::vector<float> up(act.size());
+    kernels::linear_fp8(x, rows, h, weight(gate_, fp8_.gate), i, nullptr, act.data(), pool);
+    kernels::linear_fp8(x, rows, h, weight(up_, fp8_.up), i, nullptr, up.data(), pool);
+    kernels::silu_mul(act.data(), up.data(), act.data(), rows * i);
+    kernels::linear_fp8(act.data(), rows, i, weight(down_, fp8_.down), h, nullptr, y, pool);
+    return;
   }
-  kernels::linear(act.data(), rows, i, down, dtype(), h, nullptr, y, pool);
+  if (gate_up_.defined()) {
+    std::vector<float> gu(static_cast<size_t>(rows * 2 * i));
+    kernels::linear(x, rows, h, expert_matrix(gate_up_, j), gate_up_.dtype(), 2 * i, nullptr,
+                    gu.data(), pool);
+    // Row r of gu holds [gate | up]; silu(gate) * up goes to a compact [rows, I] buffer.
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = gu.data() + r * 2 * i;
+      kernels::silu_mul(row, row + i, act.data() + r * i, i);
+    }
+  } else {
+    std::vector<float> up(act.size());
+    kernels::linear(x, rows, h, expert_matrix(gate_, j), gate_.dtype(), i, nullptr, act.data(),
+                    pool);
+    kernels::linear(x, rows, h, expert_matrix(up_, j), up_.dtype(), i, nullptr, up.data(), pool);
+    kernels::silu_mul(act.data(), up.data(), act.data(), rows * i);
+  }
+  kernels::linear(act.data(), rows, i, expert_matrix(down_, j), down_.dtype(), h, nullptr, y, pool);
 }
 
 }  // namespace deepinfer::model

@@ -3,7 +3,12 @@
 // runs its whole token group as one GEMM per projection:
 //   gate_up [local_experts, 2 * intermediate, hidden]  (gate rows, then up rows)
 //   down    [local_experts, hidden, intermediate]
-// in the compute dtype. Hugging Face checkpoints store one tensor per expert
+// or, as GGUF files store them (llama.cpp's ffn_gate_exps / ffn_up_exps, mapped zero-copy),
+// gate and up as two stacks [local_experts, intermediate, hidden]. Each projection is in any
+// weight type kernels::linear runs: f32 / bf16 / f16 or a ggml block type (q8_0, q4_0, q4_1,
+// q5_0, q5_1, q4_k, q5_k, q6_k); gate and up share one, down may have its own (a row of
+// `intermediate` elements may not be whole 256-element k-quant blocks, so llama.cpp's mixes
+// store down in another type). Hugging Face checkpoints store one tensor per expert
 // (<prefix>.{e}.{gate,up,down}_proj.weight, what transformers 5 still writes); those are
 // copied into the stacks once at load. Checkpoints already holding transformers 5's fused
 // 3-D tensors (<prefix>.gate_up_proj [E, 2I, H], <prefix>.down_proj [E, H, I]) load zero-copy.
@@ -11,6 +16,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -34,27 +40,45 @@ class ExpertStack {
                           const TensorSplit& split = {});
   // From stacks in hand (tests, converters): gate_up [count, 2I, H], down [count, H, I].
   ExpertStack(Tensor gate_up, Tensor down);
+  // Gate and up apart: gate and up [count, I, H] of one dtype, down [count, H, I].
+  ExpertStack(Tensor gate, Tensor up, Tensor down);
+  // FP8 E4M3 stacks kept as an FP8 checkpoint stores them, gate / up / down apart, each with
+  // its f32 block scales stacked [count, ceil(rows / br), ceil(cols / bc)]
+  // (kernels::linear_fp8).
+  struct Fp8Scales {
+    Tensor gate, up, down;
+    int64_t block_rows = 0, block_cols = 0;
+  };
+  ExpertStack(Tensor gate, Tensor up, Tensor down, Fp8Scales scales);
   ExpertStack() = default;
 
-  int64_t count() const { return gate_up_.defined() ? gate_up_.dim(0) : 0; }
+  int64_t count() const { return down_.defined() ? down_.dim(0) : 0; }
   int64_t hidden() const { return down_.dim(1); }
   int64_t intermediate() const { return down_.dim(2); }
-  DType dtype() const { return gate_up_.dtype(); }
+  DType dtype() const { return gate_up_.defined() ? gate_up_.dtype() : gate_.dtype(); }  // gate/up
+  DType down_dtype() const { return down_.dtype(); }
 
   // y = down(silu(gate(x)) * up(x)) through local expert j, for x [rows, hidden] -> y [rows,
-  // hidden]: two GEMM calls whatever `rows` is.
+  // hidden]: two GEMM calls whatever `rows` is (three with gate and up apart).
   void forward(int64_t j, const float* x, int64_t rows, float* y, ThreadPool& pool) const;
 
-  // Moving experts between ranks (EPLB): the bytes of local expert j's gate_up (part 0) or
-  // down (part 1) stack, and a zeroed stack of `count` experts of this one's shape and dtype
-  // whose bytes the caller fills. Only empty_like stacks are written (never mmap'd ones).
+  // Moving experts between ranks (EPLB): the bytes of local expert j in each of the stack's
+  // parts() tensors (gate_up or gate and up, down, and FP8 scales), and a zeroed stack of
+  // `count` experts of this one's shapes and dtypes whose bytes the caller fills. Only
+  // empty_like stacks are written (never mmap'd ones).
+  int parts() const;
   std::span<const std::byte> expert_bytes(int64_t j, int part) const;
   std::span<std::byte> mutable_expert_bytes(int64_t j, int part);
   ExpertStack empty_like(int64_t count) const;
 
  private:
-  Tensor gate_up_;
+  std::vector<const Tensor*> part_tensors() const;
+
+  Tensor gate_up_;  // fused; undefined when gate_ and up_ hold the two halves
+  Tensor gate_;
+  Tensor up_;
   Tensor down_;
+  Fp8Scales fp8_;  // f8_e4m3 stacks only
 };
 
 }  // namespace deepinfer::model

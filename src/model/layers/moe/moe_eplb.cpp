@@ -148,9 +148,9 @@ void MoeLayer::migrate(const parallel::ExpertPlacement& next) const {
     }
     return first;
   };
-  const size_t gate_up = experts_.expert_bytes(0, 0).size();
-  const size_t down = experts_.expert_bytes(0, 1).size();
-  const size_t each = gate_up + down;
+  const int parts = experts_.parts();
+  size_t each = 0;
+  for (int part = 0; part < parts; ++part) each += experts_.expert_bytes(0, part).size();
   std::vector<int64_t> send_bytes(static_cast<size_t>(world), 0), recv_bytes = send_bytes;
   std::vector<std::byte> send;
   for (int64_t d = 0; d < world; ++d) {
@@ -158,7 +158,7 @@ void MoeLayer::migrate(const parallel::ExpertPlacement& next) const {
       const int64_t from = source_for(next.phy2log[q], d);
       if (from / per_rank == d) continue;  // the destination has it already
       if (from / per_rank == me) {
-        for (int part = 0; part < 2; ++part) {
+        for (int part = 0; part < parts; ++part) {
           const auto bytes = experts_.expert_bytes(from % per_rank, part);
           send.insert(send.end(), bytes.begin(), bytes.end());
         }
@@ -178,15 +178,18 @@ void MoeLayer::migrate(const parallel::ExpertPlacement& next) const {
   for (int64_t j = 0; j < per_rank; ++j) {
     const int64_t from = source_for(next.phy2log[me * per_rank + j], me);
     if (from / per_rank == me) {
-      for (int part = 0; part < 2; ++part) {
+      for (int part = 0; part < parts; ++part) {
         const auto bytes = experts_.expert_bytes(from % per_rank, part);
         std::memcpy(fresh.mutable_expert_bytes(j, part).data(), bytes.data(), bytes.size());
       }
       continue;
     }
     const std::byte* in = recv.data() + at[static_cast<size_t>(from / per_rank)];
-    std::memcpy(fresh.mutable_expert_bytes(j, 0).data(), in, gate_up);
-    std::memcpy(fresh.mutable_expert_bytes(j, 1).data(), in + gate_up, down);
+    for (int part = 0; part < parts; ++part) {
+      const auto into = fresh.mutable_expert_bytes(j, part);
+      std::memcpy(into.data(), in, into.size());
+      in += into.size();
+    }
     at[static_cast<size_t>(from / per_rank)] += static_cast<int64_t>(each);
   }
   experts_ = std::move(fresh);

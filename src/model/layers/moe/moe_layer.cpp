@@ -75,12 +75,14 @@ MoeLayer::MoeLayer(MoeConfig config, MoeRouter router, ExpertStack experts,
                    std::shared_ptr<parallel::Communicator> comm,
                    std::shared_ptr<parallel::EplbState> eplb, std::string name,
                    parallel::ExpertPlacement placement,
+                   std::shared_ptr<parallel::Communicator> token_peers,
                    std::shared_ptr<parallel::Communicator> moe_tensor)
     : config_(std::move(config)),
       router_(std::move(router)),
       experts_(std::move(experts)),
       shared_(std::move(shared)),
       comm_(std::move(comm)),
+      token_peers_(token_peers ? std::move(token_peers) : comm_),
       moe_tensor_(moe_tensor && moe_tensor->world_size() > 1 ? std::move(moe_tensor) : nullptr),
       eplb_(std::move(eplb)),
       name_(std::move(name)) {
@@ -152,7 +154,8 @@ std::unique_ptr<MoeLayer> MoeLayer::load(WeightLoader& weights, const std::strin
   }
   return std::make_unique<MoeLayer>(std::move(layer_config), std::move(router), std::move(experts),
                                     std::move(shared), std::move(comm), std::move(eplb), prefix,
-                                    std::move(placement), std::move(moe_tensor));
+                                    std::move(placement), weights.expert_token_peers(),
+                                    std::move(moe_tensor));
 }
 
 std::vector<int64_t> MoeLayer::local_expert_ids() const {
@@ -212,7 +215,11 @@ void MoeLayer::exchange_rows(const std::vector<float>& send, std::span<const int
 }
 
 void MoeLayer::forward_shares(const float* x, int64_t tokens, float* out, ThreadPool& pool) const {
-  const int64_t world = comm_->world_size();
+  // The ranks sharing these tokens split them: the whole expert group when attention is
+  // replicated, this rank's attention group of it with attention data parallelism (the other
+  // groups bring their own tokens to the same all-to-alls).
+  parallel::Communicator& peers = *token_peers_;
+  const int64_t world = peers.world_size();
   if (!config_.replicated_tokens || world == 1) {
     forward_own(x, tokens, out, pool);
     return;
@@ -221,12 +228,12 @@ void MoeLayer::forward_shares(const float* x, int64_t tokens, float* out, Thread
   // slot order), so splitting the batch over the ranks changes no bit of it.
   const int64_t h = config_.hidden;
   const auto share = [&](int64_t r) { return tokens * r / world; };
-  const int64_t begin = share(comm_->rank());
-  const int64_t mine = share(comm_->rank() + 1) - begin;
+  const int64_t begin = share(peers.rank());
+  const int64_t mine = share(peers.rank() + 1) - begin;
   const int64_t most = (tokens + world - 1) / world;
   std::vector<float> padded(static_cast<size_t>(most * h));
   forward_own(x + begin * h, mine, padded.data(), pool);
-  const std::vector<float> all = comm_->all_gather<float>(padded);
+  const std::vector<float> all = peers.all_gather<float>(padded);
   for (int64_t r = 0; r < world; ++r) {
     std::copy_n(all.begin() + r * most * h, (share(r + 1) - share(r)) * h, out + share(r) * h);
   }

@@ -1,0 +1,48 @@
+"""FP8 checkpoints kept in FP8, --quantization fp8 and w8a8 through the CLI
+(docs/QUANTIZATION.md)."""
+import json
+import struct
+
+import pytest
+
+from conftest import DATA, load_golden
+
+
+def safetensors_header(path):
+    with open(path, "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        return json.loads(f.read(size))
+
+
+def test_info_counts_fp8_bytes_plus_their_scales(run_cli):
+    model = DATA / "tiny-deepseek-v3-fp8"
+    out = json.loads(run_cli("info", "--model", model, "--json", "--log-level", "error",
+                             check=True).stdout)
+    header = safetensors_header(model / "model.safetensors")
+    want = 0
+    for name, t in header.items():
+        # Kept: every F8_E4M3 matrix but MLA's kv_b_proj (read by element, widened) and the
+        # multi-token-prediction layer 3 (skipped); with its f32 block scales.
+        if name == "__metadata__" or t["dtype"] != "F8_E4M3":
+            continue
+        if "kv_b_proj" in name or name.startswith("model.layers.3."):
+            continue
+        scale = header[name + "_scale_inv"]
+        assert scale["dtype"] == "F32"
+        want += (t["data_offsets"][1] - t["data_offsets"][0]) + (
+            scale["data_offsets"][1] - scale["data_offsets"][0])
+    assert out["loaded_weight_bytes_by_dtype"]["f8_e4m3"] == want
+
+
+@pytest.mark.parametrize("quantization, needle", [
+    ("w8a8", "quantized at load to w8a8: 14 matrices"),
+    ("fp8", "quantized at load to fp8: 14 matrices"),
+])
+def test_generate_quantized_to_w8a8_and_fp8_runs(run_cli, quantization, needle):
+    case = load_golden("tiny-qwen3")["cases"][-1]
+    proc = run_cli("generate", "--model", DATA / "tiny-qwen3", "--prompt-ids",
+                   ",".join(map(str, case["prompt_ids"])), "--max-new-tokens", 4, "--ignore-eos",
+                   "--json", "--threads", 2, "--quantization", quantization, "--log-level", "info",
+                   check=True)
+    assert len(json.loads(proc.stdout)["output_ids"]) == 4
+    assert needle in proc.stderr
