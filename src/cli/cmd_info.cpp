@@ -86,8 +86,11 @@ std::vector<StoredTensor> stored_tensors(const std::string& path) {
 
 // "none" when config.json has no quantization_config, else its method and format; for a
 // GGUF file, the block-quantized ggml types it stores ("gguf q4_1, q6_k").
-std::string quantization_of(const io::ModelConfig& model,
+std::string quantization_of(const io::ModelConfig& model, const std::string& dir,
                             const std::map<std::string, int64_t>& stored, bool gguf) {
+  if (const auto manifest = io::read_manifest(dir)) {
+    return str_cat("converted to ", manifest->precision, " (deepinfer convert; docs/CONVERT.md)");
+  }
   if (gguf) {
     std::string types;
     for (const auto& [type, count] : stored) {
@@ -177,7 +180,8 @@ int run_info(const std::vector<std::string>& argv) {
   out["parameters"] = parameters;
   out["dtype"] = dtype;
   out["stored_dtypes"] = dtype_counts;  // parameters per stored dtype
-  out["quantization"] = quantization_of(mc, dtype_counts, io::gguf_model_file(dir).has_value());
+  out["quantization"] =
+      quantization_of(mc, dir, dtype_counts, io::gguf_model_file(dir).has_value());
   out["weight_bytes"] = weight_bytes;
   out["layers"] = mc.num_hidden_layers;
   out["hidden_size"] = mc.hidden_size;

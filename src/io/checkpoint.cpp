@@ -1,6 +1,7 @@
 // Checkpoint: a model directory holding model.safetensors or shards listed by
 // model.safetensors.index.json ({"metadata": {...}, "weight_map": {tensor: shard file}}).
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -62,10 +63,12 @@ Checkpoint Checkpoint::open(const std::string& dir) {
   const fs::path root(dir);
   Checkpoint ckpt;
   ckpt.dir_ = dir;
+  const bool converted = ckpt.check_manifest();
 
   if (is_file(root / kSingleFile)) {
     ckpt.files_.push_back(SafetensorsFile::open((root / kSingleFile).string()));
     for (const TensorInfo& t : ckpt.files_[0].tensors()) ckpt.owner_.emplace(t.name, 0);
+    if (!converted) ckpt.refuse_unlisted_conversion();
     return ckpt;
   }
   if (!is_file(root / kIndexFile)) fail_no_checkpoint(dir);
@@ -119,7 +122,42 @@ Checkpoint Checkpoint::open(const std::string& dir) {
            "\" but that file has no such tensor");
     }
   }
+  if (!converted) ckpt.refuse_unlisted_conversion();
   return ckpt;
+}
+
+bool Checkpoint::check_manifest() {
+  const auto manifest = read_manifest(dir_);
+  if (!manifest) return false;
+  if (!manifest->ranks.empty()) {
+    fail(dir_, ": converted into ", manifest->ranks.size(), " per-rank shards (--tp-size ",
+         manifest->tp_size, " --ep-size ", manifest->ep_size, "); run it under mpirun -n ",
+         manifest->ranks.size(), " (docs/DISTRIBUTED.md), or open one rank's directory (", dir_,
+         "/", manifest->ranks.front(), ", ...)");
+  }
+  // Sizes always (cheap), before any file is parsed; the sha256 of every file (which reads
+  // every byte) with DEEPINFER_VERIFY_CHECKPOINT=1 or `deepinfer convert --verify DIR`.
+  const char* verify = std::getenv("DEEPINFER_VERIFY_CHECKPOINT");
+  verify_converted(dir_, *manifest, verify != nullptr && std::string(verify) == "1");
+  slices_ = manifest->sliced;
+  return true;
+}
+
+void Checkpoint::refuse_unlisted_conversion() const {
+  for (const SafetensorsFile& file : files_) {
+    if (file.metadata().count(kConvertedShardKey)) {
+      fail(dir_, ": ", file.path(), " was written by deepinfer convert, but the directory has no ",
+           kManifestFile,
+           "; the conversion did not finish or the directory is an incomplete copy: convert "
+           "again");
+    }
+  }
+}
+
+std::optional<TensorSlice> Checkpoint::slice(const std::string& name) const {
+  const auto it = slices_.find(name);
+  if (it == slices_.end()) return std::nullopt;
+  return it->second;
 }
 
 std::vector<std::string> Checkpoint::weight_files(const std::string& path) {

@@ -56,7 +56,8 @@ const std::map<std::string_view, std::vector<std::string>>& split_regexes() {
       {"deepseek-v3", {"\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+", kDeepseekV3Regex}},
       {"deepseek-llm",
        {"[\r\n]",
-        "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-"
+        "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-"
+        "ԯԱ-"
         "ՖႠ-"
         "ჅᎠ-"
         "Ᏽᏸ-"

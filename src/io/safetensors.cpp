@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/printable.h"
+#include "core/quant_blocks.h"
 
 // Validation follows the reference implementation (huggingface/safetensors, tensor.rs
 // `read_metadata` / `Metadata::validate`): header length <= 100,000,000 and within the file,
@@ -31,9 +32,25 @@ struct DTypeName {
   DType dtype;
 };
 constexpr DTypeName kDTypeNames[] = {
-    {"F32", DType::f32},         {"F16", DType::f16}, {"BF16", DType::bf16},
-    {"F8_E4M3", DType::f8_e4m3}, {"I8", DType::i8},   {"U8", DType::u8},
-    {"I32", DType::i32},         {"I64", DType::i64}, {"BOOL", DType::boolean},
+    {"F32", DType::f32},
+    {"F16", DType::f16},
+    {"BF16", DType::bf16},
+    {"F8_E4M3", DType::f8_e4m3},
+    {"I8", DType::i8},
+    {"U8", DType::u8},
+    {"I32", DType::i32},
+    {"I64", DType::i64},
+    {"BOOL", DType::boolean},
+    // Our own names for ggml's block types (deepinfer convert writes them; docs/CONVERT.md):
+    // the shape is the logical [rows, cols] in elements, each row whole blocks of the type.
+    {"Q8_0", DType::q8_0},
+    {"Q4_0", DType::q4_0},
+    {"Q4_1", DType::q4_1},
+    {"Q5_0", DType::q5_0},
+    {"Q5_1", DType::q5_1},
+    {"Q4_K", DType::q4_k},
+    {"Q5_K", DType::q5_k},
+    {"Q6_K", DType::q6_k},
 };
 
 using json = nlohmann::json;
@@ -76,6 +93,32 @@ uint64_t as_unsigned(const json& value, const std::string& where, const char* wh
        value.dump());
 }
 
+// Bytes the tensor's data must hold: numel x element size, or for a block type rows x row bytes
+// (its last dimension whole blocks), with checked arithmetic.
+uint64_t stored_bytes(const TensorInfo& info, const json& shape, const std::string& where) {
+  uint64_t bytes = 1;
+  size_t leading = info.shape.size();
+  if (const QuantTraits* traits = block_traits(info.dtype)) {
+    if (info.shape.empty()) fail(where, ": a ", dtype_name(info.dtype), " tensor needs a shape");
+    const int64_t cols = info.shape.back();
+    if (cols % traits->block_size != 0) {
+      fail(where, ": shape ", shape.dump(), " is not whole ", traits->block_size, "-element ",
+           traits->name, " blocks along its last dimension");
+    }
+    bytes = static_cast<uint64_t>(cols / traits->block_size) * traits->block_bytes;
+    --leading;
+  } else {
+    bytes = dtype_size(info.dtype);
+  }
+  for (size_t i = 0; i < leading; ++i) {
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(info.shape[i]), &bytes)) {
+      fail(where, ": shape ", shape.dump(), " of ", dtype_name(info.dtype),
+           " overflows a 64-bit byte count");
+    }
+  }
+  return bytes;
+}
+
 TensorInfo parse_entry(const std::string& name, const json& entry, size_t data_offset,
                        size_t data_size, const std::string& path) {
   const std::string where = str_cat(path, ": tensor \"", name, "\"");
@@ -90,22 +133,21 @@ TensorInfo parse_entry(const std::string& name, const json& entry, size_t data_o
                                   [&](const DTypeName& d) { return d.name == dtype_name; });
   if (known == std::end(kDTypeNames)) {
     fail(where, ": unsupported dtype ", dtype_name,
-         " (supported: F32, F16, BF16, F8_E4M3, I8, U8, I32, I64, BOOL)");
+         " (supported: F32, F16, BF16, F8_E4M3, I8, U8, I32, I64, BOOL and the block types Q8_0, "
+         "Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)");
   }
   info.dtype = known->dtype;
 
   const json& shape = field(entry, "shape", where);
   if (!shape.is_array()) fail(where, ": \"shape\" must be an array, got ", shape.type_name());
-  uint64_t bytes = dtype_size(info.dtype);
   for (const json& d : shape) {
     const uint64_t dim = as_unsigned(d, where, "dimension");
-    if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-        __builtin_mul_overflow(bytes, dim, &bytes)) {
-      fail(where, ": shape ", shape.dump(), " x ", dtype_size(info.dtype),
-           " bytes overflows a 64-bit byte count");
+    if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      fail(where, ": dimension ", dim, " of shape ", shape.dump(), " overflows int64");
     }
     info.shape.push_back(static_cast<int64_t>(dim));
   }
+  const uint64_t bytes = stored_bytes(info, shape, where);
 
   const json& offsets = field(entry, "data_offsets", where);
   if (!offsets.is_array() || offsets.size() != 2) {

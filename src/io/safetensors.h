@@ -13,6 +13,7 @@
 
 #include "core/mapped_file.h"
 #include "core/tensor.h"
+#include "io/converted_manifest.h"
 
 namespace deepinfer::io {
 
@@ -81,17 +82,29 @@ class Checkpoint {
   size_t total_bytes() const;              // of all tensor data (as stored)
   // Stored bytes per storage type ("BF16", "Q4_1", ...).
   std::map<std::string, size_t> bytes_by_type() const;
+  // The part of `name` this directory holds when it is one rank's shard of a conversion
+  // (deepinfer_manifest.json "sliced_tensors"); nullopt: the whole tensor.
+  std::optional<TensorSlice> slice(const std::string& name) const;
 
  private:
+  // A converted directory (deepinfer convert) is checked against its manifest before use;
+  // shards that say they were converted but have no manifest are refused.
+  bool check_manifest();                    // true when the directory has one
+  void refuse_unlisted_conversion() const;  // converted shards without a manifest
+  std::map<std::string, TensorSlice> slices_;
   std::string dir_;
   std::shared_ptr<const GgufTensors> gguf_;  // set for a .gguf model
   std::vector<SafetensorsFile> files_;
   std::map<std::string, size_t> owner_;  // tensor name -> index into files_
 };
 
-// Writes tensors (any dtype) to a single safetensors file, atomically (temp file + rename).
+// Writes tensors (any dtype; block types under their names Q8_0, Q4_0, ...) to a single
+// safetensors file, atomically (temp file + fsync + rename). `alignment` 0: the reference
+// writer's layout byte for byte; a power of two >= 8: the data section starts at a multiple of
+// it, and so does every block-type tensor (zero bytes fill the gaps before them).
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+                       const std::map<std::string, std::string>& metadata = {},
+                       size_t alignment = 0);
 
 }  // namespace deepinfer::io

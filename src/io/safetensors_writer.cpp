@@ -42,7 +42,7 @@ int reference_rank(DType dtype) {
       return 11;
     case DType::i64:
       return 13;
-    case DType::q8_0:  // no safetensors dtype: refused where tensors are written
+    case DType::q8_0:  // our block types (not in the reference): after every element type
     case DType::q4_0:
     case DType::q4_1:
     case DType::q5_0:
@@ -103,7 +103,9 @@ class TempFile {
 
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+                       const std::map<std::string, std::string>& metadata, size_t alignment) {
+  DI_CHECK(alignment == 0 || (alignment % 8 == 0 && (alignment & (alignment - 1)) == 0), path,
+           ": alignment ", alignment, " is not a power of two >= 8");
   std::vector<const std::pair<std::string, Tensor>*> order;
   std::set<std::string> names;
   for (const auto& entry : tensors) {
@@ -122,8 +124,15 @@ void write_safetensors(const std::string& path,
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   size_t offset = 0;
+  std::vector<size_t> begins;
   for (const auto* entry : order) {
     const Tensor& t = entry->second;
+    // Block tensors start at an aligned offset (gap of zeros before them) so the mapped blocks
+    // suit aligned SIMD loads; element tensors keep the reference's tiling, so a file without
+    // block types stays readable by the reference reader, which allows no gaps.
+    if (alignment > 0 && is_block_dtype(t.dtype()))
+      offset = (offset + alignment - 1) / alignment * alignment;
+    begins.push_back(offset);
     nlohmann::ordered_json info = nlohmann::ordered_json::object();
     info["dtype"] = safetensors_dtype_name(t.dtype());
     info["shape"] = t.shape();
@@ -137,15 +146,23 @@ void write_safetensors(const std::string& path,
   } catch (const nlohmann::json::exception& e) {
     fail(path, ": cannot encode the header (tensor names must be UTF-8): ", e.what());
   }
-  text.append((8 - text.size() % 8) % 8, ' ');
+  // With an alignment the data section itself starts aligned: 8 + header bytes is padded to it.
+  const size_t pad_to = std::max<size_t>(alignment, 8);
+  text.append((pad_to - (8 + text.size()) % pad_to) % pad_to, ' ');
 
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(text.size() >> (8 * i));
   TempFile out(path);
   out.write(length, sizeof(length));
   out.write(text.data(), text.size());
-  for (const auto* entry : order) {
-    if (entry->second.nbytes() > 0) out.write(entry->second.raw(), entry->second.nbytes());
+  size_t written = 0;
+  static const std::byte zeros[64] = {};
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Tensor& t = order[i]->second;
+    for (; written < begins[i]; written += std::min<size_t>(64, begins[i] - written))
+      out.write(zeros, std::min<size_t>(64, begins[i] - written));
+    if (t.nbytes() > 0) out.write(t.raw(), t.nbytes());
+    written += t.nbytes();
   }
   out.commit();
 }

@@ -80,6 +80,14 @@ struct LoadReport {
 std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options,
                                      LoadReport* report = nullptr);
 
+// Builds the model of `config`'s architecture from `weights` (load_model without opening the
+// directory; deepinfer convert builds with a recording loader). Error naming the supported
+// architectures for an unknown one.
+std::unique_ptr<CausalLM> build_model(const io::ModelConfig& config, WeightLoader& weights);
+// The options load_model gives its WeightLoader for `config` (the q4_k_m mix takes the model's
+// shape); deepinfer convert uses the same, so what it writes is what a load holds.
+LoadOptions shaped_load_options(const LoadOptions& options, const io::ModelConfig& config);
+
 // Elements per int8 KV scale for a layout: its quant_group (or one head row), capped at
 // cache::kMaxKvQuantGroup.
 int64_t kv_quant_group(const KvLayout& layout);

@@ -89,9 +89,9 @@ void log_stage_placement(const io::ModelConfig& config, const WeightLoader& weig
 
 }  // namespace
 
-std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options,
-                                     LoadReport* report) {
-  const io::ModelConfig config = io::ModelConfig::load(dir);
+namespace {
+
+const ModelFamily& family_of(const io::ModelConfig& config, const std::string& dir) {
   const auto& families = model_families();
   const auto family = std::find_if(families.begin(), families.end(), [&](const ModelFamily& f) {
     return f.architecture == config.architecture;
@@ -102,13 +102,37 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
     fail(dir, "/config.json: architecture '", config.architecture,
          "' is not supported (supported:", supported, ")");
   }
-  const io::Checkpoint checkpoint = io::Checkpoint::open(dir);
+  return *family;
+}
+
+}  // namespace
+
+std::unique_ptr<CausalLM> build_model(const io::ModelConfig& config, WeightLoader& weights) {
+  const std::string& dir = weights.checkpoint().dir();
+  const ModelFamily& family = family_of(config, dir);
+  weights.set_fp8(io::parse_fp8_quantization(config, dir + "/config.json"));
+  return family.build(config, weights);
+}
+
+LoadOptions shaped_load_options(const LoadOptions& options, const io::ModelConfig& config) {
   LoadOptions shaped = options;
   if (shaped.quantization)  // q4_k_m picks types by layer (model/weight_quantization.h)
     shaped.quantization = with_model_shape(*shaped.quantization, config);
-  WeightLoader weights(checkpoint, shaped);
-  weights.set_fp8(io::parse_fp8_quantization(config, dir + "/config.json"));
-  auto model = family->build(config, weights);
+  return shaped;
+}
+
+std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& options,
+                                     LoadReport* report) {
+  const io::ModelConfig config = io::ModelConfig::load(dir);
+  family_of(config, dir);  // an unsupported architecture is named before any weight is opened
+  // A conversion into per-rank shards (deepinfer convert --ep-size) keeps each rank's weights
+  // in its own directory: this rank maps only its own.
+  const io::Checkpoint checkpoint = io::Checkpoint::open(
+      options.parallel
+          ? io::rank_checkpoint_dir(dir, options.parallel->rank(), options.parallel->world_size())
+          : io::rank_checkpoint_dir(dir, 0, 1));
+  WeightLoader weights(checkpoint, shaped_load_options(options, config));
+  auto model = build_model(config, weights);
   model->set_eplb_state(weights.made_eplb_state());
   if (const std::string blocks = weights.block_summary(); !blocks.empty())
     log::info(dir, ": ", blocks);

@@ -232,9 +232,58 @@ const Tensor& WeightLoader::w8a8_scale(const std::string& name) const {
 
 Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, MatrixUse use,
                             std::optional<Slice> slice) {
-  Tensor tensor = fetch(name, expected);
-  const DType stored = tensor.dtype();
-  if (stored == DType::f8_e4m3) {
+  Tensor out = load_matrix(name, expected, use, slice);
+  if (recorder_) recorder_->record(name, out, use, stored_slice(expected, slice));
+  return out;
+}
+
+Tensor WeightLoader::matrix_rows(const std::string& name, const Shape& full, int64_t begin,
+                                 int64_t end, MatrixUse use) {
+  DI_CHECK(!full.empty() && begin >= 0 && begin < end && end <= full[0], name, ": rows [", begin,
+           ", ", end, ") outside ", shape_to_string(full));
+  const bool all = begin == 0 && end == full[0];
+  return matrix(name, full, use, all ? std::nullopt : std::optional(Slice{0, begin, end}));
+}
+
+std::optional<io::TensorSlice> WeightLoader::stored_slice(const Shape& expected,
+                                                          const std::optional<Slice>& slice) {
+  if (!slice) return std::nullopt;
+  return io::TensorSlice{slice->dim, slice->begin, slice->end,
+                         expected[static_cast<size_t>(slice->dim)]};
+}
+
+Tensor WeightLoader::fetch_part(const std::string& name, const Shape& expected,
+                                const std::optional<Slice>& slice) {
+  const std::optional<io::TensorSlice> stored = checkpoint_.slice(name);
+  if (!stored) {
+    const Tensor whole = fetch(name, expected);
+    return slice ? take(name, whole, *slice) : whole;
+  }
+  // A converted per-rank shard holds just this rank's part (its manifest says which): it is
+  // returned as stored, never sliced twice.
+  const std::optional<io::TensorSlice> wanted = stored_slice(expected, slice);
+  if (stored != wanted) {
+    const std::string loads = wanted ? str_cat("[", wanted->begin, ", ", wanted->end, ") of ",
+                                               wanted->full, " along dimension ", wanted->dim)
+                                     : std::string("all of it");
+    fail(checkpoint_.dir(), ": tensor '", name, "' holds [", stored->begin, ", ", stored->end,
+         ") of ", stored->full, " along dimension ", stored->dim, " but this rank loads ", loads,
+         " (the checkpoint was converted for another parallel layout)");
+  }
+  Shape part = expected;
+  part[static_cast<size_t>(stored->dim)] = stored->end - stored->begin;
+  return fetch(name, part);
+}
+
+Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected, MatrixUse use,
+                                 const std::optional<Slice>& slice) {
+  if (checkpoint_.contains(name) && checkpoint_.info(name).dtype == DType::f8_e4m3) {
+    // Sliced after dequantizing (the block scales cover the whole matrix); deepinfer convert
+    // never writes FP8, so no shard holds a part of one.
+    DI_CHECK(!checkpoint_.slice(name), checkpoint_.dir(), ": tensor '", name,
+             "' is F8_E4M3 and listed as sliced; a converted shard holds no FP8 tensors");
+    const Tensor tensor = fetch(name, expected);
+    const DType stored = tensor.dtype();
     DI_CHECK(fp8_.has_value(), checkpoint_.dir(), ": tensor '", name,
              "' is F8_E4M3 but config.json has no quantization_config {\"quant_method\": "
              "\"fp8\", \"weight_block_size\": [...]} saying how it is scaled");
@@ -268,6 +317,8 @@ Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, Matr
     }
     return loaded(part(io::dequantize_fp8_blocks(tensor, scale, *fp8_, widened)));
   }
+  const Tensor tensor = fetch_part(name, expected, slice);  // this rank's part
+  const DType stored = tensor.dtype();
   const bool blocks = is_block_dtype(stored);
   DI_CHECK(blocks || stored == DType::f32 || stored == DType::bf16 || stored == DType::f16,
            checkpoint_.dir(), ": tensor '", name, "' is ", dtype_name(stored),
@@ -278,7 +329,6 @@ Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, Matr
            expected.size(),
            " dimensions; block-quantized weights are supported for matrices and expert stacks "
            "only");
-  if (slice) tensor = take(name, tensor, *slice);
   if (!blocks) {
     if (auto quantized = maybe_quantize(name, tensor, use, stored, expected, slice))
       return loaded(std::move(*quantized));
@@ -347,8 +397,9 @@ std::string WeightLoader::quantization_summary() const {
 
 Tensor WeightLoader::vector_f32(const std::string& name, const Shape& expected,
                                 std::optional<Slice> slice) {
-  Tensor tensor = fetch(name, expected);
-  if (slice) tensor = take(name, tensor, *slice);
+  const Tensor tensor = fetch_part(name, expected, slice);
+  if (recorder_)
+    recorder_->record(name, tensor, MatrixUse::by_element, stored_slice(expected, slice));
   Tensor out = tensor.to(DType::f32);
   return loaded(out.is_borrowed() ? out.clone() : out);
 }

@@ -60,6 +60,24 @@ struct Slice {
   int64_t end = 0;
 };
 
+// Sees every tensor as it leaves the loader, under its checkpoint name: a matrix as matrix()
+// returns it (converted, quantized, sliced), a vector as stored (vector_f32's f32 copy of it is
+// exact; a slice of it as sliced), and each MoE layer's expert stacks as ExpertStack holds
+// them. `deepinfer convert` writes what it records (src/convert/), so a converted checkpoint
+// holds what a load would.
+class TensorRecorder {
+ public:
+  virtual ~TensorRecorder() = default;
+  // `slice`: the tensor is elements [begin, end) along `dim` of the stored one (an expert run's
+  // rows, a tensor-parallel rank's rows or columns); nullopt: all of it.
+  virtual void record(const std::string& name, const Tensor& tensor, MatrixUse use,
+                      std::optional<io::TensorSlice> slice) = 0;
+  // The experts [first, first + count) of the layer under `prefix` ("model.layers.3.mlp.experts")
+  // as stacked by ExpertStack: gate_up [count, 2I, H], down [count, H, I].
+  virtual void record_expert_stack(const std::string& prefix, int64_t num_experts, int64_t first,
+                                   const Tensor& gate_up, const Tensor& down) = 0;
+};
+
 // Bytes of the weights a model holds after loading, by dtype name ("q8_0", "f32", ...).
 using WeightBytes = std::map<std::string, int64_t>;
 std::string describe_weight_bytes(const WeightBytes& bytes);  // "q8_0 1.2 MiB, f32 330.0 KiB"
@@ -80,6 +98,18 @@ class WeightLoader {
   // sliced so is widened rather than kept in FP8 (tensor parallelism keeps FP8 unsplit only).
   Tensor matrix(const std::string& name, const Shape& expected,
                 MatrixUse use = MatrixUse::projection, std::optional<Slice> slice = std::nullopt);
+  // Rows [begin, end) of the matrix `name` whose full shape is `full` (e.g. one rank's experts
+  // of a fused [E, 2I, H] stack), as matrix() would give them: matrix() with a row slice (none
+  // when the rows are all of them).
+  Tensor matrix_rows(const std::string& name, const Shape& full, int64_t begin, int64_t end,
+                     MatrixUse use);
+  // Every tensor handed out from now on is also shown to `recorder` (null: none; not owned).
+  void set_recorder(TensorRecorder* recorder) { recorder_ = recorder; }
+  // ExpertStack reports the stacks it built (for the recorder).
+  void record_expert_stack(const std::string& prefix, int64_t num_experts, int64_t first,
+                           const Tensor& gate_up, const Tensor& down) {
+    if (recorder_) recorder_->record_expert_stack(prefix, num_experts, first, gate_up, down);
+  }
   // The f32 block scales [ceil(rows / b), ceil(cols / b)] of an F8_E4M3 matrix that matrix()
   // returned as stored (FP8 checkpoints without --dtype / --quantization: projections and
   // lm_head stay FP8 and run through kernels::linear_fp8; --quantization fp8 makes such
@@ -142,6 +172,16 @@ class WeightLoader {
 
  private:
   Tensor fetch(const std::string& name, const Shape& expected);
+  // The part `slice` of `name` (whole shape `expected`): taken from the whole tensor, or as
+  // stored when the checkpoint is a converted shard holding just that part (Error when it
+  // holds another part: converted for another layout).
+  Tensor fetch_part(const std::string& name, const Shape& expected,
+                    const std::optional<Slice>& slice);
+  // `slice` of a tensor of shape `expected` as the recorder and a shard's manifest name it.
+  static std::optional<io::TensorSlice> stored_slice(const Shape& expected,
+                                                     const std::optional<Slice>& slice);
+  Tensor load_matrix(const std::string& name, const Shape& expected, MatrixUse use,
+                     const std::optional<Slice>& slice);
   Tensor loaded(Tensor tensor);  // counts its bytes
   // `slice` of `tensor` (`name` for messages): a view for rows, a copy for columns.
   Tensor take(const std::string& name, const Tensor& tensor, const Slice& slice) const;
@@ -165,6 +205,7 @@ class WeightLoader {
   std::map<std::string, int64_t> kept_;                // why -> matrices --quantization kept
   std::string first_partial_rows_;                     // a matrix kept for partial blocks
   WeightBytes loaded_bytes_;
+  TensorRecorder* recorder_ = nullptr;
   std::map<std::string, Fp8Scales> fp8_scales_;  // matrices in FP8 -> their f32 scales
   int64_t kept_fp8_ = 0;
   std::map<std::string, Tensor> w8a8_scales_;  // matrices quantized to w8a8 -> row scales

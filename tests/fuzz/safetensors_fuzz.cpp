@@ -13,8 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const auto header = deepinfer::io::parse_safetensors_header(file, "<fuzz input>");
     for (const auto& t : header.tensors) {
-      const auto bytes =
-          static_cast<size_t>(deepinfer::shape_numel(t.shape)) * deepinfer::dtype_size(t.dtype);
+      // Block types (Q8_0, ...) hold whole blocks per row, so rows x row bytes = bytes of numel.
+      const auto bytes = deepinfer::dtype_bytes(t.dtype, deepinfer::shape_numel(t.shape));
       if (t.data_begin < header.data_offset || t.data_end > size ||
           t.data_end - t.data_begin != bytes) {
         std::abort();

@@ -145,11 +145,24 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     DI_CHECK(!split.split(), prefix,
              ".gate_up_proj: fused 3-D expert tensors cannot be split over a moe tensor group of ",
              split.size, " yet; use expert parallelism (--enable-expert-parallel)");
-    const Tensor gate_up =
-        weights.matrix(prefix + ".gate_up_proj", {num_experts, 2 * i, hidden}, MatrixUse::expert);
-    const Tensor down =
-        weights.matrix(prefix + ".down_proj", {num_experts, hidden, i}, MatrixUse::expert);
     skip_experts(true);
+    const Shape gate_up_shape{num_experts, 2 * i, hidden}, down_shape{num_experts, hidden, i};
+    if (run) {
+      // Just this run's rows (a converted per-rank shard may hold only them), recorded as the
+      // stacks this rank holds (deepinfer convert).
+      const Tensor gate_up = weights.matrix_rows(prefix + ".gate_up_proj", gate_up_shape, ids[0],
+                                                 ids[0] + count, MatrixUse::expert);
+      const Tensor down = weights.matrix_rows(prefix + ".down_proj", down_shape, ids[0],
+                                              ids[0] + count, MatrixUse::expert);
+      weights.record_expert_stack(prefix, num_experts, ids[0], gate_up, down);
+      return ExpertStack(gate_up, down);
+    }
+    // Any other placement (EPLB): every row (a shard of a run refuses clearly), each expert
+    // copied into new stacks; nothing recorded (convert writes runs only).
+    const Tensor gate_up = weights.matrix_rows(prefix + ".gate_up_proj", gate_up_shape, 0,
+                                               num_experts, MatrixUse::expert);
+    const Tensor down =
+        weights.matrix_rows(prefix + ".down_proj", down_shape, 0, num_experts, MatrixUse::expert);
     return ExpertStack(local(gate_up), local(down));
   }
   // Split over a moe tensor group, a GGUF file's per-expert views are read instead of its
@@ -205,6 +218,11 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     copy_into_expert(gate_up, j, i, up, name(e, "up_proj"));
     copy_into_expert(down, j, 0, dn, name(e, "down_proj"));
   }
+  // Split over a moe tensor group the stacks hold part of each expert's intermediate, not rows
+  // of a fused [E, 2I, H] tensor: deepinfer convert then writes the per-expert slices recorded
+  // above (a fused stack could not be split when loaded back).
+  if (run && !split.split())
+    weights.record_expert_stack(prefix, num_experts, ids[0], gate_up, down);
   return ExpertStack(std::move(gate_up), std::move(down));
 }
 
