@@ -24,6 +24,7 @@
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/causal_lm.h"
+#include "parallel/parallel_context.h"
 
 namespace deepinfer::convert {
 namespace {
@@ -288,9 +289,13 @@ void remove_leftovers(const std::string& output) {
 ConvertSummary convert_checkpoint(const ConvertOptions& options) {
   const Precision precision = parse_precision(options.precision);
   DI_CHECK(options.tp_size >= 1 && options.ep_size >= 1, "--tp-size and --ep-size must be >= 1");
-  DI_CHECK(options.tp_size == 1, "--tp-size ", options.tp_size,
-           ": not available yet: tensor-parallel shards come with tensor parallelism in the loader "
-           "(this build converts for --ep-size N only)");
+  // The layout of `mpirun -np N deepinfer ... -tp T --expert-parallel-size E`: N = max(T, E)
+  // ranks (docs/DISTRIBUTED.md, "Layout"), refused here as a run would refuse it.
+  parallel::ParallelRequest request;
+  request.tensor = {options.tp_size, "--tp-size"};
+  request.expert = {options.ep_size, "--ep-size"};
+  const parallel::ParallelSizes layout =
+      parallel::ParallelSizes::resolve(request, parallel::ParallelSizes::world_for(request));
   DI_CHECK(options.max_shard_bytes > 0, "--max-shard-size must be positive");
   std::error_code ec;
   DI_CHECK(fs::is_directory(options.input_dir, ec), "--input_dir ", options.input_dir,
@@ -332,7 +337,7 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options) {
     base.ep_size = options.ep_size;
     base.tensor_alignment = static_cast<int64_t>(kTensorAlignment);
 
-    const int ranks = static_cast<int>(options.tp_size * options.ep_size);
+    const int ranks = static_cast<int>(layout.world);
     const Writer writer{options, options.input_dir, out_config, base};
     ConvertSummary summary;
     summary.ranks = ranks;
@@ -340,7 +345,7 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options) {
     io::Manifest top = base;
     for (int rank = 0; rank < ranks; ++rank) {
       model::LoadOptions load = model::shaped_load_options(precision.load, config);
-      if (ranks > 1) load.parallel = offline_rank_context(rank, ranks);
+      if (ranks > 1) load.parallel = offline_rank_context(layout, rank);
       model::WeightLoader weights(checkpoint, load);
       RecordedWeights recorded;
       weights.set_recorder(&recorded);

@@ -19,4 +19,10 @@ std::shared_ptr<parallel::ParallelContext> offline_rank_context(int rank, int wo
   return parallel::ParallelContext::from(comm, comm);
 }
 
+std::shared_ptr<parallel::ParallelContext> offline_rank_context(
+    const parallel::ParallelSizes& sizes, int rank) {
+  return parallel::ParallelContext::offline(
+      sizes, rank, [](int r, int n) { return std::make_shared<OfflineRankCommunicator>(r, n); });
+}
+
 }  // namespace deepinfer::convert

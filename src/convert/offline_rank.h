@@ -39,5 +39,9 @@ class OfflineRankCommunicator : public parallel::Communicator {
 
 // The parallel layout of rank `rank` of `world_size` expert-parallel ranks, for loading only.
 std::shared_ptr<parallel::ParallelContext> offline_rank_context(int rank, int world_size);
+// Rank `rank` of the layout `sizes` (tensor x expert parallel), for loading only: every group
+// an OfflineRankCommunicator with this rank's place in it.
+std::shared_ptr<parallel::ParallelContext> offline_rank_context(
+    const parallel::ParallelSizes& sizes, int rank);
 
 }  // namespace deepinfer::convert

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <iterator>
+
+#include "core/error.h"
 
 namespace deepinfer::convert {
 namespace {
@@ -42,7 +45,17 @@ bool natural_less(const std::string& a, const std::string& b) {
 
 void RecordedWeights::record(const std::string& name, const Tensor& tensor, model::MatrixUse,
                              std::optional<io::TensorSlice> slice) {
-  recorded_[name] = {name, tensor, slice};
+  const auto [it, inserted] = recorded_.try_emplace(name, RecordedTensor{name, tensor, slice});
+  if (inserted) return;
+  // A tensor loaded twice (a tied weight, a replicated KV head) must be the same part both
+  // times: a shard holds one tensor under each name.
+  const RecordedTensor& first = it->second;
+  DI_CHECK(first.slice == slice && first.tensor.dtype() == tensor.dtype() &&
+               first.tensor.shape() == tensor.shape() &&
+               std::memcmp(first.tensor.raw(), tensor.raw(), tensor.nbytes()) == 0,
+           "internal: tensor '", name, "' was loaded twice as different parts (",
+           first.tensor.describe(), ", then ", tensor.describe(),
+           "); a converted shard can hold only one");
 }
 
 void RecordedWeights::record_expert_stack(const std::string& prefix, int64_t num_experts,

@@ -100,7 +100,7 @@ Manifest manifest_from_json(const json& j, const std::string& path) {
       const TensorSlice slice{member_as<int>(s, "dim", path), member_as<int64_t>(s, "begin", path),
                               member_as<int64_t>(s, "end", path),
                               member_as<int64_t>(s, "full", path)};
-      if (slice.dim != 0 || slice.begin < 0 || slice.begin >= slice.end || slice.end > slice.full) {
+      if (slice.dim < 0 || slice.begin < 0 || slice.begin >= slice.end || slice.end > slice.full) {
         fail(path, ": \"sliced_tensors\": \"", name, "\" is not a valid slice [", slice.begin, ", ",
              slice.end, ") of ", slice.full, " along dim ", slice.dim);
       }
@@ -148,16 +148,27 @@ void verify_converted(const std::string& dir, const Manifest& manifest, bool has
   }
 }
 
-std::string rank_checkpoint_dir(const std::string& dir, int rank, int world_size) {
+std::string rank_checkpoint_dir(const std::string& dir, int rank, int world_size,
+                                int64_t tensor_parallel, int64_t expert_parallel) {
   const auto manifest = read_manifest(dir);
   if (!manifest || manifest->ranks.empty()) return dir;
   const auto shards = static_cast<int>(manifest->ranks.size());
+  // How the conversion is run: the layout it was converted for.
+  std::string how = str_cat("mpirun -n ", shards);
+  if (manifest->tp_size > 1) how += str_cat(" -tp ", manifest->tp_size);
+  if (manifest->ep_size > 1) how += str_cat(" --expert-parallel-size ", manifest->ep_size);
   if (shards != world_size) {
     fail(dir, ": converted into ", shards, " per-rank shards (--tp-size ", manifest->tp_size,
          " --ep-size ", manifest->ep_size, "), but this run has ", world_size,
-         world_size == 1 ? " process" : " ranks", "; run it with mpirun -n ", shards,
-         " --expert-parallel-size ", shards, " (docs/DISTRIBUTED.md), or convert again for ",
-         world_size, world_size == 1 ? " process" : " ranks");
+         world_size == 1 ? " process" : " ranks", "; run it with ", how,
+         " (docs/DISTRIBUTED.md), or convert again for ", world_size,
+         world_size == 1 ? " process" : " ranks");
+  }
+  if (manifest->tp_size != tensor_parallel || manifest->ep_size != expert_parallel) {
+    fail(dir, ": converted for --tp-size ", manifest->tp_size, " --ep-size ", manifest->ep_size,
+         " but this run is tensor parallel ", tensor_parallel, ", expert parallel ",
+         expert_parallel, ": each shard holds another rank's slices; run it with ", how,
+         " (docs/DISTRIBUTED.md), or convert again for this layout");
   }
   return (fs::path(dir) / manifest->ranks[static_cast<size_t>(rank)]).string();
 }

@@ -22,8 +22,9 @@ inline constexpr int kManifestFormatVersion = 1;
 // have it but whose manifest is missing is an incomplete copy, refused.
 inline constexpr const char* kConvertedShardKey = "deepinfer_format_version";
 
-// Rows [begin, end) along `dim` of a tensor whose full length there is `full`: what one rank
-// holds of it in a per-rank shard.
+// Elements [begin, end) along dimension `dim` of a tensor whose full length there is `full`:
+// what one rank holds of it in a per-rank shard (an expert-parallel rank's experts: dim 0; a
+// tensor-parallel rank's rows: dim 0, or its columns: the last dimension).
 struct TensorSlice {
   int dim = 0;
   int64_t begin = 0;
@@ -68,7 +69,9 @@ void verify_converted(const std::string& dir, const Manifest& manifest, bool has
 
 // The directory holding rank `rank`'s weights: `dir` itself unless `dir` is the top of a
 // sharded conversion, whose rank<k>/ is then chosen; Error when its shard count is not
-// `world_size` (saying how it was converted and how to run it).
-std::string rank_checkpoint_dir(const std::string& dir, int rank, int world_size);
+// `world_size` or it was converted for other tensor / expert parallel sizes than the run's
+// (saying how it was converted and how to run it).
+std::string rank_checkpoint_dir(const std::string& dir, int rank, int world_size,
+                                int64_t tensor_parallel = 1, int64_t expert_parallel = 1);
 
 }  // namespace deepinfer::io

@@ -125,12 +125,17 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
                                      LoadReport* report) {
   const io::ModelConfig config = io::ModelConfig::load(dir);
   family_of(config, dir);  // an unsupported architecture is named before any weight is opened
-  // A conversion into per-rank shards (deepinfer convert --ep-size) keeps each rank's weights
-  // in its own directory: this rank maps only its own.
-  const io::Checkpoint checkpoint = io::Checkpoint::open(
-      options.parallel
-          ? io::rank_checkpoint_dir(dir, options.parallel->rank(), options.parallel->world_size())
-          : io::rank_checkpoint_dir(dir, 0, 1));
+  // A conversion into per-rank shards (deepinfer convert --tp-size / --ep-size) keeps each
+  // rank's weights in its own directory: this rank maps only its own.
+  const parallel::ParallelContext* parallel = options.parallel.get();
+  const std::string rank_dir =
+      parallel ? io::rank_checkpoint_dir(dir, parallel->rank(), parallel->world_size(),
+                                         parallel->tensor_parallel_size(),
+                                         parallel->expert_parallel_size())
+               : io::rank_checkpoint_dir(dir, 0, 1);
+  if (rank_dir != dir)
+    log::info(dir, ": rank ", parallel ? parallel->rank() : 0, " maps its shard ", rank_dir);
+  const io::Checkpoint checkpoint = io::Checkpoint::open(rank_dir);
   WeightLoader weights(checkpoint, shaped_load_options(options, config));
   auto model = build_model(config, weights);
   model->set_eplb_state(weights.made_eplb_state());

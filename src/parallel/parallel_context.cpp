@@ -147,6 +147,34 @@ std::shared_ptr<ParallelContext> ParallelContext::build(const ParallelSizes& siz
   return context;
 }
 
+std::shared_ptr<ParallelContext> ParallelContext::offline(const ParallelSizes& sizes, int64_t rank,
+                                                          const GroupMaker& group) {
+  DI_CHECK(rank >= 0 && rank < sizes.world, "ParallelContext: rank ", rank, " of a layout of ",
+           sizes.world);
+  std::shared_ptr<ParallelContext> context(new ParallelContext());
+  context->rank_ = static_cast<int>(rank);
+  context->world_size_ = static_cast<int>(sizes.world);
+  context->sizes_ = sizes;
+  const RankCoordinates c = RankCoordinates::of(sizes, rank);
+  context->coordinates_ = c;
+  const auto make = [&](int64_t r, int64_t n) {
+    return group(static_cast<int>(r), static_cast<int>(n));
+  };
+  // Each group of build() orders its members by world rank, which (RankCoordinates) is the
+  // order of the coordinate that varies inside it.
+  context->world_ = make(rank, sizes.world);
+  context->tensor_ = make(c.tensor_rank, sizes.tensor);
+  context->pipeline_ = make(c.stage, sizes.pipeline);
+  context->attention_data_ = make(c.attention_group, sizes.stage / sizes.tensor);
+  context->expert_ = make(c.expert_rank, sizes.expert);
+  context->moe_tensor_ = make(c.moe_tensor_rank, sizes.moe_tensor);
+  // With attention data parallelism my token peers are the tensor / moe_tensor expert ranks of
+  // my attention group (moe_tensor divides tensor), else the whole expert group.
+  const int64_t peers = sizes.data > 1 ? sizes.tensor / sizes.moe_tensor : sizes.expert;
+  context->expert_token_peers_ = make(c.expert_rank % peers, peers);
+  return context;
+}
+
 std::shared_ptr<ParallelContext> ParallelContext::create(const ParallelRequest& request) {
   const int launched = launcher_world_size();
   if (launched == 1) {

@@ -32,6 +32,7 @@
 // it never touches MPI. MPI is initialised only when the process was started by mpirun
 // (docs/DISTRIBUTED.md).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -104,6 +105,12 @@ class ParallelContext {
   // every group split from it. Collective over `world`.
   static std::shared_ptr<ParallelContext> build(const ParallelSizes& sizes,
                                                 std::shared_ptr<Communicator> world);
+  // Rank `rank` of the layout `sizes` without communicating: each group (the world included) is
+  // `group(rank in the group, group size)`, the same ranks and sizes build() gives (deepinfer
+  // convert loads each rank's weights this way: model loading never communicates).
+  using GroupMaker = std::function<std::shared_ptr<Communicator>(int rank, int size)>;
+  static std::shared_ptr<ParallelContext> offline(const ParallelSizes& sizes, int64_t rank,
+                                                  const GroupMaker& group);
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }

@@ -286,6 +286,131 @@ def test_each_mpi_rank_maps_its_own_shard_and_computes_what_the_source_gives(dee
     assert np.array_equal(np.load(dumps["source"]), np.load(dumps["converted"]))
 
 
+# Tensor-parallel shards (docs/DISTRIBUTED.md, "Tensor parallelism"): (model, convert flags,
+# the layout of the run they are for).
+TP_LAYOUTS = [
+    ("tiny-qwen2", ("--tp-size", 2), ("-tp", 2)),  # tied embedding, q/k/v biases, 1 KV head each
+    ("tiny-deepseek-v3", ("--tp-size", 2), ("-tp", 2)),  # MLA heads, every expert split (moe_tp 2)
+    ("tiny-deepseek-v3", ("--tp-size", 2, "--ep-size", 2),
+     ("-tp", 2, "--enable-expert-parallel")),  # ep 2 x tp 2: whole experts, attention split
+]
+
+
+def tp_part(config, name, shape, tp, ep, rank):
+    """What rank `rank` of a tp x ep run holds of source tensor `name`: None (all of it), "none"
+    (another rank's expert, or not loaded), or (dim, begin, end). Written from the layout as DISTRIBUTED.md
+    states it, not from the loader."""
+    world = max(tp, ep)
+    moe_tp = world // ep
+
+    def even(dim, parts, index):
+        each = shape[dim] // parts
+        return (dim, index * each, (index + 1) * each)
+
+    parts = name.split(".")
+    if name.startswith("model.layers.") and int(parts[2]) >= config["num_hidden_layers"]:
+        return "none"  # DeepSeek-V3's multi-token-prediction layer: not loaded, not written
+    if ".mlp.experts." in name or ".shared_experts." in name:
+        if ".mlp.experts." in name:
+            per = config["n_routed_experts"] // ep
+            if not rank // moe_tp * per <= int(parts[5]) < (rank // moe_tp + 1) * per:
+                return "none"
+        if moe_tp == 1:
+            return None
+        return even(1 if "down_proj" in name else 0, moe_tp, rank % moe_tp)
+    t = rank % tp
+    if name in ("model.embed_tokens.weight", "lm_head.weight"):
+        per = -(-shape[0] // tp)
+        return (0, t * per, min(shape[0], (t + 1) * per))
+    if any(p in name for p in ("q_proj.", "k_proj.", "v_proj.", "q_b_proj.", "kv_b_proj.",
+                               "mlp.gate_proj.", "mlp.up_proj.")):
+        return even(0, tp, t)  # column parallel: heads / intermediate rows (and their bias)
+    if "o_proj." in name or "mlp.down_proj." in name:
+        return even(1, tp, t)  # row parallel: input columns
+    return None  # norms, MLA's down projections, the router: replicated
+
+
+def tp_slice(raw, shape, part):
+    """Elements [begin, end) along dim of an F32 tensor's raw bytes (as 4-byte words: bits kept)."""
+    dim, begin, end = part
+    return np.frombuffer(raw, dtype="<u4").reshape(shape).take(range(begin, end), axis=dim).tobytes()
+
+
+@pytest.mark.parametrize("case", TP_LAYOUTS, ids=lambda c: c[0] + "".join(map(str, c[1])))
+@pytest.mark.parametrize("stacked", [False, True])
+def test_tp_shards_hold_exactly_the_slices_each_rank_loads(run_cli, tmp_path, case, stacked):
+    model, flags, _ = case
+    if stacked and "moe" not in model and "deepseek" not in model:
+        pytest.skip("no experts to stack")
+    tp = flags[flags.index("--tp-size") + 1]
+    ep = flags[flags.index("--ep-size") + 1] if "--ep-size" in flags else 1
+    out = tmp_path / "tp"
+    convert(run_cli, DATA / model, out, "--precision", "fp32", *flags,
+            *(["--enable_moe_optimization"] if stacked else []))
+    config = json.loads((DATA / model / "config.json").read_text())
+    src = read_dir(DATA / model)
+    top = json.loads((out / "deepinfer_manifest.json").read_text())
+    assert top["ranks"] == ["rank0", "rank1"] and (top["tp_size"], top["ep_size"]) == (tp, ep)
+    for rank in range(2):
+        shard = read_dir(out / f"rank{rank}")
+        sliced = json.loads((out / f"rank{rank}" / "deepinfer_manifest.json").read_text())["sliced_tensors"]
+        expected = {}
+        stacks = {}
+        for name, (dtype, shape, raw) in src.items():
+            part = tp_part(config, name, shape, tp, ep, rank)
+            if part == "none":
+                continue
+            if stacked and ".mlp.experts." in name and max(tp, ep) // ep == 1:
+                # Whole experts, one run per rank: fused [E/ep, 2I, H] / [E/ep, H, I] stacks.
+                prefix = name.rsplit(".", 3)[0]
+                stacks.setdefault(prefix, []).append(name)
+                continue
+            value = raw if part is None else tp_slice(raw, shape, part)
+            new_shape = list(shape)
+            if part is not None:
+                new_shape[part[0]] = part[2] - part[1]
+                assert sliced.pop(name) == {"dim": part[0], "begin": part[1], "end": part[2],
+                                            "full": shape[part[0]]}, name
+            expected[name] = (dtype, new_shape, value)
+        for prefix, names in stacks.items():
+            experts = sorted({int(n.split(".")[5]) for n in names})
+            gate_up = b"".join(src[f"{prefix}.{e}.gate_proj.weight"][2] + src[f"{prefix}.{e}.up_proj.weight"][2]
+                               for e in experts)
+            down = b"".join(src[f"{prefix}.{e}.down_proj.weight"][2] for e in experts)
+            i, h = src[f"{prefix}.0.gate_proj.weight"][1]
+            expected[f"{prefix}.gate_up_proj"] = ("F32", [len(experts), 2 * i, h], gate_up)
+            expected[f"{prefix}.down_proj"] = ("F32", [len(experts), h, i], down)
+            for tensor in ("gate_up_proj", "down_proj"):
+                assert sliced.pop(f"{prefix}.{tensor}") == {
+                    "dim": 0, "begin": experts[0], "end": experts[-1] + 1,
+                    "full": config["n_routed_experts"]}
+        assert sliced == {}, f"rank {rank}: sliced but not expected: {sorted(sliced)}"
+        assert sorted(shard) == sorted(expected), f"rank {rank}"
+        for name in expected:
+            assert shard[name] == expected[name], f"rank {rank}: {name}"
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun not installed (openmpi-bin)")
+@pytest.mark.parametrize("case", TP_LAYOUTS, ids=lambda c: c[0] + "".join(map(str, c[1])))
+def test_tp_shard_runs_give_the_unconverted_tp_runs_logits_bit_for_bit(deepinfer_bin, tmp_path, case):
+    from test_mpi_ep import mpirun, ok
+    model, flags, layout = case
+    out = tmp_path / "tp"
+    subprocess.run([deepinfer_bin, "convert", "--input_dir", DATA / model, "--output_dir", out,
+                    "--precision", "fp32", *map(str, flags)], check=True, capture_output=True)
+    ids = ",".join(map(str, load_golden(model)["cases"][-1]["prompt_ids"]))
+    dumps = {}
+    for tag, path in (("source", DATA / model), ("converted", out)):
+        dumps[tag] = tmp_path / f"{tag}.npy"
+        proc = ok(mpirun(2, deepinfer_bin, "generate", "-m", path, "--prompt-ids", ids, "-n", 4,
+                         "--ignore-eos", "--dump-logits", dumps[tag], "--threads", 1, *layout,
+                         "--log-level", "info"))
+        if tag == "converted":  # each rank mapped its own shard
+            for rank in (0, 1):
+                assert f"tp/rank{rank}" in proc.stderr, proc.stderr
+    assert np.array_equal(np.load(dumps["source"]), np.load(dumps["converted"]))
+
+
 def test_leftovers_of_an_interrupted_run_never_look_finished_and_are_cleaned(run_cli, tmp_path):
     dead = next(p for p in range(4_000_000, 4_100_000) if not pathlib.Path(f"/proc/{p}").exists())
     leftover = tmp_path / f"o.tmp-{dead}"  # what a killed run leaves: shards, no rename

@@ -182,13 +182,16 @@ def test_32_mixed_requests_match_one_process(deepinfer_bin, tmp_path):
     args = ("generate", "-m", MODEL, "--prompts-file", path, "--threads", 1, "--log-level",
             "warn", "--max-num-seqs", 8)
     ref = ok(plain(deepinfer_bin, *args))
-    got = ok(mpirun(2, deepinfer_bin, *args, "--expert-parallel-size", 2))
     ref_lines = [json.loads(line) for line in ref.stdout.splitlines()]
-    got_lines = [json.loads(line) for line in got.stdout.splitlines()]
     assert len(ref_lines) == 32
-    assert got_lines == ref_lines
     # The settings really differ: some requests stop early, some are sampled.
     assert {r["finish_reason"] for r in ref_lines} >= {"length", "stop"}
+    # One reference for every 2-rank layout: experts split, heads and MLPs split (each expert
+    # sharded, moe_tp 2), and both (ep 2 x tp 2).
+    for layout in (("--expert-parallel-size", 2), ("-tp", 2), ("-tp", 2, "--enable-expert-parallel")):
+        got = ok(mpirun(2, deepinfer_bin, *args, *layout))
+        got_lines = [json.loads(line) for line in got.stdout.splitlines()]
+        assert got_lines == ref_lines, layout
 
 
 PYTHON_SCRIPT = """

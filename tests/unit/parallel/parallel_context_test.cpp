@@ -125,6 +125,52 @@ TEST(ParallelContext, DataParallelAttentionPeers) {
   EXPECT_EQ(seen.groups[3]["data"], (std::vector<int>{1, 3}));
 }
 
+// A group that only says where this rank sits in it (what ParallelContext::offline makes).
+class PlaceOnly : public SingleProcessCommunicator {
+ public:
+  PlaceOnly(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int world_size() const override { return size_; }
+
+ private:
+  int rank_;
+  int size_;
+};
+
+TEST(ParallelContext, OfflineGroupsSitWhereBuiltOnesDo) {
+  // deepinfer convert loads rank k without communicating: each of its groups must have the
+  // rank and size build() gives rank k over real (thread) communicators.
+  const std::vector<std::pair<ParallelRequest, int64_t>> layouts = {
+      {request(2, 1, 2, 1), 2},  // -tp 2 --enable-expert-parallel
+      {request(4, 1, 2, 1), 4},  // ep 2 x moe_tp 2
+      {request(2, 1, 4, 1), 4},  // two attention replicas, experts over all four
+      {request(2, 1, 4, 2), 4},  // attention data parallel: token peers are my group's
+      {request(2, 2, 2, 1), 4},  // two stages
+  };
+  for (const auto& [req, world] : layouts) {
+    const ParallelSizes sizes = ParallelSizes::resolve(req, world);
+    testing::ThreadGroup threads(static_cast<int>(world));
+    threads.run([&](int rank) {
+      auto built = ParallelContext::build(
+          sizes, std::make_shared<testing::ThreadCommunicator>(threads, rank));
+      auto offline = ParallelContext::offline(
+          sizes, rank, [](int r, int n) { return std::make_shared<PlaceOnly>(r, n); });
+      const auto same = [&](const char* what, const Communicator& a, const Communicator& b) {
+        EXPECT_EQ(a.rank(), b.rank()) << describe_request(req) << " rank " << rank << " " << what;
+        EXPECT_EQ(a.world_size(), b.world_size())
+            << describe_request(req) << " rank " << rank << " " << what;
+      };
+      same("world", *built->world(), *offline->world());
+      same("tensor", *built->tensor_group(), *offline->tensor_group());
+      same("pipeline", *built->pipeline_group(), *offline->pipeline_group());
+      same("attention data", *built->attention_data_group(), *offline->attention_data_group());
+      same("expert", *built->expert_group(), *offline->expert_group());
+      same("moe tensor", *built->moe_tensor_group(), *offline->moe_tensor_group());
+      same("token peers", *built->expert_token_peers(), *offline->expert_token_peers());
+    });
+  }
+}
+
 TEST(ThreadCommunicator, SendAndReceiveInOrder) {
   testing::ThreadGroup group(2);
   std::vector<int> got;
