@@ -15,6 +15,19 @@ The two measurements are the same work:
 Repeats alternate the engines (deepinfer, then llama.cpp, per dtype) so that load changes hit
 both; the report is the median of the repeats. Each repeat is a fresh process for both.
 
+Quantized types (q8_0, q4_0, q4_k, ...) run on both engines from the same GGUF file (deepinfer
+`generate --model FILE.gguf`, zero-copy); --gguf TYPE=PATH points at a file outside
+bench/models/gguf (e.g. one made with llama-quantize --pure).
+
+Decode is a race for memory bandwidth, so the bench also measures the machine's ceilings itself
+(bench/bandwidth_probe.c, compiled with the system C compiler, run with --threads threads before
+every repeat; the best run counts): the DRAM read bandwidth, and for 4-bit types the
+integer-dot roofline (q4_0 x int8 dot products on cache-resident weights, in weight bytes/s).
+Each decode row then gets bytes/token (the weights one decode step reads: every tensor except
+the token embedding unless it is also the output head, routed experts scaled by experts-per-token
+/ experts) and bytes/token x tokens/s as % of the bandwidth, and for 4-bit types of the lower of
+the bandwidth and the roofline.
+
 Writes bench/out/llamacpp-<shape>.json and prints a Markdown table with ratios (deepinfer / llama.cpp).
 """
 import argparse
@@ -28,7 +41,8 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-OURS_DTYPES = {"bf16", "f32", "f16"}  # GGUF types that `deepinfer generate --dtype` also runs
+DENSE_DTYPES = {"bf16", "f32", "f16"}  # run by deepinfer from the checkpoint with --dtype
+FOUR_BIT = {"q4_0", "q4_1", "q4_k", "q4_k_m"}
 
 
 def prompt_ids(n, vocab):
@@ -55,10 +69,50 @@ def find_llama_bench(explicit):
     return found[-1]
 
 
-def run_deepinfer(args, model, ids, dtype):
-    cmd = [str(args.deepinfer), "generate", "--model", str(model), "--prompt-ids", ",".join(map(str, ids)),
+def build_probe():
+    """bench/bandwidth_probe.c compiled into bench/out (rebuilt when the source is newer)."""
+    src = ROOT / "bench" / "bandwidth_probe.c"
+    exe = ROOT / "bench" / "out" / "bandwidth_probe"
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
+        cc = os.environ.get("CC", "cc")
+        run([cc, "-O3", "-march=native", "-pthread", str(src), "-o", str(exe)])
+    return exe
+
+
+def probe(exe, kind, threads):
+    return float(run([str(exe), kind, str(threads)]).strip())
+
+
+def bytes_per_token(gguf):
+    """Weight bytes one decode step reads (see the module docstring), or the file size when gguf-py
+    is missing."""
+    try:
+        import gguf as gguf_py
+    except ImportError:
+        return gguf.stat().st_size
+    reader = gguf_py.GGUFReader(str(gguf))
+    names = {t.name for t in reader.tensors}
+    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+
+    def field(key, default):
+        f = reader.fields.get(f"{arch}.{key}")
+        return float(f.parts[-1][0]) if f else default
+
+    expert_share = field("expert_used_count", 1) / field("expert_count", 1)
+    total = 0
+    for t in reader.tensors:
+        if t.name == "token_embd.weight" and "output.weight" in names:
+            continue  # only one row per token is read; tied heads read it whole
+        total += int(t.n_bytes) * (expert_share if "_exps." in t.name else 1)
+    return int(total)
+
+
+def run_deepinfer(args, model, ids, dtype, gguf):
+    source = ["--model", str(model), "--dtype", dtype] if dtype in DENSE_DTYPES else ["--model", str(gguf)]
+    cmd = [str(args.deepinfer), "generate", *source, "--prompt-ids", ",".join(map(str, ids)),
            "--max-new-tokens", str(args.new_tokens + 1), "--ignore-eos", "--json", "--threads",
-           str(args.threads), "--dtype", dtype, "--log-level", "warn"]
+           str(args.threads), "--log-level", "warn"]
     out = json.loads(run(cmd))
     assert out["decode_steps"] == args.new_tokens, out
     return {"prefill_tok_s": len(ids) / out["prefill_seconds"],
@@ -100,7 +154,10 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--shape", default="qwen2.5-0.5b")
     parser.add_argument("--dtypes", default="bf16,f32,q8_0",
-                        help="GGUF types; deepinfer runs those it supports (bf16, f32, f16)")
+                        help="GGUF types (bf16, f32, f16 from the checkpoint; block types from the GGUF)")
+    parser.add_argument("--gguf", action="append", default=[], metavar="TYPE=PATH",
+                        help="GGUF file of TYPE (default bench/models/gguf/<shape>-random-<type>.gguf)")
+    parser.add_argument("--no-probe", action="store_true", help="skip the bandwidth / roofline probes")
     parser.add_argument("--deepinfer", default=str(ROOT / "build" / "deepinfer"))
     parser.add_argument("--llama-bench", help="llama-bench binary (default: bench/llamacpp-src/build-*/bin)")
     parser.add_argument("--llama-args", default="",
@@ -113,6 +170,11 @@ def main():
     gguf_dir = ROOT / "bench" / "models" / "gguf"
     dtypes = args.dtypes.split(",")
     ggufs = {d: gguf_dir / f"{model.name}-{d}.gguf" for d in dtypes}
+    for spec in args.gguf:
+        kind, sep, path = spec.partition("=")
+        if not sep or kind not in ggufs:
+            sys.exit(f"error: --gguf {spec}: expected TYPE=PATH with TYPE one of --dtypes ({args.dtypes})")
+        ggufs[kind] = pathlib.Path(path)
     missing = [str(p) for p in ggufs.values() if not p.exists()]
     if missing or not (model / "config.json").exists():
         sys.exit(f"error: missing {', '.join(missing) or model}; run .venv-tools/bin/python "
@@ -123,25 +185,42 @@ def main():
     vocab = json.loads((model / "config.json").read_text())["vocab_size"]
     ids = prompt_ids(args.prompt_len, vocab)
 
-    ours = {d: [] for d in dtypes if d in OURS_DTYPES}
+    ours = {d: [] for d in dtypes}
     peer = {d: [] for d in dtypes}
     raw, info, gguf_info = {d: [] for d in dtypes}, {}, {}
+    exe = None if args.no_probe else build_probe()
+    probes = {"read_gb_s": [], "q4dot_gb_s": []}
     for rep in range(args.repeats):
+        if exe:
+            probes["read_gb_s"].append(probe(exe, "read", args.threads))
+            probes["q4dot_gb_s"].append(probe(exe, "q4dot", args.threads))
+            print(f"repeat {rep + 1}/{args.repeats} probes: {probes['read_gb_s'][-1]:.1f} GB/s read, "
+                  f"{probes['q4dot_gb_s'][-1]:.1f} GB/s q4 integer dot", file=sys.stderr, flush=True)
         for d in dtypes:
             if d in ours:
-                ours[d].append(run_deepinfer(args, model, ids, d))
+                ours[d].append(run_deepinfer(args, model, ids, d, ggufs[d]))
             result, r, info, gguf_info[d] = run_llama(args, bench, ggufs[d])
             peer[d].append(result)
             raw[d].append(r)
             print(f"repeat {rep + 1}/{args.repeats} {d}: deepinfer {ours[d][-1] if d in ours else '-'} "
                   f"llama.cpp {result}", file=sys.stderr, flush=True)
 
+    bandwidth = max(probes["read_gb_s"]) if exe else None
+    roofline = max(probes["q4dot_gb_s"]) if exe else None
     rows = []
     for d in dtypes:
-        if d in ours:
-            rows.append({"engine": "deepinfer", "dtype": d, **median_row(ours[d])})
-        rows.append({"engine": "llama.cpp", "dtype": d, **median_row(peer[d]), "gguf": gguf_info[d],
-                     "llama_bench_tests": raw[d]})
+        per_token = bytes_per_token(ggufs[d])
+        ceiling = min(bandwidth, roofline) if bandwidth and d in FOUR_BIT else bandwidth
+        for engine, samples in (("deepinfer", ours[d]), ("llama.cpp", peer[d])):
+            row = {"engine": engine, "dtype": d, **median_row(samples), "bytes_per_token": per_token}
+            if bandwidth:
+                achieved = row["decode_tok_s"] * per_token * 1e-9
+                row["decode_gb_s"] = achieved
+                row["pct_of_bandwidth"] = 100 * achieved / bandwidth
+                row["pct_of_ceiling"] = 100 * achieved / ceiling
+            if engine == "llama.cpp":
+                row.update({"gguf": gguf_info[d], "llama_bench_tests": raw[d]})
+            rows.append(row)
     by_key = {(r["engine"], r["dtype"]): r for r in rows}
     ratios = {d: {k: by_key[("deepinfer", d)][k] / by_key[("llama.cpp", d)][k]
                   for k in ("prefill_tok_s", "decode_tok_s")} for d in ours}
@@ -151,17 +230,24 @@ def main():
               "new_tokens": args.new_tokens, "repeats": args.repeats, "statistic": "median",
               "cpu": platform.processor() or platform.machine(), "deepinfer_commit": git,
               "realtime": os.sched_getscheduler(0) == os.SCHED_FIFO, "llama_cpp": info,
-              "llama_bench_args": args.llama_args, "results": rows, "ratios_deepinfer_over_llamacpp": ratios}
+              "llama_bench_args": args.llama_args, "ggufs": {d: str(p) for d, p in ggufs.items()},
+              "read_bandwidth_gb_s": bandwidth, "q4_integer_dot_roofline_gb_s": roofline, "probes": probes,
+              "results": rows, "ratios_deepinfer_over_llamacpp": ratios}
     out = pathlib.Path(args.out or ROOT / "bench" / "out" / f"llamacpp-{args.shape}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(report))
+    if bandwidth:
+        print(f"\nmeasured: read bandwidth {bandwidth:.1f} GB/s, q4 integer-dot roofline {roofline:.1f} GB/s "
+              f"({args.threads} threads)")
     print(f"\n| engine | weights | prefill tok/s ({args.prompt_len} tokens) | decode tok/s (depth "
-          f"{args.prompt_len}) | threads |")
-    print("| --- | --- | ---: | ---: | ---: |")
+          f"{args.prompt_len}) | MB/token | decode GB/s | % of bandwidth | % of ceiling | threads |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
+        pct = (f"{r['decode_gb_s']:.1f} | {r['pct_of_bandwidth']:.0f} % | {r['pct_of_ceiling']:.0f} %"
+               if bandwidth else "- | - | -")
         print(f"| {r['engine']} | {r['dtype']} | {r['prefill_tok_s']:.1f} | {r['decode_tok_s']:.2f} "
-              f"| {args.threads} |")
+              f"| {r['bytes_per_token'] / 1e6:.0f} | {pct} | {args.threads} |")
     print()
     for d, r in ratios.items():
         print(f"{d}: deepinfer / llama.cpp = prefill x{r['prefill_tok_s']:.2f}, decode x{r['decode_tok_s']:.2f}")

@@ -52,7 +52,8 @@ inline constexpr int64_t kQuantSuperBlock = 256;
 // w_dtype from the lane sums s[l] = q[4l] + ... + q[4l + 3]: the integer -o s where o is the
 // offset the kernels take out of unsigned weight quants (8 for q4_0, 16 for q5_0, 32 for q6_k,
 // 128 for q8_0, for VNNI's w + 128), or the f32 bits of d * float(s) for the types with a
-// min (q4_1, q5_1, q4_k, q5_k). Shared by every ISA
+// min (q4_1, q5_1, q4_k, q5_k); for q4_0, whose kernels take whole-block dot products, all 8
+// entries of a block hold -8 times the block's sum. Shared by every ISA
 // (quantize_x.cpp, baseline code), so all of them see the same integers and products.
 void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8_t* q, float* d,
                        int32_t* t);

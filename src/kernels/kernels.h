@@ -40,7 +40,11 @@ namespace deepinfer::kernels {
 //   A = fma(m_w[l], d_x * float(s[l]), A)
 // where s[l] is the lane sum of q_x; then with h[l] = A[l] + A[l + 8],
 // y = ((h0 + h4) + (h2 + h6)) + ((h1 + h5) + (h3 + h7)) (+ bias[j]), the horizontal-sum
-// tree of every ISA. Every ISA path computes exactly this (reference::linear spells it out),
+// tree of every ISA. q4_0 (whose prefill GEMM puts one weight row in each vector lane, so its
+// f32 work must be per block, not per lane) is simpler: t = the whole block's exact integer dot
+// of (quant - 8) with q_x, and one accumulator per output, A = fma(d_w * d_x, float(t), A) in
+// block order from +0, y = A (+ bias[j]); llama.cpp's q4_0 x q8_0 arithmetic.
+// Every ISA path computes exactly this (reference::linear spells it out),
 // so results are bitwise the same on scalar, AVX2, AVX-512 and AVX-512 VNNI, and batch
 // invariant. k must be a multiple of the type's block size (32, or 256 for the k-quants).
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,

@@ -1,7 +1,7 @@
 #pragma once
-// AVX-512 block-weight linear (q8_0 / q4_0 / q4_1 weights), shared by linear_q8_avx512.cpp
-// (AVX-512BW: vpmaddubsw + vpmaddwd) and linear_q8_avx512vnni.cpp (vpdpbusd); include it
-// from those files only (it needs their flags; everything has internal linkage).
+// AVX-512 block-weight linear (q8_0 / q4_1 weights; q4_0: linear_q40_avx512.h), shared by
+// linear_q8_avx512.cpp (AVX-512BW: vpmaddubsw + vpmaddwd) and linear_q8_avx512vnni.cpp (vpdpbusd);
+// include it from those files only (it needs their flags; everything has internal linkage).
 //
 // One 512-bit step covers two blocks: 16 int32 lanes, lanes 0-7 the 8 four-element lanes of
 // block b and lanes 8-15 those of block b + 1, which is the accumulator layout of kernels.h, so
@@ -17,6 +17,7 @@
 #include "kernels/simd_avx512.h"  // first: see the note there
 
 #include "kernels/backend.h"
+#include "kernels/linear_q40_avx512.h"
 #include "kernels/linear_xblock_avx512.h"
 
 namespace deepinfer::kernels::detail::avx512 {
@@ -186,8 +187,7 @@ void q_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int6
       return stream ? q_rows<Dot, DType::q8_0, true>(a, m0, m1, n0, n1)
                     : q_rows<Dot, DType::q8_0, false>(a, m0, m1, n0, n1);
     case DType::q4_0:
-      return stream ? q_rows<Dot, DType::q4_0, true>(a, m0, m1, n0, n1)
-                    : q_rows<Dot, DType::q4_0, false>(a, m0, m1, n0, n1);
+      return q40_linear_rows<Dot>(a, m0, m1, n0, n1);
     default:
       return stream ? q_rows<Dot, DType::q4_1, true>(a, m0, m1, n0, n1)
                     : q_rows<Dot, DType::q4_1, false>(a, m0, m1, n0, n1);

@@ -32,9 +32,34 @@ void block_ints(const uint8_t* block, DType dtype, int32_t* out) {
   }
 }
 
+// q4_0: per block the whole 32-element integer dot (from -8 * the x block sum, the lane term
+// quantize_x_blocks stores), then one scale and FMA per block, in block order.
+void q40_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const int64_t blocks = a.k / kQuantBlock;
+  for (int64_t j = n0; j < n1; ++j) {
+    const auto* row = static_cast<const uint8_t*>(a.w) + j * blocks * 18;
+    for (int64_t i = m0; i < m1; ++i) {
+      const int8_t* xq = a.xq + i * a.k;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* block = row + b * 18;
+        int32_t t = a.xt[(i * blocks + b) * 8];
+        for (int e = 0; e < 16; ++e) {
+          t += (block[2 + e] & 0x0f) * xq[b * kQuantBlock + e];
+          t += (block[2 + e] >> 4) * xq[b * kQuantBlock + e + 16];
+        }
+        const float d = f16_at(block) * a.xd[(i * blocks + b) * 8];
+        acc = std::fma(d, static_cast<float>(t), acc);
+      }
+      a.y[i * a.n + j] = a.bias ? acc + a.bias[j] : acc;
+    }
+  }
+}
+
 }  // namespace
 
 void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  if (a.w_dtype == DType::q4_0) return q40_rows(a, m0, m1, n0, n1);
   const int64_t blocks = a.k / kQuantBlock;
   const int64_t bb = block_bytes(a.w_dtype);
   const bool with_min = a.w_dtype == DType::q4_1;

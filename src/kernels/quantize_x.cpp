@@ -56,6 +56,16 @@ void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8
         out[e] = static_cast<int8_t>(static_cast<int>(rounded));
       }
       const int64_t at = (i * blocks + b) * 8;
+      if (w_dtype == DType::q4_0) {
+        // q4_0 takes whole-block dot products (kernels.h): its term is -8 * the block's sum.
+        int32_t sum = 0;
+        for (int64_t e = 0; e < kQuantBlock; ++e) sum += out[e];
+        for (int64_t l = 0; l < 8; ++l) {
+          d[at + l] = scale;
+          t[at + l] = -offset * sum;
+        }
+        continue;
+      }
       for (int64_t l = 0; l < 8; ++l) {
         const int32_t sum = out[4 * l] + out[4 * l + 1] + out[4 * l + 2] + out[4 * l + 3];
         d[at + l] = scale;

@@ -173,6 +173,19 @@ void linear_blocks(const float* x, int64_t m, int64_t k, const void* w, DType w_
     std::vector<XBlock> xb;
     for (int64_t b = 0; b < blocks; ++b) xb.push_back(quantize_block(x + i * k + b * 32));
     for (int64_t j = 0; j < n; ++j) {
+      if (w_dtype == DType::q4_0) {
+        // Whole-block integer dots, one FMA per block in block order (kernels.h).
+        float a = 0.0f;
+        for (int64_t b = 0; b < blocks; ++b) {
+          const WBlock wq = weight_block(wb + static_cast<size_t>(j) * row_bytes, b, w_dtype);
+          const XBlock& xq = xb[static_cast<size_t>(b)];
+          int dot = 0;
+          for (size_t e = 0; e < 32; ++e) dot += wq.q[e] * xq.q[e];
+          a = std::fma(wq.d[0] * xq.d, static_cast<float>(dot), a);
+        }
+        y[i * n + j] = bias ? a + bias[j] : a;
+        continue;
+      }
       float acc[16] = {};
       for (int64_t b = 0; b < blocks; ++b) {
         const WBlock wq = weight_block(wb + static_cast<size_t>(j) * row_bytes, b, w_dtype);

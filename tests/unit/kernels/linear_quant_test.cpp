@@ -86,6 +86,27 @@ TEST_P(KernelsLinearBlocks, EqualsTheReferenceBitwise) {
   }
 }
 
+// q4_0's GEMM transposes panels of 32 weight rows, 32 blocks at a time, from 8 x rows on:
+// k of 70 blocks (3 panel chunks, the last partial), n with a lone group and a partial one.
+TEST_P(KernelsLinearBlocks, Q40PanelsAndStreamingEqualTheReferenceBitwise) {
+  ThreadPool pool(2);
+  uint32_t seed = 900;
+  const int64_t k = 70 * 32;
+  for (int64_t n : {16, 37, 50}) {
+    for (int64_t m : {1, 2, 7, 8, 12, 21}) {
+      SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n);
+      const auto x = random_floats(static_cast<size_t>(m * k), ++seed, -2.0f, 2.0f);
+      const auto w = random_blocks(DType::q4_0, n, k, ++seed);
+      const auto bias = random_floats(static_cast<size_t>(n), ++seed);
+      const float* b = m % 2 == 0 ? bias.data() : nullptr;
+      std::vector<float> got(static_cast<size_t>(m * n), NAN), want(got.size());
+      linear(x.data(), m, k, w.data(), DType::q4_0, n, b, got.data(), pool);
+      reference::linear(x.data(), m, k, w.data(), DType::q4_0, n, b, want.data());
+      ASSERT_TRUE(bitwise_equal(got.data(), want.data(), got.size()));
+    }
+  }
+}
+
 // The reference against the exact product with the dequantized weights: x is rounded to
 // d_x * q with |error| <= d_x / 2 per element (d_x = max|x| / 127 of its block), so
 // |y - exact| <= sum_b d_x,b / 2 * sum_{e in b} |w_e|, plus f32 rounding of the sums.
@@ -124,8 +145,10 @@ TEST(KernelsLinearBlocksReference, IsWithinTheActivationRoundingOfTheExactProduc
 TEST_P(KernelsLinearBlocks, IsBatchInvariantAcrossRowsPositionsAndThreads) {
   // m = 300 crosses the row-block size, so rows are also split between threads.
   for (DType dtype : kBlockTypes) {
-    for (auto [m, k, n] :
-         {std::tuple<int64_t, int64_t, int64_t>{13, 96, 33}, {11, 576, 70}, {300, 64, 21}}) {
+    for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{13, 96, 33},
+                           {11, 576, 70},
+                           {300, 64, 21},
+                           {9, 2240, 37}}) {
       SCOPED_TRACE(::testing::Message()
                    << dtype_name(dtype) << " m=" << m << " k=" << k << " n=" << n);
       const auto x = random_floats(static_cast<size_t>(m * k), 11);
@@ -189,8 +212,11 @@ TEST(KernelsLinearBlocksAvx512, BwAndVnniVariantsEqualTheReference) {
   if (cpu_has_avx512_vnni()) variants.push_back(&detail::avx512::linear_rows_q8_vnni);
   uint32_t seed = 40;
   for (DType dtype : kBlockTypes) {
-    for (auto [m, k, n] :
-         {std::tuple<int64_t, int64_t, int64_t>{1, 96, 9}, {5, 160, 7}, {9, 576, 4}}) {
+    for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 96, 9},
+                           {5, 160, 7},
+                           {9, 576, 4},
+                           {2, 2240, 20},
+                           {12, 2240, 37}}) {
       SCOPED_TRACE(::testing::Message()
                    << dtype_name(dtype) << " m=" << m << " k=" << k << " n=" << n);
       const auto x = random_floats(static_cast<size_t>(m * k), ++seed, -2.0f, 2.0f);
