@@ -6,6 +6,7 @@
 // GFLOP/s of the 3 projections and, for decode, the expert weight bytes read per second.
 //
 //   build/moe_bench [--threads 2] [--tokens 512] [--repeats 5] [--dtype bf16|f32]
+//                   [--matmul-precision f32|bf16]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -82,10 +83,11 @@ int main(int argc, char** argv) {
   const model::ExpertStack stack(random_stack(2 * kInter, kHidden, dtype, 1),
                                  random_stack(kHidden, kInter, dtype, 2));
   const model::PackedExperts packed = model::PackedExperts::pack(stack);
-  std::printf("moe_bench: %s experts %lld x (%lld, %lld), %d threads, packed: %s\n",
-              std::string(dtype_name(dtype)).c_str(), static_cast<long long>(kExperts),
-              static_cast<long long>(kHidden), static_cast<long long>(kInter), threads,
-              packed.defined() ? "yes" : "no");
+  std::printf(
+      "moe_bench: %s experts %lld x (%lld, %lld), %d threads, matmul precision %s, packed: %s\n",
+      std::string(dtype_name(dtype)).c_str(), static_cast<long long>(kExperts),
+      static_cast<long long>(kHidden), static_cast<long long>(kInter), threads,
+      packed.defined() ? "yes" : "no");
   for (const int64_t step_tokens : {tokens, int64_t{1}}) {
     const std::vector<int64_t> counts = spread(step_tokens, 3);
     const int64_t rows = step_tokens * kTopK;
