@@ -73,6 +73,8 @@ int main(int argc, char** argv) {
       repeats = std::stoi(value);
     else if (flag == "--dtype")
       dtype = value == "f32" ? DType::f32 : DType::bf16;
+    else if (flag == "--matmul-precision")
+      kernels::set_matmul_precision(kernels::parse_matmul_precision(value));
     else {
       std::fprintf(
           stderr, "usage: moe_bench [--threads T] [--tokens N] [--repeats R] [--dtype bf16|f32]\n");
