@@ -25,6 +25,10 @@ Linear Linear::load(WeightLoader& weights, const std::string& prefix, int64_t in
 
 void Linear::pack() {
   packed = kernels::pack_weights(weight.raw(), weight.dtype(), out_features, in_features);
+  // Every forward now reads the panels, so the mapped bytes as stored would only double the
+  // resident weights: drop their pages (the file gives them back to a rare reader, e.g. a
+  // tied embedding's row lookups or MLA's kv_b slices). Owned weights (widened at load) stay.
+  if (packed.defined()) weight.release_pages();
 }
 
 void Linear::forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const {
