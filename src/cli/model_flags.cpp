@@ -18,7 +18,7 @@ const std::set<std::string> kParallelValueFlags = {
     "data-parallel-size",    "communication-dtype",  "capacity-factor",
     "num-redundant-experts", "eplb-window",          "eplb-interval",
     "eplb-load-file",        "eplb-record",          "eplb-config",
-    "num-micro-batches"};
+    "num-micro-batches",     "enable-atb-moe"};
 
 }  // namespace
 
@@ -35,6 +35,8 @@ const char* const kParallelFlagsUsage =
     "  --communication-dtype fp32|bf16|fp16   rows of the expert all-to-alls (default fp32)\n"
     "  --capacity-factor F       drop assignments beyond ceil(F x tokens x top_k / experts)\n"
     "                            per expert over the expert group's tokens (default: none)\n"
+    "  --enable-atb-moe true|false  grouped MoE on packed panels (default true; false: one\n"
+    "                            GEMM per projection per expert, for A/B runs)\n"
     "  expert load balancing (EPLB):\n"
     "  --num-redundant-experts R extra expert slots (R a multiple of the ranks)\n"
     "  --eplb-window N           forward calls whose expert load counts (default 1000)\n"

@@ -109,6 +109,7 @@ parallel::MoeOptions moe_options(const RecipeConfig& config) {
         *config.communication_dtype, config.communication_dtype.origin);
   }
   if (config.capacity_factor.has()) moe.capacity_factor = *config.capacity_factor;
+  moe.fused_experts = config.moe_fusion.value_or(true);
   parallel::EplbOptions& eplb = moe.eplb;
   eplb.enabled = config.enable_eplb.value_or(false);
   eplb.num_redundant_experts = config.num_redundant_experts.value_or(0);

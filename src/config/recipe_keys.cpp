@@ -103,12 +103,8 @@ void atb_attention(RecipeConfig& c, const Value& v, Mode m) {
 }
 
 void atb_moe(RecipeConfig& c, const Value& v, Mode m) {
-  assign(c.moe_fusion,
-         require_bool(v, true,
-                      "grouped MoE cannot be turned off: the MoE layer always groups the tokens "
-                      "routed to each expert into one GEMM per expert; remove the key or set it "
-                      "to true"),
-         v, m);
+  // false: the unfused per-expert path (gate_up, silu_mul, down per expert), for A/B runs.
+  assign(c.moe_fusion, v.boolean(), v, m);
 }
 
 // Any positive size: config::load_model_setup checks the sizes against each other, mpirun's

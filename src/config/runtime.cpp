@@ -69,9 +69,15 @@ void log_layout(const RecipeConfig& config, const model::CausalLM& model,
   log::info(
       "loading fused operators: paged attention (one flash-style kernel per layer: scores, "
       "online softmax and the weighted sum of values over the paged KV cache)",
-      experts > 0 ? "; grouped MoE (the tokens routed to each expert in one GEMM per expert)" : "");
+      experts == 0 ? ""
+      : config.moe_fusion.value_or(true)
+          ? "; grouped MoE (every expert of a step in one job on packed panels, gate and up "
+            "in one GEMM with SiLU in its epilogue, for f32 / bf16 experts)"
+          : "; per-expert MoE (the tokens routed to each expert in one GEMM per projection)");
   log::info("attention fusion: enabled, MoE fusion: ",
-            experts > 0 ? "enabled" : "not applicable (no MoE layers)");
+            experts == 0                       ? "not applicable (no MoE layers)"
+            : config.moe_fusion.value_or(true) ? "enabled"
+                                               : "disabled");
 }
 
 }  // namespace

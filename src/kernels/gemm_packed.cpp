@@ -79,15 +79,19 @@ bool weight_packing() {
   return set >= 0 ? set == 1 : env_weight_packing();
 }
 
-PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k) {
-  PackedWeights packed;
+bool packs_weights(DType dtype) {
   const Isa isa = active_isa();
-  if (!weight_packing() || isa == Isa::scalar) return packed;
-  if (dtype != DType::f32 && dtype != DType::bf16) return packed;
+  if (!weight_packing() || isa == Isa::scalar) return false;
+  if (dtype != DType::f32 && dtype != DType::bf16) return false;
   // AVX2 with bf16 weights: the packed kernel gained <= 10 % at m >= 32 and read 0-12 % slower
   // at m = 1 (kernels_bench --isa avx2 --gemm, busy machine), so decode keeps the stored
   // layout there. (Packed bf16 panels still run under AVX2: the kernel exists.)
-  if (isa == Isa::avx2 && dtype == DType::bf16) return packed;
+  return !(isa == Isa::avx2 && dtype == DType::bf16);
+}
+
+PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k) {
+  PackedWeights packed;
+  if (!packs_weights(dtype)) return packed;
   if (w == nullptr || n <= 0 || k <= 0) return packed;
   const int64_t panels = (n + kPanel - 1) / kPanel;
   const size_t bytes =

@@ -250,7 +250,13 @@ void rows_of_kind(const PackedArgs& a, int64_t m0, int64_t m1, int64_t pa, int64
         int64_t i = m0;
         for (int64_t t = 0; t < tiles; ++t) {
           const int64_t left = m1 - i, r = (left + (tiles - t) - 1) / (tiles - t);
-          tile_rows<K, 1, false>(r, a, i, panel, p0, p1, p0 == 0, p1 == a.k);
+          // The first row tile brings the panel's chunk into L1 for the others: it prefetches
+          // ahead (weights that do not stay in cache between calls, e.g. MoE experts).
+          if (t == 0) {
+            tile_rows<K, 1, true>(r, a, i, panel, p0, p1, p0 == 0, p1 == a.k);
+          } else {
+            tile_rows<K, 1, false>(r, a, i, panel, p0, p1, p0 == 0, p1 == a.k);
+          }
           i += r;
         }
       }

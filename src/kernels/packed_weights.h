@@ -26,6 +26,8 @@ class PackedWeights {
 
  private:
   friend PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k);
+  // Whether pack_weights() packs a matrix of `dtype` now (weight packing on, active ISA, dtype).
+  bool packs_weights(DType dtype);
   std::shared_ptr<const void> panels_;
   const void* source_ = nullptr;
   DType dtype_ = DType::f32;
@@ -39,6 +41,8 @@ class PackedWeights {
 // undefined PackedWeights (use w as stored).
 // w must outlive the result (it stays the input of the fallback path).
 PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k);
+// Whether pack_weights() packs a matrix of `dtype` now (weight packing on, active ISA, dtype).
+bool packs_weights(DType dtype);
 
 // Whether pack_weights() packs at all: a process-wide setting read at each call, for A/B runs
 // and for comparing a layer with packed weights against one without. Until set, it is on

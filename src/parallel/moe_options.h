@@ -48,6 +48,9 @@ struct MoeOptions {
   CommunicationDType communication_dtype = CommunicationDType::f32;
   // ep_config capacity_factor (MoeConfig::capacity_factor); nullopt: every assignment kept.
   std::optional<double> capacity_factor;
+  // enable_atb_moe: routed f32 / bf16 experts as one grouped job on packed panels (false: the
+  // per-expert GEMMs of ExpertStack::forward, for A/B runs).
+  bool fused_experts = true;
   EplbOptions eplb;
 };
 

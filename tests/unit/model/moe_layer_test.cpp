@@ -221,6 +221,23 @@ TEST(MoeLayer, MatchesDoublePrecisionReferenceAndCountsLoad) {
   for (uint64_t l : layer->expert_load()) EXPECT_EQ(l, 0u);
 }
 
+// enable_atb_moe = false runs each expert's stored matrices (ExpertStack::forward) instead of
+// the grouped job on packed panels: both within f32 rounding of the reference.
+TEST(MoeLayer, PerExpertPathMatchesTheReferenceToo) {
+  TempCheckpoint ckpt(21);
+  MoeConfig config = glm_like_config();
+  add_moe(ckpt, "mlp", config);
+  const io::Checkpoint checkpoint = ckpt.write();
+  WeightLoader fused_weights(checkpoint, {}), per_expert_weights(checkpoint, {});
+  const auto fused = MoeLayer::load(fused_weights, "mlp", config, single());
+  config.fused_experts = false;
+  const auto per_expert = MoeLayer::load(per_expert_weights, "mlp", config, single());
+  const auto x = random_input(19, 22);
+  const auto want = reference(ckpt, "mlp", config, x, 19);
+  EXPECT_LE(rel_max_diff(run(*fused, x, 2), want), 1e-5);
+  EXPECT_LE(rel_max_diff(run(*per_expert, x, 2), want), 1e-5);
+}
+
 TEST(MoeLayer, SoftmaxGreedyWithoutSharedExpertsMatchesReference) {
   TempCheckpoint ckpt(3);
   MoeConfig config;
@@ -252,12 +269,9 @@ TEST(MoeLayer, SingleExpertTopOneIsTheDenseMlpBitwise) {
   const io::Checkpoint checkpoint = ckpt.write();
   WeightLoader weights(checkpoint, {});
   const auto moe = MoeLayer::load(weights, "moe", config, single());
-  // The experts multiply by their weights as stored; so must the dense MLP (packed weights
-  // follow another summation order, kernels.h).
-  const bool packing = kernels::weight_packing();
-  kernels::set_weight_packing(false);
+  // The experts' packed job (or, where nothing packs, the stored matrices) follows the dense
+  // MLP's packed Linear chains (packed_experts.h).
   const auto dense = GatedMlp::load(weights, "dense", kHidden, kInter);
-  kernels::set_weight_packing(packing);
   const auto x = random_input(9, 6);
   std::vector<float> want(x.size());
   ThreadPool pool(2);

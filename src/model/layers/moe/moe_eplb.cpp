@@ -193,6 +193,7 @@ void MoeLayer::migrate(const parallel::ExpertPlacement& next) const {
     at[static_cast<size_t>(from / per_rank)] += static_cast<int64_t>(each);
   }
   experts_ = std::move(fresh);
+  repack_experts();
 }
 
 }  // namespace deepinfer::model

@@ -114,6 +114,11 @@ MoeLayer::MoeLayer(MoeConfig config, MoeRouter router, ExpertStack experts,
   pending_rank_rows_.assign(static_cast<size_t>(comm_->world_size()), 0);
   set_placement(std::move(placement));
   if (eplb_) eplb_layer_ = eplb_->register_layer(name_);
+  repack_experts();
+}
+
+void MoeLayer::repack_experts() const {
+  packed_ = config_.fused_experts ? PackedExperts::pack(experts_) : PackedExperts();
 }
 
 std::unique_ptr<MoeLayer> MoeLayer::load(WeightLoader& weights, const std::string& prefix,
@@ -126,6 +131,7 @@ std::unique_ptr<MoeLayer> MoeLayer::load(WeightLoader& weights, const std::strin
   MoeConfig layer_config = config;
   layer_config.replicated_tokens = config.replicated_tokens || weights.expert_tokens_replicated();
   if (!layer_config.capacity_factor) layer_config.capacity_factor = options.capacity_factor;
+  layer_config.fused_experts = config.fused_experts && options.fused_experts;
   if (layer_config.communication_dtype == parallel::CommunicationDType::f32) {
     layer_config.communication_dtype = options.communication_dtype;
   }
@@ -327,7 +333,11 @@ void MoeLayer::forward_own(const float* x, int64_t tokens, float* out, ThreadPoo
 
   // Experts, then the rows go back to the ranks that sent them, in the order they came.
   std::vector<float> computed(recv.size());
-  run_experts(experts_, recv.data(), recv_counts, world, computed.data(), pool);
+  if (packed_.defined()) {
+    packed_.run(recv.data(), recv_counts, world, computed.data(), pool);
+  } else {
+    run_experts(experts_, recv.data(), recv_counts, world, computed.data(), pool);
+  }
   std::vector<float> back;
   std::vector<int64_t> back_values;
   exchange_rows(computed, recv_values, back, back_values, pool);

@@ -41,6 +41,7 @@
 
 #include "model/layers/feed_forward.h"
 #include "model/layers/moe/expert_stack.h"
+#include "model/layers/moe/packed_experts.h"
 #include "model/layers/moe/router.h"
 #include "model/weights.h"
 #include "parallel/communicator.h"
@@ -69,6 +70,9 @@ struct MoeConfig {
   // ranks all-gather the outputs. Off: each rank's tokens are its own (the MoE unit tests,
   // later attention data parallelism). The result is the same either way, bit for bit.
   bool replicated_tokens = false;
+  // enable_atb_moe: f32 / bf16 routed experts run as one grouped job on packed panels
+  // (packed_experts.h); false, or other weight types: ExpertStack::forward per expert.
+  bool fused_experts = true;
 };
 
 class MoeLayer : public FeedForward {
@@ -131,10 +135,13 @@ class MoeLayer : public FeedForward {
   void set_placement(parallel::ExpertPlacement placement) const;
   // Moves expert weights so that this rank holds `next`'s slots (an all-to-all of bytes).
   void migrate(const parallel::ExpertPlacement& next) const;
+  // packed_ from experts_ (at construction and after a migration), when fused_experts.
+  void repack_experts() const;
 
   MoeConfig config_;
   MoeRouter router_;
-  mutable ExpertStack experts_;  // replaced by a migration (EPLB)
+  mutable ExpertStack experts_;   // replaced by a migration (EPLB)
+  mutable PackedExperts packed_;  // experts_ packed (fused_experts); empty: run experts_
   std::unique_ptr<FeedForward> shared_;
   std::shared_ptr<parallel::Communicator> comm_;
   std::shared_ptr<parallel::Communicator> token_peers_;  // never null
