@@ -65,8 +65,9 @@ int run_run(const std::vector<std::string>& argv) {
   std::set<std::string> value_flags = setting_value_flags();
   value_flags.insert(kServerFlags.begin(), kServerFlags.end());
   value_flags.insert({"config", "mode", "prompt", "log-level"});
-  const Args args(argv, with_parallel_value_flags(value_flags),
-                  with_parallel_bool_flags(with_engine_bool_flags(kServerBoolFlags)));
+  const Args args(
+      argv, with_parallel_value_flags(value_flags),
+      with_model_bool_flags(with_parallel_bool_flags(with_engine_bool_flags(kServerBoolFlags))));
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
 
   const std::string mode = args.get_or("mode", "local");

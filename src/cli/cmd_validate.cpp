@@ -122,7 +122,7 @@ int run_validate(const std::vector<std::string>& argv) {
                    "expert-parallel-size",
                    "tensor-parallel-size",
                    "pipeline-parallel-size"},
-                  with_parallel_bool_flags({"layers", "json"}), kShortFlags);
+                  with_model_bool_flags(with_parallel_bool_flags({"layers", "json"})), kShortFlags);
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   const std::string model_path = args.require("model");
   DI_CHECK(args.has("reference") != args.has("golden"),

@@ -64,14 +64,26 @@ void log_layout(const RecipeConfig& config, const model::CausalLM& model,
                 ": nothing to convert, the all-to-all of one process is an in-memory copy");
     }
   }
-  // Only what the layers actually call (model/layers): the Q/K/V/O projections and RMSNorm
-  // are separate kernels; attention and the expert GEMMs are the fused / grouped parts.
-  log::info(
-      "loading fused operators: paged attention (one flash-style kernel per layer: scores, "
-      "online softmax and the weighted sum of values over the paged KV cache)",
-      experts > 0 ? "; grouped MoE (the tokens routed to each expert in one GEMM per expert)" : "");
-  log::info("attention fusion: enabled, MoE fusion: ",
-            experts > 0 ? "enabled" : "not applicable (no MoE layers)");
+  // Only what the layers actually call (model/layers): the Q/K/V/O projections are separate
+  // kernels; attention, the residual add + RMSNorm and the expert GEMMs are the fused /
+  // grouped parts (enable_atb_attention false: the unfused ones, model::LoadOptions).
+  const bool fused = config.attention_fusion.value_or(true);
+  const char* const moe =
+      experts > 0 ? "; grouped MoE (the tokens routed to each expert in one GEMM per expert)" : "";
+  if (fused) {
+    log::info(
+        "loading fused operators: paged attention (one flash-style kernel per layer: scores, "
+        "online softmax and the weighted sum of values over the paged KV cache); residual add + "
+        "RMSNorm (one pass)",
+        moe);
+  } else {
+    log::info("loading unfused operators (", config.attention_fusion.origin,
+              " = false): attention as three passes (scores, softmax, weighted sum of values); "
+              "residual add, then RMSNorm",
+              moe);
+  }
+  log::info("attention fusion: ", fused ? "enabled" : "disabled",
+            ", MoE fusion: ", experts > 0 ? "enabled" : "not applicable (no MoE layers)");
 }
 
 }  // namespace

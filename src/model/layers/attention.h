@@ -43,6 +43,7 @@ class GqaAttention : public AttentionLayer {
 
  private:
   AttentionShape shape_;
+  kernels::PagedAttentionFn attend_ = &kernels::paged_attention;  // enable_atb_attention
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
   std::optional<RmsNorm> q_norm_, k_norm_;
 };

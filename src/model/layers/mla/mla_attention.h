@@ -88,6 +88,7 @@ class MlaAttention : public AttentionLayer {
   const void* kv_b_rows(int64_t row0) const;
 
   MlaShape shape_;
+  kernels::PagedAttentionFn attend_ = &kernels::paged_attention;  // enable_atb_attention
   MlaForm form_ = MlaForm::automatic;
   std::optional<Linear> q_proj_;  // no q LoRA
   std::optional<Linear> q_a_proj_, q_b_proj_;
