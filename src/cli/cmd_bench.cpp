@@ -113,8 +113,7 @@ int run_bench(const std::vector<std::string>& argv) {
 
   config::RecipeConfig recipe;
   if (const auto path = args.get("config")) recipe = config::load_recipe(*path);
-  apply_setting_flags(recipe, args,
-                      {"model", "threads", "dtype", "quantization", "matmul-precision"});
+  apply_model_flags(recipe, args);
   apply_engine_flags(recipe, args);
   apply_parallel_flags(recipe, args);
   DI_CHECK(recipe.model_path.has() || !options.base_url.empty(),

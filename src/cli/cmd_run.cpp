@@ -59,10 +59,10 @@ std::set<std::string> setting_value_flags() {
 
 int run_run(const std::vector<std::string>& argv) {
   if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
-    std::printf("%s", kUsage);
+    std::printf("%s%s", kUsage, kModelFlagsUsage);
     return 0;
   }
-  std::set<std::string> value_flags = setting_value_flags();
+  std::set<std::string> value_flags = with_model_flags(setting_value_flags());
   value_flags.insert(kServerFlags.begin(), kServerFlags.end());
   value_flags.insert({"config", "mode", "prompt", "log-level"});
   const Args args(
@@ -87,6 +87,7 @@ int run_run(const std::vector<std::string>& argv) {
   config::RecipeConfig config;
   if (const auto path = args.get("config")) config = config::load_recipe(*path);
   apply_setting_flags(config, args, setting_value_flags());
+  apply_model_flags(config, args);
   apply_engine_flags(config, args);
   apply_parallel_flags(config, args);
 

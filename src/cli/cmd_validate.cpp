@@ -82,6 +82,7 @@ config::ModelSetup load(const Args& args, const std::string& path, const char* d
     config::apply_override(recipe, "quantization", *v, str_cat("--", quantization_flag), true);
   }
   apply_parallel_flags(recipe, args);
+  apply_memory_flags(recipe, args);
   return config::load_model_setup(recipe, {.require_tokenizer = false,
                                            .progress_bar = false,
                                            .lockstep = true,

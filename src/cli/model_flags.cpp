@@ -142,10 +142,14 @@ void apply_memory_flags(config::RecipeConfig& config, const Args& args) {
   if (args.flag("no-mmap")) config::apply_override(config, "mmap", false, "--no-mmap");
 }
 
-config::RecipeConfig recipe_from_flags(const Args& args, bool engine_flags) {
-  config::RecipeConfig config;
+void apply_model_flags(config::RecipeConfig& config, const Args& args) {
   apply_setting_flags(config, args, kModelSettingFlags);
   apply_memory_flags(config, args);
+}
+
+config::RecipeConfig recipe_from_flags(const Args& args, bool engine_flags) {
+  config::RecipeConfig config;
+  apply_model_flags(config, args);
   apply_parallel_flags(config, args);
   if (engine_flags) apply_engine_flags(config, args);
   return config;

@@ -23,6 +23,9 @@ std::set<std::string> with_model_bool_flags(std::set<std::string> bool_flags);
 extern const char* const kModelFlagsUsage;
 // --mlock and --no-mmap as the settings mlock / mmap (recipe_from_flags does this).
 void apply_memory_flags(config::RecipeConfig& config, const Args& args);
+// The value flags of with_model_flags but --log-level, and apply_memory_flags: for commands
+// that read a recipe first and apply their flags over it (run, bench).
+void apply_model_flags(config::RecipeConfig& config, const Args& args);
 
 // The parallel-layout flags of the commands that run distributed (generate, bench):
 // --expert-parallel-size, --tensor-parallel-size, --pipeline-parallel-size,

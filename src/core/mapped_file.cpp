@@ -1,8 +1,10 @@
 #include "core/mapped_file.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +27,19 @@ void read_all(int fd, const std::string& path, std::byte* out, size_t size) {
     if (got == 0) fail(path, ": file shrank while being read (--no-mmap), at byte ", done);
     done += static_cast<size_t>(got);
   }
+}
+
+// Whether the kernel may back a mapping of this file with huge pages: a tmpfs file (/dev/shm)
+// follows shmem_enabled; other files need THP on ("always" or "madvise") and a file system
+// with large folios (or CONFIG_READ_ONLY_THP_FOR_FS), which only the kernel knows, so they
+// are advised and it decides.
+bool file_may_use_huge_pages(int fd) {
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
+    const std::string shmem = thp_shmem_mode();
+    return shmem == "always" || shmem == "within_size" || shmem == "advise" || shmem == "force";
+  }
+  return thp_mode() != "never";
 }
 
 }  // namespace
@@ -53,7 +68,7 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, const Memo
     }
     // Honoured where the file system keeps large folios (or CONFIG_READ_ONLY_THP_FOR_FS);
     // elsewhere the kernel ignores or refuses it, which costs nothing.
-    if (memory.huge_pages) advise_huge_pages(mapped, size);
+    if (memory.huge_pages && file_may_use_huge_pages(fd)) advise_huge_pages(mapped, size);
     data = static_cast<const std::byte*>(mapped);
   } else if (size > 0) {
     std::byte* buffer = nullptr;
