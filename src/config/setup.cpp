@@ -86,12 +86,13 @@ bool mpirun_on_path() {
 // Says how the weights and the KV pool are held (the architecture guide: logs say what runs).
 void log_memory_options(const MemoryOptions& memory) {
   const std::string thp = thp_mode();
-  log::info("memory: weights ", memory.mmap ? "mapped" : "read into anonymous memory (--no-mmap)",
-            memory.mlock ? ", locked (--mlock)" : "", "; transparent huge pages ",
-            !memory.huge_pages ? "off (--transparent-huge-pages false)"
-            : thp == "never"
-                ? "not available (the kernel's mode is \"never\")"
-                : str_cat("advised for the KV pool and anonymous weights (kernel: ", thp, ")"));
+  log::info(
+      "memory: weights ", memory.mmap ? "mapped" : "read into anonymous memory (--no-mmap)",
+      memory.mlock ? ", locked (--mlock)" : "", "; transparent huge pages ",
+      !memory.huge_pages ? "off (--transparent-huge-pages false)"
+      : thp == "never"
+          ? "not available (the kernel's mode is \"never\")"
+          : str_cat("advised for the KV pool, packed and anonymous weights (kernel: ", thp, ")"));
 }
 
 int64_t rank_threads(const RecipeConfig& config) {

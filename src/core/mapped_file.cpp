@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.h"
@@ -86,6 +87,19 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, const Memo
   std::shared_ptr<MappedFile> file(new MappedFile(path, data, size, !memory.mmap));
   if (memory.mlock && size > 0) file->locked_ = lock_memory(data, size, path);
   return file;
+}
+
+void MappedFile::release(const std::byte* begin, size_t bytes) const {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(begin) + bytes) / page * page;
+  const auto first = reinterpret_cast<uintptr_t>(data_);
+  DI_CHECK(begin >= data_ && begin + bytes <= data_ + size_, path_,
+           ": release of bytes outside the mapping");
+  // MADV_DONTNEED would zero anonymous pages (--no-mmap: the only copy); locked pages stay.
+  if (anonymous_ || locked_) return;
+  // Advice only: a refusal leaves the pages resident, which is still correct.
+  if (hi > lo && lo >= first) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

@@ -26,6 +26,12 @@ class MappedFile {
   const std::string& path() const { return path_; }
   bool mapped() const { return !anonymous_; }  // false: read into anonymous memory
   bool locked() const { return locked_; }
+  // Drops this process's resident pages wholly inside [begin, begin + bytes) (RSS falls); a
+  // later read faults them in from the file again, so the bytes seen never change (the
+  // mapping is read-only and private: it has no pages of its own to lose). A no-op for
+  // --no-mmap memory (it holds the only copy) and under --mlock (asked to stay resident). For
+  // weights that were copied into another layout and are rarely or never read as stored.
+  void release(const std::byte* begin, size_t bytes) const;
 
  private:
   MappedFile(std::string path, const std::byte* data, size_t size, bool anonymous)

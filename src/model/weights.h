@@ -155,6 +155,7 @@ class WeightLoader {
   const parallel::ParallelContext* parallel() const { return options_.parallel.get(); }
   int64_t num_micro_batches() const { return options_.num_micro_batches; }
   bool fused_attention() const { return options_.fused_attention; }
+  const MemoryOptions& memory_options() const { return options_.memory; }
   bool expert_tokens_replicated() const {
     return options_.parallel && options_.parallel->expert_tokens_replicated();
   }

@@ -80,6 +80,7 @@ TransformerDecoder::TransformerDecoder(const io::ModelConfig& config, WeightLoad
     lm_head_.weight = embedding_.weight;
     lm_head_.in_features = hidden;
     lm_head_.out_features = config.vocab_size;
+    lm_head_.pack(weights.memory_options().huge_pages);
   } else {
     lm_head_ =
         Linear::load(weights, "lm_head", hidden, config.vocab_size, false, MatrixUse::lm_head);

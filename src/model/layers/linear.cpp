@@ -19,7 +19,17 @@ Linear Linear::load(WeightLoader& weights, const std::string& prefix, int64_t in
     linear.weight_scale = weights.w8a8_scale(prefix + ".weight");
   }
   if (with_bias) linear.bias = weights.vector_f32(prefix + ".bias", {out_features});
+  linear.pack(weights.memory_options().huge_pages);
   return linear;
+}
+
+void Linear::pack(bool huge_pages) {
+  packed =
+      kernels::pack_weights(weight.raw(), weight.dtype(), out_features, in_features, huge_pages);
+  // Every forward now reads the panels, so the mapped bytes as stored would only double the
+  // resident weights: drop their pages (the file gives them back to a rare reader, e.g. a
+  // tied embedding's row lookups or MLA's kv_b slices). Owned weights (widened at load) stay.
+  if (packed.defined()) weight.release_pages();
 }
 
 void Linear::forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const {
@@ -33,6 +43,12 @@ void Linear::forward(const float* x, int64_t rows, float* y, ThreadPool& pool) c
   if (weight.dtype() == DType::i8) {
     kernels::linear_w8a8(x, rows, in_features, weight.data<int8_t>(), weight_scale.data<float>(),
                          out_features, b, y, pool);
+    return;
+  }
+  // pack_weights() packs only f32 / bf16, so the FP8 / W8A8 weights above never have panels.
+  if (packed.defined() && packed.source() == weight.raw() && packed.n() == out_features &&
+      packed.k() == in_features) {
+    kernels::linear(x, rows, packed, b, y, pool);
     return;
   }
   kernels::linear(x, rows, in_features, weight.raw(), weight.dtype(), out_features, b, y, pool);

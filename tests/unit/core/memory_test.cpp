@@ -16,6 +16,7 @@
 #include "core/mapped_file.h"
 #include "core/memory.h"
 #include "core/tensor.h"
+#include "kernels/packed_weights.h"
 
 namespace deepinfer {
 namespace {
@@ -87,6 +88,20 @@ TEST(MemoryMappedFile, NoMmapReadsTheFileIntoAnonymousMemory) {
   fs::remove(path);
 }
 
+// Packed weights drop the pages of their mapped source (MappedFile::release); a --no-mmap copy
+// has no file behind it, so releasing it must keep its bytes.
+TEST(MemoryMappedFile, ReleaseKeepsAnonymousBytes) {
+  const std::string path = write_file("di_release", 3 * 4096 * 16);
+  const auto read = MappedFile::open(path, {.mmap = false});
+  const auto mapped = MappedFile::open(path);
+  read->release(read->data(), read->size());
+  mapped->release(mapped->data(), mapped->size());
+  EXPECT_EQ(std::memcmp(read->data(), mapped->data(), read->size()), 0);
+  EXPECT_EQ(static_cast<unsigned char>(read->data()[4096 * 5 + 1]),
+            static_cast<unsigned char>((4096 * 5 + 1) * 7 + 3));
+  fs::remove(path);
+}
+
 TEST(MemoryMappedFile, MlockLocksTheWeights) {
   const std::string path = write_file("di_mlock", 256 * 1024);
   for (bool mmap : {true, false}) {
@@ -136,6 +151,19 @@ TEST(MemoryHugePages, BigTensorsAskForThemSmallOnesDoNot) {
   const Tensor small = Tensor::zeros({16}, DType::f32, true);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(small.raw()) % Storage::kAlignment, 0u);
   EXPECT_EQ(static_cast<const float*>(big.raw())[12345], 0.0f);  // zero-filled
+}
+
+TEST(MemoryHugePages, PackedPanelsAskForThem) {
+  const int64_t n = 1024, k = 1024;  // 4 MiB of f32 panels
+  std::vector<float> w(static_cast<size_t>(n * k), 0.5f);
+  const kernels::PackedWeights advised = kernels::pack_weights(w.data(), DType::f32, n, k, true);
+  if (!advised.defined()) GTEST_SKIP() << "no packed kernel for f32 under this ISA";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(advised.panels()) % kHugePageBytes, 0u);
+  if (thp_mode() == "never") GTEST_SKIP() << "transparent huge pages are off (\"never\")";
+  SmapsEntry entry = smaps_of(advised.panels());
+  if (entry.fields.count("THPeligible")) {
+    EXPECT_EQ(entry.fields["THPeligible"], 1) << entry.header;
+  }
 }
 
 }  // namespace
