@@ -67,7 +67,8 @@ KvCache::Store KvCache::make_store(int64_t width) const {
   store.width = width;
   for (int64_t layer = 0; layer < spec_.num_layers; ++layer) {
     store.values.push_back(
-        Tensor::zeros({spec_.num_blocks, spec_.block_size, spec_.kv_heads, width}, spec_.dtype));
+        Tensor::zeros({spec_.num_blocks, spec_.block_size, spec_.kv_heads, width}, spec_.dtype,
+                      spec_.huge_pages));
     if (spec_.dtype == DType::i8) {
       store.scales.push_back(Tensor::zeros(
           {spec_.num_blocks, spec_.block_size, spec_.kv_heads, width / group_}, DType::f32));

@@ -36,6 +36,9 @@ struct KvCacheSpec {
   // gcd(head_dim, v_head_dim) (one scale per head row when they are equal). Models choose
   // theirs in model::kv_quant_group.
   int64_t quant_group = 0;
+  // Back each layer's store with its own 2 MiB aligned mapping advised for transparent huge
+  // pages (core/memory.h): decode reads the whole context, so fewer TLB misses.
+  bool huge_pages = false;
 
   int64_t bytes_per_token() const;  // over all layers, K and V, scales included
 };

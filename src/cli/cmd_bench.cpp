@@ -99,21 +99,21 @@ void write_file(const std::string& path, const std::string& text) {
 
 int run_bench(const std::vector<std::string>& argv) {
   if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
-    std::printf("%s%s%s", kUsage, kEngineFlagsUsage, kParallelFlagsUsage);
+    std::printf("%s%s%s%s", kUsage, kEngineFlagsUsage, kModelFlagsUsage, kParallelFlagsUsage);
     return 0;
   }
   const Args args(bench::join_multi_value_flags(argv),
                   with_parallel_value_flags(
                       with_engine_value_flags(with_model_flags(bench::bench_value_flags()))),
-                  with_parallel_bool_flags(with_engine_bool_flags(bench::bench_bool_flags())),
+                  with_model_bool_flags(
+                      with_parallel_bool_flags(with_engine_bool_flags(bench::bench_bool_flags()))),
                   {.aliases = with_parallel_aliases({{"m", "model"}})});
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   const bench::BenchOptions options = bench::read_bench_options(args);
 
   config::RecipeConfig recipe;
   if (const auto path = args.get("config")) recipe = config::load_recipe(*path);
-  apply_setting_flags(recipe, args,
-                      {"model", "threads", "dtype", "quantization", "matmul-precision"});
+  apply_model_flags(recipe, args);
   apply_engine_flags(recipe, args);
   apply_parallel_flags(recipe, args);
   DI_CHECK(recipe.model_path.has() || !options.base_url.empty(),

@@ -120,9 +120,9 @@ Generated run_greedy(const Args& args, config::ModelSetup& loaded,
                      const std::vector<int32_t>& prompt, const engine::SamplingParams& params) {
   const int64_t block_size = loaded.engine.block_size;
   const auto total = static_cast<int64_t>(prompt.size()) + params.max_new_tokens;
-  cache::KvCache cache(model::kv_cache_spec(*loaded.model, block_size,
-                                            (total + block_size - 1) / block_size,
-                                            loaded.engine.kv_cache_dtype));
+  cache::KvCache cache(
+      model::kv_cache_spec(*loaded.model, block_size, (total + block_size - 1) / block_size,
+                           loaded.engine.kv_cache_dtype, loaded.engine.kv_huge_pages));
   engine::GreedyOptions options;
   options.max_new_tokens = params.max_new_tokens;
   options.eos_token_ids = loaded.generation.eos_token_ids;
@@ -182,7 +182,7 @@ Generated run_engine(config::ModelSetup& loaded, const std::vector<int32_t>& pro
 
 int run_generate(const std::vector<std::string>& argv) {
   if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
-    std::printf("%s%s%s", kUsage, kEngineFlagsUsage, kParallelFlagsUsage);
+    std::printf("%s%s%s%s", kUsage, kEngineFlagsUsage, kModelFlagsUsage, kParallelFlagsUsage);
     return 0;
   }
   const Args args(
@@ -190,8 +190,8 @@ int run_generate(const std::vector<std::string>& argv) {
       with_parallel_value_flags(with_engine_value_flags(with_sampling_value_flags(
           with_model_flags({"prompt-ids", "prompt", "messages", "chat-template", "tokenizer",
                             "dump-logits", "prefill-chunk", "prompts-file"})))),
-      with_parallel_bool_flags(
-          with_engine_bool_flags({"json", "ignore-eos", "chat", "stream", "no-stream"})),
+      with_model_bool_flags(with_parallel_bool_flags(
+          with_engine_bool_flags({"json", "ignore-eos", "chat", "stream", "no-stream"}))),
       kShortFlags);
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   if (args.has("prompts-file")) {

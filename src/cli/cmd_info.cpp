@@ -121,7 +121,8 @@ int run_info(const std::vector<std::string>& argv) {
     return 0;
   }
   const Args args(argv, with_parallel_value_flags(with_model_flags({})),
-                  with_parallel_bool_flags({"json"}), {.aliases = {{"m", "model"}}});
+                  with_model_bool_flags(with_parallel_bool_flags({"json"})),
+                  {.aliases = {{"m", "model"}}});
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   const std::string dir = args.require("model");
   model::LoadOptions load_options = load_options_from(args);

@@ -60,14 +60,15 @@ std::set<std::string> setting_value_flags() {
 
 int run_run(const std::vector<std::string>& argv) {
   if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
-    std::printf("%s", kUsage);
+    std::printf("%s%s", kUsage, kModelFlagsUsage);
     return 0;
   }
-  std::set<std::string> value_flags = setting_value_flags();
+  std::set<std::string> value_flags = with_model_flags(setting_value_flags());
   value_flags.insert(kServerFlags.begin(), kServerFlags.end());
   value_flags.insert({"config", "mode", "prompt", "log-level"});
-  const Args args(argv, with_parallel_value_flags(value_flags),
-                  with_parallel_bool_flags(with_engine_bool_flags(kServerBoolFlags)));
+  const Args args(
+      argv, with_parallel_value_flags(value_flags),
+      with_model_bool_flags(with_parallel_bool_flags(with_engine_bool_flags(kServerBoolFlags))));
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
 
   const std::string mode = args.get_or("mode", "local");
@@ -87,6 +88,7 @@ int run_run(const std::vector<std::string>& argv) {
   config::RecipeConfig config;
   if (const auto path = args.get("config")) config = config::load_recipe(*path);
   apply_setting_flags(config, args, setting_value_flags());
+  apply_model_flags(config, args);
   apply_engine_flags(config, args);
   apply_parallel_flags(config, args);
 

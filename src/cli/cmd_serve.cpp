@@ -52,7 +52,7 @@ constexpr const char* kUsage =
 
 int run_serve(const std::vector<std::string>& argv) {
   if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
-    std::printf("%s%s%s", kUsage, kEngineFlagsUsage, kParallelFlagsUsage);
+    std::printf("%s%s%s%s", kUsage, kEngineFlagsUsage, kModelFlagsUsage, kParallelFlagsUsage);
     return 0;
   }
   std::set<std::string> value_flags = kServerFlags;
@@ -60,7 +60,8 @@ int run_serve(const std::vector<std::string>& argv) {
       {"served-model-name", "generation-config", "config", "seed", "chat-template", "tokenizer"});
   const Args args(
       argv, with_parallel_value_flags(with_engine_value_flags(with_model_flags(value_flags))),
-      with_parallel_bool_flags(with_engine_bool_flags(kServerBoolFlags)), {.positional = "model"});
+      with_model_bool_flags(with_parallel_bool_flags(with_engine_bool_flags(kServerBoolFlags))),
+      {.positional = "model"});
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   DI_CHECK(!args.has("config"),
            "--config: serve a recipe config with deepinfer run --config FILE --mode api");

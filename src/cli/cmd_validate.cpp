@@ -82,6 +82,7 @@ config::ModelSetup load(const Args& args, const std::string& path, const char* d
     config::apply_override(recipe, "quantization", *v, str_cat("--", quantization_flag), true);
   }
   apply_parallel_flags(recipe, args);
+  apply_memory_flags(recipe, args);
   return config::load_model_setup(recipe, {.require_tokenizer = false,
                                            .progress_bar = false,
                                            .lockstep = true,
@@ -122,7 +123,7 @@ int run_validate(const std::vector<std::string>& argv) {
                    "expert-parallel-size",
                    "tensor-parallel-size",
                    "pipeline-parallel-size"},
-                  with_parallel_bool_flags({"layers", "json"}), kShortFlags);
+                  with_model_bool_flags(with_parallel_bool_flags({"layers", "json"})), kShortFlags);
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   const std::string model_path = args.require("model");
   DI_CHECK(args.has("reference") != args.has("golden"),

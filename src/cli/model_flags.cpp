@@ -10,8 +10,9 @@
 namespace deepinfer::cli {
 namespace {
 
-const std::set<std::string> kModelSettingFlags = {"model", "threads", "dtype", "quantization",
-                                                  "matmul-precision"};
+const std::set<std::string> kModelSettingFlags = {
+    "model", "threads",  "dtype",      "quantization",           "matmul-precision",
+    "numa",  "cpu-mask", "cpu-strict", "transparent-huge-pages", "enable-atb-attention"};
 
 const std::set<std::string> kParallelValueFlags = {
     "expert-parallel-size",  "tensor-parallel-size", "pipeline-parallel-size",
@@ -92,6 +93,23 @@ void apply_parallel_flags(config::RecipeConfig& config, const Args& args) {
   }
 }
 
+const char* const kModelFlagsUsage =
+    "  memory and threads (llama.cpp's spellings):\n"
+    "  --mlock                   lock the weights in RAM (needs RLIMIT_MEMLOCK, `ulimit -l`;\n"
+    "                            if refused: a warning, and the run goes on unlocked)\n"
+    "  --no-mmap                 read the weights into memory instead of mapping the files\n"
+    "  --transparent-huge-pages true|false  madvise huge pages for the KV pool and weights\n"
+    "                            (default true)\n"
+    "  --numa distribute|isolate|numactl  pin the compute threads by NUMA node\n"
+    "  --cpu-mask HEX            compute threads only on these CPUs (bit i = CPU i)\n"
+    "  --cpu-strict 0|1          thread i on the i-th CPU of the mask\n"
+    "  --enable-atb-attention true|false  false: unfused attention and residual norms (A/B)\n";
+
+std::set<std::string> with_model_bool_flags(std::set<std::string> bool_flags) {
+  bool_flags.insert({"mlock", "no-mmap"});
+  return bool_flags;
+}
+
 std::set<std::string> with_model_flags(std::set<std::string> value_flags) {
   value_flags.insert(kModelSettingFlags.begin(), kModelSettingFlags.end());
   value_flags.insert("log-level");
@@ -121,9 +139,19 @@ void apply_engine_flags(config::RecipeConfig& config, const Args& args) {
   }
 }
 
+void apply_memory_flags(config::RecipeConfig& config, const Args& args) {
+  if (args.flag("mlock")) config::apply_override(config, "mlock", true, "--mlock");
+  if (args.flag("no-mmap")) config::apply_override(config, "mmap", false, "--no-mmap");
+}
+
+void apply_model_flags(config::RecipeConfig& config, const Args& args) {
+  apply_setting_flags(config, args, kModelSettingFlags);
+  apply_memory_flags(config, args);
+}
+
 config::RecipeConfig recipe_from_flags(const Args& args, bool engine_flags) {
   config::RecipeConfig config;
-  apply_setting_flags(config, args, kModelSettingFlags);
+  apply_model_flags(config, args);
   apply_parallel_flags(config, args);
   if (engine_flags) apply_engine_flags(config, args);
   return config;
@@ -131,7 +159,8 @@ config::RecipeConfig recipe_from_flags(const Args& args, bool engine_flags) {
 
 model::LoadOptions load_options_from(const Args& args) {
   config::RecipeConfig config;
-  apply_setting_flags(config, args, {"dtype", "quantization"});
+  apply_setting_flags(config, args, {"dtype", "quantization", "transparent-huge-pages"});
+  apply_memory_flags(config, args);
   return config::load_options(config);
 }
 

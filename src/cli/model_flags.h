@@ -14,8 +14,18 @@
 
 namespace deepinfer::cli {
 
-// Adds the shared value flags (--model, --threads, --dtype, --log-level) to a command's set.
+// Adds the shared value flags (--model, --threads, --dtype, --log-level, and --numa,
+// --cpu-mask, --cpu-strict, --transparent-huge-pages, --enable-atb-attention) to a command's
+// set; with_model_bool_flags adds --mlock and --no-mmap (as mlock = true / mmap = false).
+// Usage text of the memory, thread and fusion flags in kModelFlagsUsage.
 std::set<std::string> with_model_flags(std::set<std::string> value_flags);
+std::set<std::string> with_model_bool_flags(std::set<std::string> bool_flags);
+extern const char* const kModelFlagsUsage;
+// --mlock and --no-mmap as the settings mlock / mmap (recipe_from_flags does this).
+void apply_memory_flags(config::RecipeConfig& config, const Args& args);
+// The value flags of with_model_flags but --log-level, and apply_memory_flags: for commands
+// that read a recipe first and apply their flags over it (run, bench).
+void apply_model_flags(config::RecipeConfig& config, const Args& args);
 
 // The parallel-layout flags of the commands that run distributed (generate, bench):
 // --expert-parallel-size, --tensor-parallel-size, --pipeline-parallel-size,

@@ -125,6 +125,31 @@ parallel::MoeOptions moe_options(const RecipeConfig& config) {
   return moe;
 }
 
+MemoryOptions memory_options(const RecipeConfig& config) {
+  MemoryOptions memory;
+  memory.mmap = config.mmap.value_or(true);
+  memory.mlock = config.mlock.value_or(false);
+  memory.huge_pages = config.transparent_huge_pages.value_or(true);
+  return memory;
+}
+
+CpuPlacement cpu_placement(const RecipeConfig& config, int threads) {
+  const NumaStrategy numa = config.numa.has()
+                                ? parse_numa_strategy(*config.numa, config.numa.origin)
+                                : NumaStrategy::none;
+  const std::vector<int> mask = config.cpu_mask.has()
+                                    ? parse_cpu_mask(*config.cpu_mask, config.cpu_mask.origin)
+                                    : std::vector<int>{};
+  const bool strict = config.cpu_strict.value_or(false);
+  if (numa != NumaStrategy::none && (config.cpu_mask.has() || strict)) {
+    throw ConfigError(
+        str_cat(config.numa.origin, " = ", *config.numa, " and ",
+                config.cpu_mask.has() ? config.cpu_mask.origin : config.cpu_strict.origin,
+                " both place the compute threads; give one of them"));
+  }
+  return plan_cpu_placement(threads, numa, mask, strict);
+}
+
 model::LoadOptions load_options(const RecipeConfig& config) {
   model::LoadOptions options;
   if (config.dtype.has() && *config.dtype != "auto")
@@ -133,6 +158,8 @@ model::LoadOptions load_options(const RecipeConfig& config) {
     options.quantization = model::parse_quantization(*config.quantization);
   options.num_micro_batches = config.num_micro_batches.value_or(1);
   options.moe = moe_options(config);
+  options.memory = memory_options(config);
+  options.fused_attention = config.attention_fusion.value_or(true);
   return options;
 }
 
@@ -222,6 +249,7 @@ engine::EngineConfig engine_config(const RecipeConfig& config,
       engine::parse_scheduling_policy(config.scheduling_policy.value_or("fifo"));
   out.eos_token_ids = generation.eos_token_ids;
   if (config.seed.has()) out.seed = *config.seed;
+  out.kv_huge_pages = config.transparent_huge_pages.value_or(true);
   return out;
 }
 

@@ -4,6 +4,8 @@
 #include <string>
 
 #include "config/recipe_config.h"
+#include "core/cpu_placement.h"
+#include "core/memory.h"
 #include "engine/engine.h"
 #include "engine/sampling_params.h"
 #include "io/hf_config.h"
@@ -35,6 +37,10 @@ model::LoadOptions load_options(const RecipeConfig& config);
 parallel::MoeOptions moe_options(const RecipeConfig& config);
 // Compute threads: `threads`, else the number of devices listed, else 0 (all cores).
 int64_t thread_count(const RecipeConfig& config);
+// mmap / mlock / transparent_huge_pages as the loader and the KV pool take them.
+MemoryOptions memory_options(const RecipeConfig& config);
+// Where `threads` compute threads run: numa, or cpu_mask / cpu_strict (ConfigError for both).
+CpuPlacement cpu_placement(const RecipeConfig& config, int threads);
 
 // The longest context a checkpoint was trained for, as vLLM derives it: max_position_embeddings,
 // times the rope scaling factor for linear / dynamic scaling, or original_max_position_embeddings

@@ -80,6 +80,14 @@ struct RecipeConfig {
   Setting<int64_t> moe_tp_size;           // YAML parallel_config
   Setting<std::vector<int64_t>> devices;  // --npu_devices: their count sets the threads
   Setting<int64_t> threads;
+  // Memory and CPU placement (core/memory.h, core/cpu_placement.h): llama.cpp's --mlock,
+  // --no-mmap (mmap = false), --numa, --cpu-mask, --cpu-strict; transparent huge pages.
+  Setting<bool> mlock;
+  Setting<bool> mmap;
+  Setting<bool> transparent_huge_pages;
+  Setting<std::string> numa;      // distribute | isolate | numactl
+  Setting<std::string> cpu_mask;  // hex, bit i = CPU i
+  Setting<bool> cpu_strict;
 
   // KV cache.
   Setting<int64_t> block_size;

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "cache/kv_cache.h"
+#include "core/cpu_placement.h"
 #include "core/dtype.h"
 #include "model/weight_quantization.h"
 
@@ -93,13 +94,9 @@ void quantization(RecipeConfig& c, const Value& v, Mode m) {
   assign(c.quantization, choice ? choice->name() : std::string("none"), v, m);
 }
 
+// false: the unfused kernels for A/B runs (model::LoadOptions::fused_attention).
 void atb_attention(RecipeConfig& c, const Value& v, Mode m) {
-  assign(c.attention_fusion,
-         require_bool(v, true,
-                      "fused attention cannot be turned off: deepinfer's attention is one "
-                      "flash-style kernel over the paged KV cache (scores, softmax and the "
-                      "weighted sum of values in one pass); remove the key or set it to true"),
-         v, m);
+  assign(c.attention_fusion, v.boolean(), v, m);
 }
 
 void atb_moe(RecipeConfig& c, const Value& v, Mode m) {
@@ -167,6 +164,46 @@ void threads(RecipeConfig& c, const Value& v, Mode m) {
   const int64_t n = v.integer();
   if (n < 0 || n > 4096) v.reject("expected 0 (all cores) to 4096 threads");
   assign(c.threads, n, v, m);
+}
+
+void mlock(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.mlock, v.boolean(), v, m);
+}
+
+void mmap(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.mmap, v.boolean(), v, m);
+}
+
+void transparent_huge_pages(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.transparent_huge_pages, v.boolean(), v, m);
+}
+
+void numa(RecipeConfig& c, const Value& v, Mode m) {
+  const std::string name = v.string();
+  try {  // a bad name is refused where it was given
+    parse_numa_strategy(name, v.origin());
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ConfigError(e.what());
+  }
+  assign(c.numa, name, v, m);
+}
+
+void cpu_mask(RecipeConfig& c, const Value& v, Mode m) {
+  const std::string mask = v.string();
+  try {
+    parse_cpu_mask(mask, v.origin());
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ConfigError(e.what());
+  }
+  assign(c.cpu_mask, mask, v, m);
+}
+
+void cpu_strict(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.cpu_strict, v.boolean(), v, m);
 }
 
 void use_paged_attention(RecipeConfig&, const Value& v, Mode) {

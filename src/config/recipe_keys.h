@@ -86,6 +86,12 @@ void world_size(RecipeConfig&, const Value&, Mode);
 void yaml_tp_size(RecipeConfig&, const Value&, Mode);  // attn/moe/embed/... tp and cp sizes
 void devices(RecipeConfig&, const Value&, Mode);
 void threads(RecipeConfig&, const Value&, Mode);
+void mlock(RecipeConfig&, const Value&, Mode);
+void mmap(RecipeConfig&, const Value&, Mode);
+void transparent_huge_pages(RecipeConfig&, const Value&, Mode);
+void numa(RecipeConfig&, const Value&, Mode);
+void cpu_mask(RecipeConfig&, const Value&, Mode);
+void cpu_strict(RecipeConfig&, const Value&, Mode);
 void use_paged_attention(RecipeConfig&, const Value&, Mode);
 void block_size(RecipeConfig&, const Value&, Mode);
 void max_num_blocks(RecipeConfig&, const Value&, Mode);

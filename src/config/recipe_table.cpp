@@ -84,6 +84,13 @@ const std::vector<Meaning>& meanings() {
         {Y, "parallel_config.cp_size"}}},
       {set::devices, {{O, "devices"}, {O, "npu_devices"}}},
       {set::threads, {{O, "threads"}}},
+      {set::mlock, {{J, "model.mlock"}, {O, "mlock"}}},
+      {set::mmap, {{J, "model.mmap"}, {O, "mmap"}}},
+      {set::transparent_huge_pages,
+       {{J, "model.transparent_huge_pages"}, {O, "transparent_huge_pages"}}},
+      {set::numa, {{J, "parallel.numa"}, {O, "numa"}}},
+      {set::cpu_mask, {{J, "parallel.cpu_mask"}, {O, "cpu_mask"}}},
+      {set::cpu_strict, {{J, "parallel.cpu_strict"}, {O, "cpu_strict"}}},
       // Experts (ep_config.json).
       {set::num_experts, {{E, "num_experts"}}},
       {set::experts_top_k, {{E, "top_k"}}},

@@ -64,20 +64,33 @@ void log_layout(const RecipeConfig& config, const model::CausalLM& model,
                 ": nothing to convert, the all-to-all of one process is an in-memory copy");
     }
   }
-  // Only what the layers actually call (model/layers): the Q/K/V/O projections and RMSNorm
-  // are separate kernels; attention and the expert GEMMs are the fused / grouped parts.
-  log::info(
-      "loading fused operators: paged attention (one flash-style kernel per layer: scores, "
-      "online softmax and the weighted sum of values over the paged KV cache)",
+  // Only what the layers actually call (model/layers): the Q/K/V/O projections are separate
+  // kernels; attention, the residual add + RMSNorm and the expert GEMMs are the fused /
+  // grouped parts (enable_atb_attention / enable_atb_moe false: the unfused ones).
+  const bool fused = config.attention_fusion.value_or(true);
+  const bool moe_fused = config.moe_fusion.value_or(true);
+  const char* const moe =
       experts == 0 ? ""
-      : config.moe_fusion.value_or(true)
-          ? "; grouped MoE (every expert of a step in one job on packed panels, gate and up "
-            "in one GEMM with SiLU in its epilogue, for f32 / bf16 experts)"
-          : "; per-expert MoE (the tokens routed to each expert in one GEMM per projection)");
-  log::info("attention fusion: enabled, MoE fusion: ",
-            experts == 0                       ? "not applicable (no MoE layers)"
-            : config.moe_fusion.value_or(true) ? "enabled"
-                                               : "disabled");
+      : moe_fused  ? "; grouped MoE (every expert of a step in one job on packed panels, gate and "
+                     "up in one GEMM with SiLU in its epilogue, for f32 / bf16 experts)"
+                   : "; per-expert MoE (the tokens routed to each expert in one GEMM per "
+                     "projection)";
+  if (fused) {
+    log::info(
+        "loading fused operators: paged attention (one flash-style kernel per layer: scores, "
+        "online softmax and the weighted sum of values over the paged KV cache); residual add + "
+        "RMSNorm (one pass)",
+        moe);
+  } else {
+    log::info("loading unfused operators (", config.attention_fusion.origin,
+              " = false): attention as three passes (scores, softmax, weighted sum of values); "
+              "residual add, then RMSNorm",
+              moe);
+  }
+  log::info("attention fusion: ", fused ? "enabled" : "disabled", ", MoE fusion: ",
+            experts == 0 ? "not applicable (no MoE layers)"
+            : moe_fused  ? "enabled"
+                         : "disabled");
 }
 
 }  // namespace

@@ -83,6 +83,18 @@ bool mpirun_on_path() {
 // Compute threads of this rank: `threads`; else without mpirun the devices listed (their
 // count), else all cores; under mpirun, where devices name ranks, this host's cores shared
 // by the ranks mpirun put on it.
+// Says how the weights and the KV pool are held (the architecture guide: logs say what runs).
+void log_memory_options(const MemoryOptions& memory) {
+  const std::string thp = thp_mode();
+  log::info(
+      "memory: weights ", memory.mmap ? "mapped" : "read into anonymous memory (--no-mmap)",
+      memory.mlock ? ", locked (--mlock)" : "", "; transparent huge pages ",
+      !memory.huge_pages ? "off (--transparent-huge-pages false)"
+      : thp == "never"
+          ? "not available (the kernel's mode is \"never\")"
+          : str_cat("advised for the KV pool, packed and anonymous weights (kernel: ", thp, ")"));
+}
+
 int64_t rank_threads(const RecipeConfig& config) {
   if (config.threads.has() || parallel::launcher_world_size() == 1) return thread_count(config);
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -305,8 +317,10 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
   }
   log::info("loading model from ", s.dir);
   const auto start = Clock::now();
-  prefault_checkpoint(s.dir, options.progress_bar);
   model::LoadOptions load = load_options(config);
+  // Read (--no-mmap) or locked weights are faulted in by the load itself.
+  if (load.memory.mmap && !load.memory.mlock) prefault_checkpoint(s.dir, options.progress_bar);
+  log_memory_options(load.memory);
   load.parallel = s.parallel;
   s.model = model::load_model(s.dir, load);
   if (s.parallel->distributed() && s.parallel->is_driver()) {
@@ -321,14 +335,21 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
       config.quantization.value_or("none") == "none"
           ? ""
           : ", projections quantized to " + *config.quantization,
-      ", matmul precision ", kernels::matmul_precision_name(kernels::matmul_precision()), ")");
+      ", matmul precision ", kernels::matmul_precision_name(kernels::matmul_precision()),
+      load.fused_attention ? ""
+                           : ", unfused attention and residual norms (enable_atb_attention false)",
+      ")");
   if (is_test_model(model_config)) {
     log::warn(s.dir,
               " is a random-weight test model (config.json: \"deepinfer_test_model\": true): "
               "its output is not meaningful text");
   }
 
-  s.pool = std::make_unique<ThreadPool>(static_cast<int>(rank_threads(config)));
+  const auto threads = static_cast<int>(rank_threads(config));
+  CpuPlacement placement =
+      cpu_placement(config, threads > 0 ? threads : ThreadPool::online_cores());
+  if (!placement.summary.empty()) log::info(placement.summary);
+  s.pool = std::make_unique<ThreadPool>(threads, std::move(placement));
   if (config.mem_fraction_static.has()) {
     size_pool_by_memory_fraction(config, *s.model, checkpoint_bytes(s.dir), s.engine);
   }

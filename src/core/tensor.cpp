@@ -7,11 +7,16 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/memory.h"
 #include "core/quant_blocks.h"
 
 namespace deepinfer {
 
-std::shared_ptr<Storage> Storage::allocate(size_t bytes) {
+std::shared_ptr<Storage> Storage::allocate(size_t bytes, bool huge_pages) {
+  if (huge_pages && bytes >= kHugePageBytes) {  // zero-filled by the kernel, faulted lazily
+    return std::shared_ptr<Storage>(
+        new Storage(map_anonymous(bytes, true, "a tensor"), bytes, nullptr, true));
+  }
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* data = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
   if (data == nullptr) fail("out of memory allocating ", bytes, " bytes");
@@ -39,7 +44,12 @@ void Storage::release_pages(const std::byte* begin, size_t bytes) const {
 }
 
 Storage::~Storage() {
-  if (owner_ == nullptr) std::free(data_);
+  if (owner_ != nullptr) return;
+  if (mapped_) {
+    release_anonymous(data_, size_);
+  } else {
+    std::free(data_);
+  }
 }
 
 int64_t shape_numel(const Shape& shape) {
@@ -83,10 +93,10 @@ static void check_block_shape(const Shape& shape, DType dtype) {
            "-element blocks, got shape ", shape_to_string(shape));
 }
 
-Tensor Tensor::zeros(Shape shape, DType dtype) {
+Tensor Tensor::zeros(Shape shape, DType dtype, bool huge_pages) {
   const int64_t n = shape_numel(shape);
   check_block_shape(shape, dtype);
-  auto storage = Storage::allocate(dtype_bytes(dtype, n));
+  auto storage = Storage::allocate(dtype_bytes(dtype, n), huge_pages);
   return view(std::move(storage), 0, std::move(shape), dtype);
 }
 

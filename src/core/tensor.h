@@ -20,8 +20,10 @@ using Shape = std::vector<int64_t>;
 class Storage {
  public:
   static constexpr size_t kAlignment = 64;
-  // Owned, zero-initialised, 64-byte aligned bytes.
-  static std::shared_ptr<Storage> allocate(size_t bytes);
+  // Owned, zero-initialised, 64-byte aligned bytes. With `huge_pages`, a buffer of at least
+  // kHugePageBytes (core/memory.h) is mapped on its own, 2 MiB aligned, and advised for
+  // transparent huge pages (the KV pool, big converted weights).
+  static std::shared_ptr<Storage> allocate(size_t bytes, bool huge_pages = false);
   // Borrowed bytes kept alive by `owner` (e.g. a MappedFile).
   static std::shared_ptr<Storage> borrow(std::shared_ptr<const void> owner, const std::byte* data,
                                          size_t bytes);
@@ -40,19 +42,20 @@ class Storage {
   void release_pages(const std::byte* begin, size_t bytes) const;
 
  private:
-  Storage(std::byte* data, size_t size, std::shared_ptr<const void> owner)
-      : data_(data), size_(size), owner_(std::move(owner)) {}
+  Storage(std::byte* data, size_t size, std::shared_ptr<const void> owner, bool mapped = false)
+      : data_(data), size_(size), owner_(std::move(owner)), mapped_(mapped) {}
   std::byte* data_;
   size_t size_;
   std::shared_ptr<const void> owner_;
+  bool mapped_ = false;               // owned by map_anonymous (core/memory.h), not aligned_alloc
   const MappedFile* file_ = nullptr;  // set by map(); owner_ keeps it alive
 };
 
 class Tensor {
  public:
   Tensor() = default;
-  // New owned, zero-filled, contiguous tensor.
-  static Tensor zeros(Shape shape, DType dtype);
+  // New owned, zero-filled, contiguous tensor (`huge_pages`: see Storage::allocate).
+  static Tensor zeros(Shape shape, DType dtype, bool huge_pages = false);
   // Contiguous view of `storage` starting at byte `offset`; checks that it fits.
   static Tensor view(std::shared_ptr<Storage> storage, size_t offset, Shape shape, DType dtype);
 

@@ -42,8 +42,10 @@ int ThreadPool::online_cores() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
-ThreadPool::ThreadPool(int num_threads)
-    : num_threads_(num_threads > 0 ? num_threads : online_cores()) {
+ThreadPool::ThreadPool(int num_threads, CpuPlacement placement)
+    : num_threads_(num_threads > 0 ? num_threads : online_cores()),
+      placement_(std::move(placement)) {
+  if (placement_.pinned()) pin_current_thread(placement_.of_thread(0));
   workers_.reserve(static_cast<size_t>(num_threads_ - 1));
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
@@ -75,6 +77,7 @@ void ThreadPool::run_task(int index) {
 }
 
 void ThreadPool::worker_loop(int index) {
+  if (placement_.pinned()) pin_current_thread(placement_.of_thread(index));
   uint64_t seen = 0;
   const auto woken = [&] {
     return stopping_.load(std::memory_order_acquire) ||

@@ -11,12 +11,16 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu_placement.h"
+
 namespace deepinfer {
 
 class ThreadPool {
  public:
-  // num_threads <= 0 means one per online core.
-  explicit ThreadPool(int num_threads = 0);
+  // num_threads <= 0 means one per online core. A pinned `placement` (core/cpu_placement.h)
+  // restricts thread i (0: the constructing thread, which takes part as worker 0) to
+  // placement.of_thread(i).
+  explicit ThreadPool(int num_threads = 0, CpuPlacement placement = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -36,6 +40,7 @@ class ThreadPool {
   void run_task(int index);
 
   int num_threads_;
+  CpuPlacement placement_;
   std::vector<std::thread> workers_;
   std::mutex submit_mutex_;  // one parallel_for at a time from outside the pool
   std::mutex mutex_;

@@ -118,7 +118,7 @@ Engine::Engine(model::CausalLM& model, ThreadPool& pool, const EngineConfig& con
       config_(resolve(model, config)),
       tokenizer_(tokenizer),
       cache_(model::kv_cache_spec(model, config_.block_size, config_.max_num_blocks,
-                                  config_.kv_cache_dtype)),
+                                  config_.kv_cache_dtype, config_.kv_huge_pages)),
       blocks_(make_groups(config_)),
       scheduler_({config_.max_num_seqs, config_.max_num_batched_tokens, config_.scheduling_policy},
                  pointers(blocks_)),

@@ -60,6 +60,8 @@ struct EngineConfig {
   // groups with their own sequences, each a KV pool of max_num_blocks blocks on its ranks.
   // The scheduler keeps one block manager per group; this process's cache is group 0's.
   int64_t attention_groups = 1;
+  // The KV pool on transparent huge pages (transparent_huge_pages, core/memory.h).
+  bool kv_huge_pages = true;
 
   static constexpr double kDefaultKvMemoryGib = 2.0;
 };

@@ -51,11 +51,11 @@ void check_shard_name(const std::string& shard, const std::string& index_path,
 
 }  // namespace
 
-Checkpoint Checkpoint::open(const std::string& dir) {
+Checkpoint Checkpoint::open(const std::string& dir, const MemoryOptions& memory) {
   if (const auto gguf = gguf_model_file(dir)) {
     Checkpoint ckpt;
     ckpt.dir_ = dir;
-    ckpt.gguf_ = GgufTensors::open(*gguf);
+    ckpt.gguf_ = GgufTensors::open(*gguf, memory);
     return ckpt;
   }
   std::error_code ec;
@@ -66,7 +66,7 @@ Checkpoint Checkpoint::open(const std::string& dir) {
   const bool converted = ckpt.check_manifest();
 
   if (is_file(root / kSingleFile)) {
-    ckpt.files_.push_back(SafetensorsFile::open((root / kSingleFile).string()));
+    ckpt.files_.push_back(SafetensorsFile::open((root / kSingleFile).string(), memory));
     for (const TensorInfo& t : ckpt.files_[0].tensors()) ckpt.owner_.emplace(t.name, 0);
     if (!converted) ckpt.refuse_unlisted_conversion();
     return ckpt;
@@ -101,7 +101,7 @@ Checkpoint Checkpoint::open(const std::string& dir) {
            "\") does not exist in ", dir, "; the download is incomplete");
     }
     shard_index.emplace(name, ckpt.files_.size());
-    ckpt.files_.push_back(SafetensorsFile::open(shard_path.string()));
+    ckpt.files_.push_back(SafetensorsFile::open(shard_path.string(), memory));
   }
 
   // Every tensor of every shard is loadable (as transformers does); one name in two shards

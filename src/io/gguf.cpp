@@ -458,9 +458,9 @@ GgufHeader parse_gguf_header(std::span<const std::byte> file, const std::string&
   return header;
 }
 
-GgufFile GgufFile::open(const std::string& path) {
+GgufFile GgufFile::open(const std::string& path, const MemoryOptions& memory) {
   GgufFile out;
-  out.file_ = MappedFile::open(path);
+  out.file_ = MappedFile::open(path, memory);
   out.header_ = parse_gguf_header({out.file_->data(), out.file_->size()}, path);
   for (size_t i = 0; i < out.header_.tensors.size(); ++i) {
     out.index_.emplace(out.header_.tensors[i].name, i);

@@ -58,7 +58,7 @@ GgufHeader parse_gguf_header(std::span<const std::byte> file, const std::string&
 
 class GgufFile {
  public:
-  static GgufFile open(const std::string& path);
+  static GgufFile open(const std::string& path, const MemoryOptions& memory = {});
 
   const std::string& path() const { return file_->path(); }
   uint32_t version() const { return header_.version; }

@@ -145,8 +145,9 @@ Tensor merge_kv_b(Tensor k_b, Tensor v_b, const std::string& where) {
 
 }  // namespace
 
-std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path) {
-  std::shared_ptr<GgufTensors> out(new GgufTensors(GgufFile::open(path)));
+std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path,
+                                                     const MemoryOptions& memory) {
+  std::shared_ptr<GgufTensors> out(new GgufTensors(GgufFile::open(path, memory)));
   const GgufFile& file = out->file_;
   const std::string arch = file.get_string("general.architecture").value_or("");
   const int64_t heads = file.get_int(arch + ".attention.head_count").value_or(0);

@@ -16,7 +16,8 @@ namespace deepinfer::io {
 
 class GgufTensors {
  public:
-  static std::shared_ptr<const GgufTensors> open(const std::string& path);
+  static std::shared_ptr<const GgufTensors> open(const std::string& path,
+                                                 const MemoryOptions& memory = {});
 
   const std::string& path() const { return file_.path(); }
   const GgufFile& file() const { return file_; }

@@ -262,9 +262,9 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> file,
   return header;
 }
 
-SafetensorsFile SafetensorsFile::open(const std::string& path) {
+SafetensorsFile SafetensorsFile::open(const std::string& path, const MemoryOptions& memory) {
   SafetensorsFile out;
-  out.file_ = MappedFile::open(path);
+  out.file_ = MappedFile::open(path, memory);
   SafetensorsHeader header = parse_safetensors_header({out.file_->data(), out.file_->size()}, path);
   out.tensors_ = std::move(header.tensors);
   out.metadata_ = std::move(header.metadata);

@@ -45,7 +45,7 @@ class SafetensorsFile {
   // Maps and validates the whole header: length vs file size, JSON, known dtypes,
   // shape x dtype size == byte range, ranges inside the data section, no overlap,
   // no integer overflow. Throws Error("<path>: <problem>") on the first violation.
-  static SafetensorsFile open(const std::string& path);
+  static SafetensorsFile open(const std::string& path, const MemoryOptions& memory = {});
 
   const std::string& path() const { return file_->path(); }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
@@ -69,7 +69,8 @@ class GgufTensors;
 // whose tensors appear under their Hugging Face names (io/gguf_tensors.h).
 class Checkpoint {
  public:
-  static Checkpoint open(const std::string& dir);
+  // `memory`: how the weight files are held (mapped or read, huge pages, mlock; core/memory.h).
+  static Checkpoint open(const std::string& dir, const MemoryOptions& memory = {});
   // The files holding the weights of the model at `path` (its *.safetensors, or the .gguf),
   // sorted; cheap (no file is parsed), for sizing and prefaulting before open().
   static std::vector<std::string> weight_files(const std::string& path);

@@ -98,6 +98,10 @@ inline constexpr int64_t kAttendChunk = 16;
   void softmax(float* x, int64_t rows, int64_t cols);                                             \
   void silu_mul(const float* gate, const float* up, float* out, int64_t n);                       \
   void add(const float* a, const float* b, float* out, int64_t n);                                \
+  /* residual += x, then y = rms_norm(residual): the sum of squares is taken as each sum is  */   \
+  /* stored, in rms_norm's order, so the result equals add() then rms_norm() bit for bit.   */    \
+  void add_rms_norm(float* residual, const float* x, const float* weight, int64_t rows,           \
+                    int64_t dim, float eps, float* y);                                            \
   /* Scratch floats attend() needs for q_heads query heads. */                                    \
   int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads);                            \
   /* q_heads consecutive query heads q[q_heads, head_dim] of one token at position pos, all */    \

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/memory.h"
 #include "kernels/backend.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
@@ -89,14 +90,16 @@ bool packs_weights(DType dtype) {
   return !(isa == Isa::avx2 && dtype == DType::bf16);
 }
 
-PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k) {
+PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k, bool huge_pages) {
   PackedWeights packed;
   if (!packs_weights(dtype)) return packed;
   if (w == nullptr || n <= 0 || k <= 0) return packed;
   const int64_t panels = (n + kPanel - 1) / kPanel;
   const size_t bytes =
       static_cast<size_t>(panels * detail::packed_panel_elements(k, dtype)) * dtype_size(dtype);
-  void* memory = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  const bool own_mapping = huge_pages && bytes >= kHugePageBytes;
+  void* memory = own_mapping ? static_cast<void*>(map_anonymous(bytes, true, "packed weights"))
+                             : std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   DI_CHECK(memory != nullptr, "kernels::pack_weights: cannot allocate ", bytes,
            " bytes for a packed ", n, " x ", k, " ", dtype_name(dtype), " matrix");
   std::memset(memory, 0, bytes);  // the padding rows and the odd-k half pairs multiply as 0
@@ -105,8 +108,14 @@ PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k) {
   } else {
     pack_bf16(static_cast<const uint16_t*>(w), n, k, static_cast<uint16_t*>(memory));
   }
-  packed.panels_ =
-      std::shared_ptr<const void>(memory, [](const void* p) { std::free(const_cast<void*>(p)); });
+  if (own_mapping) {
+    packed.panels_ = std::shared_ptr<const void>(memory, [bytes](const void* p) {
+      release_anonymous(static_cast<std::byte*>(const_cast<void*>(p)), bytes);
+    });
+  } else {
+    packed.panels_ =
+        std::shared_ptr<const void>(memory, [](const void* p) { std::free(const_cast<void*>(p)); });
+  }
   packed.source_ = w;
   packed.dtype_ = dtype;
   packed.n_ = n;

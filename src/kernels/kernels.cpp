@@ -315,6 +315,12 @@ void add(const float* a, const float* b, float* out, int64_t n) {
   DI_KERNEL_DISPATCH(add, a, b, out, n);
 }
 
+void add_rms_norm(float* residual, const float* x, const float* weight, int64_t rows, int64_t dim,
+                  float eps, float* y) {
+  DI_CHECK(rows >= 0 && dim > 0, "kernels::add_rms_norm: bad shape rows=", rows, ", dim=", dim);
+  DI_KERNEL_DISPATCH(add_rms_norm, residual, x, weight, rows, dim, eps, y);
+}
+
 namespace {
 
 void check_cache_dtype(const detail::AttendArgs& a) {

@@ -134,6 +134,13 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 // out[i] = a[i] + b[i]; out may alias a or b.
 void add(const float* a, const float* b, float* out, int64_t n);
 
+// The residual step of a pre-norm decoder in one pass over the rows: residual += x, then
+// y = rms_norm(residual, weight). Bit for bit add() followed by rms_norm() on every ISA (the
+// sum of squares is accumulated in rms_norm's order as each sum is stored). y must not alias
+// residual or x.
+void add_rms_norm(float* residual, const float* x, const float* weight, int64_t rows, int64_t dim,
+                  float eps, float* y);
+
 // K/V storage of one layer for one sequence, read through its block table.
 // Token at logical position p lives in block block_table[p / block_size], slot p % block_size.
 // Elements are `dtype`: f32, bf16, f16, or i8 with one f32 scale per quant_group consecutive
@@ -166,5 +173,21 @@ struct PagedKv {
 // [tokens, heads, v_head_dim]. The result for a query does not depend on the other queries.
 void paged_attention(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
                      const PagedKv& kv, float scale, float* out, ThreadPool& pool);
+
+// The same attention in three separate passes per query head (enable_atb_attention = false,
+// for A/B runs): all scores q.k * scale of keys [0, pos] into a buffer, kernels::softmax over
+// it, then the probability-weighted sum of the V rows. Same inputs and output as
+// paged_attention; the result differs from it only by float reassociation (the fused kernel
+// rescales a running sum per key chunk): within 1e-5 relative to max |V| in the tests.
+void paged_attention_unfused(const float* q, int64_t tokens, const int32_t* positions,
+                             int64_t heads, const PagedKv& kv, float scale, float* out,
+                             ThreadPool& pool);
+
+// paged_attention or paged_attention_unfused, as a layer picks one at load.
+using PagedAttentionFn = void (*)(const float*, int64_t, const int32_t*, int64_t, const PagedKv&,
+                                  float, float*, ThreadPool&);
+inline PagedAttentionFn paged_attention_kernel(bool fused) {
+  return fused ? &paged_attention : &paged_attention_unfused;
+}
 
 }  // namespace deepinfer::kernels

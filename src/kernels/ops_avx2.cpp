@@ -33,6 +33,26 @@ void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, fl
   }
 }
 
+void add_rms_norm(float* residual, const float* x, const float* weight, int64_t rows, int64_t dim,
+                  float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* hr = residual + r * dim;
+    const float* xr = x + r * dim;
+    __m256 acc = _mm256_setzero_ps();  // dot(h, h) of rms_norm, vector for vector
+    for_each_vector(dim, [&](int64_t i, auto m) {
+      const __m256 h = _mm256_add_ps(load(hr + i, m), load(xr + i, m));
+      store(hr + i, h, m);
+      acc = _mm256_fmadd_ps(h, h, acc);
+    });
+    const float mean_sq = hsum(acc) / static_cast<float>(dim);
+    const __m256 inv = _mm256_set1_ps(1.0f / __builtin_sqrtf(mean_sq + eps));
+    float* yr = y + r * dim;
+    for_each_vector(dim, [&](int64_t i, auto m) {
+      store(yr + i, _mm256_mul_ps(_mm256_mul_ps(load(hr + i, m), inv), load(weight + i, m)), m);
+    });
+  }
+}
+
 void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,
           const float* cos, const float* sin, RopeLayout layout) {
   const int64_t half = rotary_dim / 2;

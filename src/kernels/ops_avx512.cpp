@@ -44,6 +44,28 @@ void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, fl
   }
 }
 
+void add_rms_norm(float* residual, const float* x, const float* weight, int64_t rows, int64_t dim,
+                  float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* hr = residual + r * dim;
+    const float* xr = x + r * dim;
+    __m512 acc = _mm512_setzero_ps();  // dot(h, h) of rms_norm, vector for vector
+    for_each_vector(dim, [&](int64_t i, __mmask16 m) {
+      const __m512 h =
+          _mm512_add_ps(_mm512_maskz_loadu_ps(m, hr + i), _mm512_maskz_loadu_ps(m, xr + i));
+      _mm512_mask_storeu_ps(hr + i, m, h);
+      acc = _mm512_fmadd_ps(h, h, acc);
+    });
+    const float mean_sq = hsum(acc) / static_cast<float>(dim);
+    const __m512 inv = _mm512_set1_ps(1.0f / __builtin_sqrtf(mean_sq + eps));
+    float* yr = y + r * dim;
+    for_each_vector(dim, [&](int64_t i, __mmask16 m) {
+      const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, hr + i), inv);
+      _mm512_mask_storeu_ps(yr + i, m, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, weight + i)));
+    });
+  }
+}
+
 void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,
           const float* cos, const float* sin, RopeLayout layout) {
   const int64_t half = rotary_dim / 2;

@@ -39,6 +39,33 @@ void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, fl
   }
 }
 
+void add_rms_norm(float* residual, const float* x, const float* weight, int64_t rows, int64_t dim,
+                  float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* hr = residual + r * dim;
+    const float* xr = x + r * dim;
+    // dot(h, h) of rms_norm, lane for lane, while h is written.
+    float acc[kLanes] = {};
+    const int64_t n_vec = dim - dim % kLanes;
+    for (int64_t i = 0; i < n_vec; i += kLanes) {
+      for (int l = 0; l < kLanes; ++l) {
+        const float h = hr[i + l] + xr[i + l];
+        hr[i + l] = h;
+        acc[l] += h * h;
+      }
+    }
+    float sum = reduce_lanes(acc);
+    for (int64_t i = n_vec; i < dim; ++i) {
+      const float h = hr[i] + xr[i];
+      hr[i] = h;
+      sum += h * h;
+    }
+    const float inv = 1.0f / std::sqrt(sum / static_cast<float>(dim) + eps);
+    float* yr = y + r * dim;
+    for (int64_t i = 0; i < dim; ++i) yr[i] = hr[i] * inv * weight[i];
+  }
+}
+
 void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,
           const float* cos, const float* sin, RopeLayout layout) {
   const int64_t half = rotary_dim / 2;

@@ -25,9 +25,8 @@ class PackedWeights {
   size_t bytes() const { return bytes_; }
 
  private:
-  friend PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k);
-  // Whether pack_weights() packs a matrix of `dtype` now (weight packing on, active ISA, dtype).
-  bool packs_weights(DType dtype);
+  friend PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k,
+                                    bool huge_pages);
   std::shared_ptr<const void> panels_;
   const void* source_ = nullptr;
   DType dtype_ = DType::f32;
@@ -39,8 +38,11 @@ class PackedWeights {
 // Packs w[n, k] (row-major, f32 or bf16) where the packed GEMM pays under the active ISA:
 // f32 and bf16 on AVX-512, f32 on AVX2 (one layout for both ISAs); otherwise returns an
 // undefined PackedWeights (use w as stored).
-// w must outlive the result (it stays the input of the fallback path).
-PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k);
+// w must outlive the result (it stays the input of the fallback path). `huge_pages`: panels
+// of at least 2 MiB get their own 2 MiB aligned mapping advised for transparent huge pages
+// (MemoryOptions::huge_pages, core/memory.h).
+PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k,
+                           bool huge_pages = false);
 // Whether pack_weights() packs a matrix of `dtype` now (weight packing on, active ISA, dtype).
 bool packs_weights(DType dtype);
 

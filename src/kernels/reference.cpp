@@ -277,6 +277,12 @@ void add(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+void add_rms_norm(float* residual, const float* x, const float* weight, int64_t rows, int64_t dim,
+                  float eps, float* y) {
+  add(residual, x, residual, rows * dim);
+  rms_norm(residual, weight, rows, dim, eps, y);
+}
+
 void paged_attention(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
                      const PagedKv& kv, float scale, float* out) {
   const int64_t group = heads / kv.kv_heads;

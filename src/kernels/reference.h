@@ -15,6 +15,9 @@ void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rot
 void softmax(float* x, int64_t rows, int64_t cols);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 void add(const float* a, const float* b, float* out, int64_t n);
+// residual += x; y = rms_norm(residual): add() then rms_norm(), as the unfused decoder does.
+void add_rms_norm(float* residual, const float* x, const float* weight, int64_t rows, int64_t dim,
+                  float eps, float* y);
 void paged_attention(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
                      const PagedKv& kv, float scale, float* out);
 

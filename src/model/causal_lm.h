@@ -93,6 +93,6 @@ LoadOptions shaped_load_options(const LoadOptions& options, const io::ModelConfi
 int64_t kv_quant_group(const KvLayout& layout);
 
 cache::KvCacheSpec kv_cache_spec(const CausalLM& model, int64_t block_size, int64_t num_blocks,
-                                 DType dtype = DType::f32);
+                                 DType dtype = DType::f32, bool huge_pages = false);
 
 }  // namespace deepinfer::model

@@ -135,7 +135,7 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
                : io::rank_checkpoint_dir(dir, 0, 1);
   if (rank_dir != dir)
     log::info(dir, ": rank ", parallel ? parallel->rank() : 0, " maps its shard ", rank_dir);
-  const io::Checkpoint checkpoint = io::Checkpoint::open(rank_dir);
+  const io::Checkpoint checkpoint = io::Checkpoint::open(rank_dir, options.memory);
   WeightLoader weights(checkpoint, shaped_load_options(options, config));
   auto model = build_model(config, weights);
   model->set_eplb_state(weights.made_eplb_state());
@@ -171,7 +171,7 @@ int64_t kv_quant_group(const KvLayout& layout) {
 }
 
 cache::KvCacheSpec kv_cache_spec(const CausalLM& model, int64_t block_size, int64_t num_blocks,
-                                 DType dtype) {
+                                 DType dtype, bool huge_pages) {
   const KvLayout layout = model.kv_layout();
   cache::KvCacheSpec spec;
   spec.num_layers = layout.num_layers;
@@ -182,6 +182,7 @@ cache::KvCacheSpec kv_cache_spec(const CausalLM& model, int64_t block_size, int6
   spec.num_blocks = num_blocks;
   spec.dtype = dtype;
   spec.quant_group = kv_quant_group(layout);
+  spec.huge_pages = huge_pages;
   return spec;
 }
 

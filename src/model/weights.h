@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/memory.h"
 #include "core/tensor.h"
 #include "io/fp8.h"
 #include "io/safetensors.h"
@@ -37,6 +38,12 @@ struct LoadOptions {
   int64_t num_micro_batches = 1;
   // MoE communication dtype, capacity factor and expert load balancing (moe_options.h).
   parallel::MoeOptions moe = {};
+  // How the checkpoint's files are held: mapped or read (--no-mmap), mlock, huge pages.
+  MemoryOptions memory = {};
+  // enable_atb_attention (--enable-atb-attention): true runs the fused kernels (one-pass
+  // residual add + RMSNorm, flash-style attention); false the unfused ones (add, then norm;
+  // scores, softmax and weighted sum as separate passes), for A/B runs.
+  bool fused_attention = true;
 };
 
 // What a matrix is for, which decides whether --quantization applies (docs/QUANTIZATION.md):
@@ -166,6 +173,8 @@ class WeightLoader {
   // The process's parallel layout; null for one process.
   const parallel::ParallelContext* parallel() const { return options_.parallel.get(); }
   int64_t num_micro_batches() const { return options_.num_micro_batches; }
+  bool fused_attention() const { return options_.fused_attention; }
+  const MemoryOptions& memory_options() const { return options_.memory; }
   bool expert_tokens_replicated() const {
     return options_.parallel && options_.parallel->expert_tokens_replicated();
   }

@@ -234,9 +234,15 @@ def test_logs_have_local_timestamps_and_name_only_the_operators_that_run(run_cli
     first = time.strptime(lines[0][:19], "%Y-%m-%d %H:%M:%S")
     assert abs(time.mktime(first) - time.time()) < 120  # local time, not UTC or epoch
     operators = next(line for line in lines if "loading fused operators" in line)
-    # RMSNorm and the Q/K/V projections are separate kernels (model/layers): never "fused".
-    assert "RMSNorm" not in operators and "QKV" not in operators
+    # The Q/K/V projections are separate kernels (model/layers): never "fused"; RMSNorm is fused
+    # only with the residual add before it (kernels::add_rms_norm).
+    assert "QKV" not in operators
+    assert operators.count("RMSNorm") == 1 and "residual add + RMSNorm (one pass)" in operators
     assert "paged attention" in operators
+    unfused = run_cli("run", "--model", MODEL, "--prompt", "hi", "--max-new-tokens", 2,
+                      "--threads", 2, "--enable-atb-attention", "false", check=True).stderr
+    assert "loading unfused operators (--enable-atb-attention = false)" in unfused, unfused
+    assert "attention fusion: disabled" in unfused
     assert "MoE fusion: not applicable" in proc.stderr  # tiny-qwen3 is dense
 
 

@@ -130,7 +130,7 @@ def test_flags_override_the_config(run_cli, tmp_path):
     ("parallel", "expert_parallel_size", 8,
      ["parallel.expert_parallel_size = 8", "mpirun -np 8 deepinfer"]),
     ("parallel", "tensor_parallel_size", 2, ["parallel.tensor_parallel_size = 2"]),
-    ("atb", "enable_atb_attention", False, ["atb.enable_atb_attention = false"]),
+    ("atb", "enable_atb_attention", "no", ["atb.enable_atb_attention", "expected true or false"]),
     ("model", "hidden_size", 4096, ["model.hidden_size = 4096", "hidden_size = 64"]),
     ("model", "model_type", "deepseek_v2", ["model.model_type", "\"qwen3\""]),
     ("inference", "top_p", 0.5, ["inference.top_p = 0.5", "do_sample"]),

@@ -35,6 +35,7 @@ TransformerDecoder::TransformerDecoder(const io::ModelConfig& config, WeightLoad
     if (stages_ > 1) pipeline_ = parallel->pipeline_group();
   }
   num_micro_batches_ = stages_ > 1 ? weights.num_micro_batches() : 1;
+  fused_norms_ = weights.fused_attention();
   layer_range_ =
       parallel::pipeline_layers(config.num_hidden_layers, stage_, stages_,
                                 weights.checkpoint().dir() + " (config.json num_hidden_layers)");
@@ -81,7 +82,7 @@ TransformerDecoder::TransformerDecoder(const io::ModelConfig& config, WeightLoad
   final_norm_ = RmsNorm::load(weights, "model.norm.weight", hidden, eps);
   // Tied checkpoints omit lm_head.weight (transformers ties it to the embedding).
   lm_head_ = config.tie_word_embeddings
-                 ? LmHead::tied(embedding_)
+                 ? LmHead::tied(embedding_, weights.memory_options().huge_pages)
                  : LmHead::load(weights, "lm_head.weight", config.vocab_size, hidden);
 }
 
@@ -170,11 +171,21 @@ void TransformerDecoder::run_layers(const ForwardBatch& batch, cache::KvCache& c
   const auto report = [&](int64_t layer, std::string_view block, const std::vector<float>& data) {
     if (watch != nullptr) watch->observe(layer, block, data.data(), tokens, hidden);
   };
+  // residual += branch, then normed = norm(residual): one pass (fused) or two.
+  const auto add_norm = [&](const RmsNorm& norm) {
+    if (fused_norms_) {
+      norm.forward_residual(residual.data(), branch.data(), tokens, normed.data());
+    } else {
+      kernels::add(residual.data(), branch.data(), residual.data(), tokens * hidden);
+      norm.forward(residual.data(), tokens, normed.data());
+    }
+  };
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
     const auto l = layer_range_.begin + static_cast<int64_t>(i);  // decoder layer, for reports
     const auto slot = static_cast<int64_t>(i);                    // its layer in this KV cache
-    layer.input_norm.forward(residual.data(), tokens, normed.data());
+    // Layer i > 0 got its input norm from the previous layer's residual add.
+    if (i == 0) layer.input_norm.forward(residual.data(), tokens, normed.data());
     report(l, "input_norm", normed);
     layer.attention->forward(normed.data(), batch, cos.data(), sin.data(), cache, slot,
                              branch.data(), pool);
@@ -183,8 +194,7 @@ void TransformerDecoder::run_layers(const ForwardBatch& batch, cache::KvCache& c
       layer.post_self_attn_norm.forward(branch.data(), tokens, branch.data());
       report(l, "post_self_attn_norm", branch);
     }
-    kernels::add(residual.data(), branch.data(), residual.data(), tokens * hidden);
-    layer.post_attention_norm.forward(residual.data(), tokens, normed.data());
+    add_norm(layer.post_attention_norm);
     report(l, "post_attention_norm", normed);
     layer.feed_forward->forward(normed.data(), tokens, branch.data(), pool);
     if (watch != nullptr)
@@ -193,7 +203,11 @@ void TransformerDecoder::run_layers(const ForwardBatch& batch, cache::KvCache& c
       layer.post_mlp_norm.forward(branch.data(), tokens, branch.data());
       report(l, "post_mlp_norm", branch);
     }
-    kernels::add(residual.data(), branch.data(), residual.data(), tokens * hidden);
+    if (i + 1 < layers_.size()) {
+      add_norm(layers_[i + 1].input_norm);
+    } else {  // the final norm runs on the logit rows only (compute_logits)
+      kernels::add(residual.data(), branch.data(), residual.data(), tokens * hidden);
+    }
     report(l, "layer", residual);
   }
 }

@@ -94,6 +94,9 @@ class TransformerDecoder : public CausalLM {
   int64_t stage_ = 0;
   int64_t stages_ = 1;
   int64_t num_micro_batches_ = 1;
+  // enable_atb_attention: residual add + RMSNorm in one pass (kernels::add_rms_norm); false:
+  // add, then norm (bitwise the same result).
+  bool fused_norms_ = true;
   std::shared_ptr<parallel::Communicator> pipeline_;  // pipeline rank = stage
   StageTimes times_;
   Embedding embedding_;

@@ -31,6 +31,7 @@ std::unique_ptr<GqaAttention> GqaAttention::load(WeightLoader& weights, const st
   attn->shape_ = shape;
   attn->shape_.heads = local_heads;
   attn->shape_.kv_heads = local_kv;
+  attn->attend_ = kernels::paged_attention_kernel(weights.fused_attention());
   const int64_t q_width = shape.heads * hd;
   const int64_t kv_width = shape.kv_heads * hd;
   const bool qkv_bias = tensors.qkv_bias;
@@ -77,9 +78,8 @@ void GqaAttention::forward(const float* x, const ForwardBatch& batch, const floa
     const int32_t* positions = batch.positions.data() + seq.begin;
     cache.write(layer, seq.block_table, positions, seq.count, k.data() + seq.begin * kv_width,
                 v.data() + seq.begin * kv_width);
-    kernels::paged_attention(q.data() + seq.begin * q_width, seq.count, positions, shape_.heads,
-                             cache.view(layer, seq.block_table), scale,
-                             attended.data() + seq.begin * q_width, pool);
+    attend_(q.data() + seq.begin * q_width, seq.count, positions, shape_.heads,
+            cache.view(layer, seq.block_table), scale, attended.data() + seq.begin * q_width, pool);
   }
   o_proj_.forward(attended.data(), tokens, out, pool);
 }

@@ -50,7 +50,8 @@ class GqaAttention : public AttentionLayer {
                cache::KvCache& cache, int64_t layer, float* out, ThreadPool& pool) const override;
 
  private:
-  AttentionShape shape_;  // this rank's heads and KV heads
+  AttentionShape shape_;                                          // this rank's heads and KV heads
+  kernels::PagedAttentionFn attend_ = &kernels::paged_attention;  // enable_atb_attention
   Linear q_proj_, k_proj_, v_proj_;
   RowParallelLinear o_proj_;
   std::optional<RmsNorm> q_norm_, k_norm_;

@@ -73,14 +73,14 @@ LmHead LmHead::load(WeightLoader& weights, const std::string& name, int64_t voca
   return head;
 }
 
-LmHead LmHead::tied(const Embedding& embedding) {
+LmHead LmHead::tied(const Embedding& embedding, bool huge_pages) {
   LmHead head;
   head.vocab_ = embedding.vocab;
   head.part_ = embedding.part;
   head.linear_.weight = embedding.weight;
   head.linear_.in_features = embedding.weight.dim(1);
   head.linear_.out_features = embedding.part.end - embedding.part.begin;
-  head.linear_.pack();
+  head.linear_.pack(huge_pages);
   head.gather_ = embedding.reduce;
   return head;
 }

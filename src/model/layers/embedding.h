@@ -44,8 +44,8 @@ class LmHead {
  public:
   // `name` [vocab, hidden] as an lm_head, this rank's rows.
   static LmHead load(WeightLoader& weights, const std::string& name, int64_t vocab, int64_t hidden);
-  // Tied to the embedding: its rows (the same slice).
-  static LmHead tied(const Embedding& embedding);
+  // Tied to the embedding: its rows (the same slice), packed (on huge pages if asked).
+  static LmHead tied(const Embedding& embedding, bool huge_pages = false);
   // x [rows, hidden] -> logits [rows, vocab] (whole rows on every rank).
   void forward(const float* x, int64_t rows, float* logits, ThreadPool& pool) const;
 

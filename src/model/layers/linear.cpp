@@ -27,11 +27,12 @@ void Linear::set_weight(const WeightLoader& weights, const std::string& name, Te
   } else if (weight.dtype() == DType::i8) {
     weight_scale = weights.w8a8_scale(name);
   }
-  pack();
+  pack(weights.memory_options().huge_pages);
 }
 
-void Linear::pack() {
-  packed = kernels::pack_weights(weight.raw(), weight.dtype(), out_features, in_features);
+void Linear::pack(bool huge_pages) {
+  packed =
+      kernels::pack_weights(weight.raw(), weight.dtype(), out_features, in_features, huge_pages);
   // Every forward now reads the panels, so the mapped bytes as stored would only double the
   // resident weights: drop their pages (the file gives them back to a rare reader, e.g. a
   // tied embedding's row lookups or MLA's kv_b slices). Owned weights (widened at load) stay.

@@ -15,4 +15,8 @@ void RmsNorm::forward(const float* x, int64_t rows, float* y) const {
   kernels::rms_norm(x, weight.data<float>(), rows, dim(), eps, y);
 }
 
+void RmsNorm::forward_residual(float* residual, const float* x, int64_t rows, float* y) const {
+  kernels::add_rms_norm(residual, x, weight.data<float>(), rows, dim(), eps, y);
+}
+
 }  // namespace deepinfer::model

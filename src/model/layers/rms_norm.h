@@ -14,6 +14,9 @@ struct RmsNorm {
   int64_t dim() const { return weight.numel(); }
   // Normalises each of `rows` rows of width dim(); y may alias x.
   void forward(const float* x, int64_t rows, float* y) const;
+  // residual += x, then y = forward(residual), in one pass (kernels::add_rms_norm): bitwise
+  // the same as the two steps. y must not alias residual or x.
+  void forward_residual(float* residual, const float* x, int64_t rows, float* y) const;
 };
 
 }  // namespace deepinfer::model

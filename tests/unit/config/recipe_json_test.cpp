@@ -1,6 +1,7 @@
 // The articles' JSON trio: every key mapped, every rejection naming key and file.
 #include <gtest/gtest.h>
 
+#include "config/apply.h"
 #include "config/recipe_config.h"
 #include "config_test_util.h"
 
@@ -121,12 +122,44 @@ TEST(RecipeJson, ParallelSizesAreReadAsGiven) {
                       {"x/infer_config.json: parallel.tensor_parallel_size = 0"});
 }
 
-// enable_atb_moe = false selects the per-expert MoE path (A/B runs); the others stay refused.
-TEST(RecipeJson, MoeFusionTurnsOffTheOthersCannot) {
-  EXPECT_FALSE(*parse_infer(R"({"atb": {"enable_atb_moe": false}})").moe_fusion);
+TEST(RecipeJson, AttentionFusionSwitchesToTheUnfusedKernels) {
+  const RecipeConfig off = parse_infer(R"({"atb": {"enable_atb_attention": false}})");
+  EXPECT_FALSE(*off.attention_fusion);
+  EXPECT_FALSE(load_options(off).fused_attention);
+  EXPECT_TRUE(load_options(parse_infer("{}")).fused_attention);
+  RecipeConfig flag;
+  apply_override(flag, "enable_atb_attention", "false", "--enable-atb-attention", true);
+  EXPECT_FALSE(load_options(flag).fused_attention);
+}
 
-  expect_config_error([] { parse_infer(R"({"atb": {"enable_atb_attention": false}})"); },
-                      {"atb.enable_atb_attention = false", "one flash-style kernel"});
+TEST(RecipeJson, MemoryAndPlacementKeys) {
+  const RecipeConfig c = parse_infer(
+      R"({"model": {"mlock": true, "mmap": false, "transparent_huge_pages": false},
+          "parallel": {"cpu_mask": "0x3", "cpu_strict": true}})");
+  const MemoryOptions memory = memory_options(c);
+  EXPECT_TRUE(memory.mlock);
+  EXPECT_FALSE(memory.mmap);
+  EXPECT_FALSE(memory.huge_pages);
+  EXPECT_FALSE(load_options(c).memory.mmap);
+  const MemoryOptions defaults = memory_options(parse_infer("{}"));
+  EXPECT_TRUE(defaults.mmap && defaults.huge_pages && !defaults.mlock);
+  const CpuPlacement strict = cpu_placement(c, 2);
+  EXPECT_EQ(strict.of_thread(0), std::vector<int>{0});
+  EXPECT_EQ(strict.of_thread(1), std::vector<int>{1});
+  expect_config_error([] { parse_infer(R"({"parallel": {"numa": "spread"}})"); },
+                      {"parallel.numa", "\"spread\"", "distribute, isolate or numactl"});
+  expect_config_error([] { parse_infer(R"({"parallel": {"cpu_mask": "xyz"}})"); },
+                      {"parallel.cpu_mask", "not a hex CPU mask"});
+  expect_config_error(
+      [] {
+        cpu_placement(parse_infer(R"({"parallel": {"numa": "isolate", "cpu_mask": "1"}})"), 2);
+      },
+      {"parallel.numa", "parallel.cpu_mask", "give one of them"});
+}
+
+// enable_atb_moe = false selects the per-expert MoE path (A/B runs); paged attention stays.
+TEST(RecipeJson, MoeFusionTurnsOffPagedAttentionCannot) {
+  EXPECT_FALSE(*parse_infer(R"({"atb": {"enable_atb_moe": false}})").moe_fusion);
   expect_config_error([] { parse_infer(R"({"kv_cache": {"use_paged_attention": false}})"); },
                       {"kv_cache.use_paged_attention = false", "always paged"});
 }

@@ -35,6 +35,7 @@ std::unique_ptr<MlaAttention> MlaAttention::load(WeightLoader& weights, const st
   attn->shape_.heads = h1 - h0;
   attn->all_heads_ = shape.heads;
   attn->form_ = form;
+  attn->attend_ = kernels::paged_attention_kernel(weights.fused_attention());
   const int64_t qk = shape.qk_head_dim();
   const int64_t q_width = shape.heads * qk;
   if (shape.q_lora_rank > 0) {
@@ -212,7 +213,7 @@ void MlaAttention::attend_expanded(const float* q, int64_t tokens, const int32_t
   kv.head_dim = qk;
   kv.v_head_dim = v_dim;
   kv.block_table = std::span<const int32_t>(&only_block, 1);
-  kernels::paged_attention(q, tokens, positions, s.heads, kv, s.softmax_scale, attended, pool);
+  attend_(q, tokens, positions, s.heads, kv, s.softmax_scale, attended, pool);
 }
 
 void MlaAttention::attend_absorbed(const float* q, int64_t tokens, const int32_t* positions,
@@ -253,8 +254,8 @@ void MlaAttention::attend_absorbed(const float* q, int64_t tokens, const int32_t
   kv.v_scale = kv.k_scale;
   kv.v_head_dim = kv.head_dim;
   std::vector<float> out_latent(static_cast<size_t>(tokens * s.heads * width));
-  kernels::paged_attention(q_latent.data(), tokens, positions, s.heads, kv, s.softmax_scale,
-                           out_latent.data(), pool);
+  attend_(q_latent.data(), tokens, positions, s.heads, kv, s.softmax_scale, out_latent.data(),
+          pool);
 
   // W_UV per head: latent -> v_head_dim.
   const int64_t per_head = nope + v_dim;

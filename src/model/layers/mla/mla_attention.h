@@ -94,6 +94,7 @@ class MlaAttention : public AttentionLayer {
 
   MlaShape shape_;         // heads: this rank's
   int64_t all_heads_ = 0;  // of the layer: the form choice is every rank's, and one process's
+  kernels::PagedAttentionFn attend_ = &kernels::paged_attention;  // enable_atb_attention
   MlaForm form_ = MlaForm::automatic;
   std::optional<Linear> q_proj_;  // no q LoRA
   std::optional<Linear> q_a_proj_, q_b_proj_;

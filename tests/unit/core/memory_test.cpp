@@ -1,0 +1,170 @@
+// MappedFile's --no-mmap and --mlock, and huge page advice, observed in /proc/self/smaps:
+// the mapping's kind (file or anonymous), its Locked: bytes and THPeligible / AnonHugePages.
+// Tests that need what the kernel may refuse (an mlock limit, THP "never") skip then.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/mapped_file.h"
+#include "core/memory.h"
+#include "core/tensor.h"
+#include "kernels/packed_weights.h"
+
+namespace deepinfer {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The smaps entry of the mapping holding `address`: its header line and its "Key: N kB"
+// fields (in kB; THPeligible as its 0/1 value).
+struct SmapsEntry {
+  std::string header;
+  std::map<std::string, int64_t> fields;
+  bool found = false;
+};
+
+SmapsEntry smaps_of(const void* address) {
+  const auto at = reinterpret_cast<uintptr_t>(address);
+  std::ifstream in("/proc/self/smaps");
+  SmapsEntry entry;
+  std::string line;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    const auto dash = line.find('-');
+    const auto space = line.find(' ');
+    const bool header = dash != std::string::npos && space != std::string::npos && dash < space &&
+                        line.find(':') > space;
+    if (header) {
+      if (inside) break;
+      const uintptr_t begin = std::stoull(line.substr(0, dash), nullptr, 16);
+      const uintptr_t end = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+      inside = at >= begin && at < end;
+      if (inside) {
+        entry.header = line;
+        entry.found = true;
+      }
+      continue;
+    }
+    if (!inside) continue;
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::istringstream value(line.substr(colon + 1));
+    int64_t n = 0;
+    if (value >> n) entry.fields[line.substr(0, colon)] = n;
+  }
+  return entry;
+}
+
+std::string write_file(const std::string& name, size_t bytes) {
+  const fs::path path = fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+  std::ofstream out(path, std::ios::binary);
+  for (size_t i = 0; i < bytes; ++i) out.put(static_cast<char>(i * 7 + 3));
+  return path.string();
+}
+
+TEST(MemoryMappedFile, NoMmapReadsTheFileIntoAnonymousMemory) {
+  const std::string path = write_file("di_nommap", 100000);
+  const auto mapped = MappedFile::open(path);
+  const auto read = MappedFile::open(path, {.mmap = false});
+  EXPECT_TRUE(mapped->mapped());
+  EXPECT_FALSE(read->mapped());
+  ASSERT_EQ(read->size(), size_t{100000});
+  EXPECT_EQ(std::memcmp(read->data(), mapped->data(), read->size()), 0);
+  EXPECT_EQ(static_cast<unsigned char>(read->data()[99999]),
+            static_cast<unsigned char>(99999 * 7 + 3));
+  const SmapsEntry file = smaps_of(mapped->data());
+  const SmapsEntry anon = smaps_of(read->data());
+  ASSERT_TRUE(file.found && anon.found);
+  EXPECT_NE(file.header.find(fs::path(path).filename().string()), std::string::npos) << file.header;
+  EXPECT_EQ(anon.header.find(fs::path(path).filename().string()), std::string::npos) << anon.header;
+  fs::remove(path);
+}
+
+// Packed weights drop the pages of their mapped source (MappedFile::release); a --no-mmap copy
+// has no file behind it, so releasing it must keep its bytes.
+TEST(MemoryMappedFile, ReleaseKeepsAnonymousBytes) {
+  const std::string path = write_file("di_release", 3 * 4096 * 16);
+  const auto read = MappedFile::open(path, {.mmap = false});
+  const auto mapped = MappedFile::open(path);
+  read->release(read->data(), read->size());
+  mapped->release(mapped->data(), mapped->size());
+  EXPECT_EQ(std::memcmp(read->data(), mapped->data(), read->size()), 0);
+  EXPECT_EQ(static_cast<unsigned char>(read->data()[4096 * 5 + 1]),
+            static_cast<unsigned char>((4096 * 5 + 1) * 7 + 3));
+  fs::remove(path);
+}
+
+TEST(MemoryMappedFile, MlockLocksTheWeights) {
+  const std::string path = write_file("di_mlock", 256 * 1024);
+  for (bool mmap : {true, false}) {
+    const auto file = MappedFile::open(path, {.mmap = mmap, .mlock = true});
+    if (!file->locked()) GTEST_SKIP() << "mlock refused here (RLIMIT_MEMLOCK, ulimit -l)";
+    SmapsEntry entry = smaps_of(file->data());
+    ASSERT_TRUE(entry.found);
+    EXPECT_GE(entry.fields["Locked"] * 1024, 256 * 1024) << entry.header;
+  }
+  const auto unlocked = MappedFile::open(path);
+  EXPECT_FALSE(unlocked->locked());
+  EXPECT_EQ(smaps_of(unlocked->data()).fields["Locked"], 0);
+  fs::remove(path);
+}
+
+TEST(MemoryHugePages, AnonymousBuffersAreAlignedAndAdvised) {
+  const size_t bytes = 3 * kHugePageBytes;
+  std::byte* advised = map_anonymous(bytes, true, "test");
+  std::byte* plain = map_anonymous(bytes, false, "test");
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(advised) % kHugePageBytes, 0u);
+  std::memset(advised, 1, bytes);
+  std::memset(plain, 1, bytes);
+  EXPECT_EQ(static_cast<int>(advised[bytes - 1]), 1);
+  const std::string mode = thp_mode();
+  if (mode == "never") {
+    release_anonymous(advised, bytes);
+    release_anonymous(plain, bytes);
+    GTEST_SKIP() << "transparent huge pages are off in this kernel (\"never\")";
+  }
+  SmapsEntry on = smaps_of(advised);
+  SmapsEntry off = smaps_of(plain);
+  if (on.fields.count("THPeligible")) {
+    EXPECT_EQ(on.fields["THPeligible"], 1) << on.header;
+    if (mode == "madvise") {
+      EXPECT_EQ(off.fields["THPeligible"], 0) << off.header;
+    }
+  } else {
+    EXPECT_GT(on.fields["AnonHugePages"], 0) << on.header;
+  }
+  release_anonymous(advised, bytes);
+  release_anonymous(plain, bytes);
+}
+
+TEST(MemoryHugePages, BigTensorsAskForThemSmallOnesDoNot) {
+  const Tensor big = Tensor::zeros({int64_t{1} << 20}, DType::f32, true);  // 4 MiB
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.raw()) % kHugePageBytes, 0u);
+  const Tensor small = Tensor::zeros({16}, DType::f32, true);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.raw()) % Storage::kAlignment, 0u);
+  EXPECT_EQ(static_cast<const float*>(big.raw())[12345], 0.0f);  // zero-filled
+}
+
+TEST(MemoryHugePages, PackedPanelsAskForThem) {
+  const int64_t n = 1024, k = 1024;  // 4 MiB of f32 panels
+  std::vector<float> w(static_cast<size_t>(n * k), 0.5f);
+  const kernels::PackedWeights advised = kernels::pack_weights(w.data(), DType::f32, n, k, true);
+  if (!advised.defined()) GTEST_SKIP() << "no packed kernel for f32 under this ISA";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(advised.panels()) % kHugePageBytes, 0u);
+  if (thp_mode() == "never") GTEST_SKIP() << "transparent huge pages are off (\"never\")";
+  SmapsEntry entry = smaps_of(advised.panels());
+  if (entry.fields.count("THPeligible")) {
+    EXPECT_EQ(entry.fields["THPeligible"], 1) << entry.header;
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer
