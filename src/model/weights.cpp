@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/error.h"
@@ -111,16 +112,15 @@ std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, cons
     fp8_scales_[name] = {std::move(fp8.scale), block};
     return std::move(fp8.q);
   }
-  if (asked == DType::i8) {  // w8a8: any row length; no expert stacks of it yet
-    if (use == MatrixUse::expert || tensor.ndim() != 2) {
-      ++kept_["routed-expert (no w8a8 expert stacks)"];
-      return std::nullopt;
-    }
+  if (asked == DType::i8) {  // w8a8: any row length; routed experts as matrices or stacks
     ++quantized_[std::string(dtype_name(stored))];
-    W8a8Matrix w8a8 = quantize_w8a8_matrix(tensor);
+    const Shape shape = tensor.shape();
+    // A stack [experts, rows, cols] is rows of one matrix: its scales come out [experts, rows].
+    W8a8Matrix w8a8 = quantize_w8a8_matrix(
+        expert_stack ? tensor.reshape({shape[0] * shape[1], shape[2]}) : tensor);
     loaded_bytes_["i8"] += static_cast<int64_t>(w8a8.scale.nbytes());  // beside the int8
-    w8a8_scales_[name] = std::move(w8a8.scale);
-    return std::move(w8a8.q);
+    w8a8_scales_[name] = expert_stack ? w8a8.scale.reshape({shape[0], shape[1]}) : w8a8.scale;
+    return w8a8.q.reshape(shape);
   }
   // The type for this matrix: the one asked for, q4_k_m's choice, or llama-quantize's
   // fallback when the rows are not whole 256-element super-blocks.
@@ -168,9 +168,25 @@ const Tensor& WeightLoader::w8a8_scale(const std::string& name) const {
   return it->second;
 }
 
+void WeightLoader::record(const std::string& name, const Tensor& out, MatrixUse use,
+                          std::optional<io::TensorSlice> slice) {
+  if (!recorder_) return;
+  recorder_->record(name, out, use, slice);
+  // The scales go beside their matrix under the names the loader reads back (load_int8, FP8's
+  // `_scale_inv`), rows sliced as the matrix's are.
+  if (out.dtype() == DType::i8) {
+    const Tensor& scale = w8a8_scale(name);
+    Shape shape = scale.shape();
+    shape.push_back(1);
+    recorder_->record(name + "_scale", scale.reshape(shape), MatrixUse::by_element, slice);
+  } else if (out.dtype() == DType::f8_e4m3) {
+    recorder_->record(name + "_scale_inv", fp8_scale(name).scale, MatrixUse::by_element, slice);
+  }
+}
+
 Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, MatrixUse use) {
   Tensor out = load_matrix(name, expected, use);
-  if (recorder_) recorder_->record(name, out, use, std::nullopt);
+  record(name, out, use, std::nullopt);
   return out;
 }
 
@@ -180,29 +196,30 @@ Tensor WeightLoader::matrix_rows(const std::string& name, const Shape& full, int
            ", ", end, ") outside ", shape_to_string(full));
   const io::TensorSlice wanted{0, begin, end, full[0]};
   const std::optional<io::TensorSlice> stored = checkpoint_.slice(name);
+  const bool part = begin != 0 || end != full[0];
   Tensor out;
   if (stored) {
     DI_CHECK(*stored == wanted, checkpoint_.dir(), ": tensor '", name, "' holds rows [",
              stored->begin, ", ", stored->end, ") of ", stored->full, " but this rank loads rows [",
              begin, ", ", end, ") of ", full[0],
              " (the checkpoint was converted for another parallel layout)");
-    Shape part = full;
-    part[0] = end - begin;
-    out = load_matrix(name, part, use);
+    Shape shape = full;
+    shape[0] = end - begin;
+    out = load_matrix(name, shape, use);
   } else {
-    out = load_matrix(name, full, use);
-    if (begin != 0 || end != full[0]) out = out.slice_rows(begin, end);
+    // Sliced before it is converted or quantized: a rank quantizes only its own experts.
+    out = load_matrix(name, full, use, part ? std::optional(std::pair(begin, end)) : std::nullopt);
   }
-  if (recorder_) {
-    recorder_->record(name, out, use,
-                      begin != 0 || end != full[0] ? std::optional(wanted) : std::nullopt);
-  }
+  record(name, out, use, part ? std::optional(wanted) : std::nullopt);
   return out;
 }
 
-Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected, MatrixUse use) {
+Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected, MatrixUse use,
+                                 std::optional<std::pair<int64_t, int64_t>> rows) {
   Tensor tensor = fetch(name, expected);
   const DType stored = tensor.dtype();
+  if (stored == DType::i8) return load_int8(name, tensor, use, rows);
+  if (rows) tensor = tensor.slice_rows(rows->first, rows->second);
   if (stored == DType::f8_e4m3) {
     DI_CHECK(fp8_.has_value(), checkpoint_.dir(), ": tensor '", name,
              "' is F8_E4M3 but config.json has no quantization_config {\"quant_method\": "
@@ -253,6 +270,49 @@ Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected,
   return loaded(tensor.to(dtype));
 }
 
+Tensor WeightLoader::load_int8(const std::string& name, const Tensor& stored, MatrixUse use,
+                               std::optional<std::pair<int64_t, int64_t>> rows) {
+  const std::string scale_name = name + "_scale";
+  DI_CHECK(checkpoint_.contains(scale_name), checkpoint_.dir(), ": tensor '", name,
+           "' is I8 without a '", scale_name,
+           "' beside it; int8 weights load only as channel-wise W8A8 (quantization_config "
+           "w8a8_int8 or compressed-tensors int8 channel-wise; docs/QUANTIZATION.md)");
+  Shape scale_shape = stored.shape();
+  scale_shape.back() = 1;  // one scale per output row: [rows, 1] (SGLang, compressed-tensors)
+  Tensor scale = fetch(scale_name, scale_shape);
+  Tensor q = stored;
+  if (rows) {
+    q = q.slice_rows(rows->first, rows->second);
+    scale = scale.slice_rows(rows->first, rows->second);
+  }
+  const Shape row_shape(q.shape().begin(), q.shape().end() - 1);
+  scale = scale.to(DType::f32).reshape(row_shape);  // zero-copy when stored in f32
+  // Kept int8 (zero-copy) where kernels::linear_w8a8 runs it and nothing asks for another type.
+  const bool other_quantization = options_.quantization && !(*options_.quantization == DType::i8);
+  if (!options_.weight_dtype && !other_quantization &&
+      (use == MatrixUse::projection || use == MatrixUse::lm_head || use == MatrixUse::expert)) {
+    loaded_bytes_["i8"] += static_cast<int64_t>(q.nbytes() + scale.nbytes());
+    w8a8_scales_[name] = scale;
+    ++kept_int8_;
+    return q;
+  }
+  // Anything else (read by element, --dtype, another --quantization) gets the real values
+  // q * scale, computed in f32.
+  const int64_t cols = q.dim(-1), count = q.numel() / std::max<int64_t>(cols, 1);
+  Tensor w = Tensor::zeros(q.shape(), DType::f32);
+  const Tensor qc = q.is_contiguous() ? q : q.clone();
+  const int8_t* src = qc.data<int8_t>();
+  const float* s = scale.data<float>();
+  float* dst = w.data<float>();
+  for (int64_t r = 0; r < count; ++r) {
+    for (int64_t c = 0; c < cols; ++c)
+      dst[r * cols + c] = static_cast<float>(src[r * cols + c]) * s[r];
+  }
+  if (auto quantized = maybe_quantize(name, w, use, DType::i8))
+    return loaded(std::move(*quantized));
+  return loaded(w.to(options_.weight_dtype.value_or(DType::f32)));
+}
+
 std::string WeightLoader::block_summary() const {
   std::string out;
   const auto list = [](const std::map<std::string, int64_t>& counts) {
@@ -272,6 +332,11 @@ std::string WeightLoader::block_summary() const {
     out += str_cat(kept_fp8_, " f8_e4m3 matrices kept in FP8 with ", fp8_->block_rows, "x",
                    fp8_->block_cols, " block scales (", kernels::isa_name(kernels::active_isa()),
                    " FP8 kernel)");
+  }
+  if (kept_int8_ > 0) {
+    if (!out.empty()) out += "; ";
+    out += str_cat(kept_int8_, " i8 matrices kept as stored with row scales (",
+                   kernels::isa_name(kernels::active_isa()), " W8A8 kernel)");
   }
   if (!dequantized_blocks_.empty()) {
     if (!out.empty()) out += "; ";
