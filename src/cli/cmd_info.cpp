@@ -200,10 +200,12 @@ int run_info(const std::vector<std::string>& argv) {
   out["kv_bytes_per_token_bf16"] = kv_bytes(DType::bf16);
   out["kv_bytes_per_token_int8"] = kv_bytes(DType::i8);  // scales included
   out["max_position_embeddings"] = mc.max_position_embeddings;
-  // FP8 matrices kept as stored with their block scales: f8_e4m3 counts both.
-  const bool fp8_kept = load_report.weight_bytes.count("f8_e4m3") > 0;
-  if (load_options.quantization || fp8_kept) {
-    // What --quantization (or keeping FP8) made of the weights: bytes held per type.
+  // FP8 matrices kept as stored with their block scales: f8_e4m3 counts both; int8 (W8A8)
+  // matrices with their row scales: i8 counts both.
+  const bool scaled_kept =
+      load_report.weight_bytes.count("f8_e4m3") > 0 || load_report.weight_bytes.count("i8") > 0;
+  if (load_options.quantization || scaled_kept) {
+    // What --quantization (or keeping FP8 / int8) made of the weights: bytes held per type.
     if (load_options.quantization) {
       out["quantization_at_load"] = load_options.quantization->name();
       out["quantization_at_load_summary"] = load_report.quantization;
@@ -269,12 +271,12 @@ int run_info(const std::vector<std::string>& argv) {
                   "-", first + per_rank - 1, ")"));
     }
   }
-  if (load_options.quantization || fp8_kept) {
+  if (load_options.quantization || scaled_kept) {
     if (load_options.quantization) {
       std::printf("memory (weights after --quantization %s):\n",
                   load_options.quantization->name().c_str());
     } else {
-      std::printf("memory (weights in memory; f8_e4m3: FP8 kept with its block scales):\n");
+      std::printf("memory (weights in memory; f8_e4m3 / i8: FP8 / int8 kept with their scales):\n");
     }
     for (const auto& [type, bytes] : load_report.weight_bytes) {
       row("  " + type, human_bytes(static_cast<double>(bytes)));

@@ -164,13 +164,24 @@ Source stage_source(const std::string& input, const std::string& staging) {
   return {staging, source_hash(input, bins, true)};
 }
 
-// config.json for the output: the source's, without an FP8 quantization_config when the FP8
-// blocks were dequantized (the output holds none), with dtype set for float precisions.
+// config.json for the output: the source's, with the quantization_config of what the output
+// holds: none after a float or block precision (FP8 blocks and int8 rows are dequantized), the
+// FP8 block layout for fp8 (the source's when it was FP8 already: its bytes are kept), SGLang's
+// w8a8_int8 for w8a8 (I8 `weight` + f32 `weight_scale` [rows, 1], what the loader maps back);
+// with dtype set for float precisions.
 json output_config(const io::ModelConfig& config, const Precision& precision) {
   json out = config.raw;
   const auto q = out.find("quantization_config");
-  if (q != out.end() && q->is_object() && q->value("quant_method", "") == "fp8")
-    out.erase("quantization_config");
+  const bool source_fp8 = q != out.end() && q->is_object() && q->value("quant_method", "") == "fp8";
+  if (!(precision.name == "fp8" && source_fp8)) out.erase("quantization_config");
+  if (precision.name == "fp8" && !source_fp8) {
+    out["quantization_config"] = {{"quant_method", "fp8"},
+                                  {"fmt", "e4m3"},
+                                  {"activation_scheme", "dynamic"},
+                                  {"weight_block_size", {128, 128}}};
+  } else if (precision.name == "w8a8") {
+    out["quantization_config"] = {{"quant_method", "w8a8_int8"}, {"activation_scheme", "dynamic"}};
+  }
   if (precision.load.weight_dtype) {
     const char* names[] = {"float32", "float16", "bfloat16"};
     const DType d = *precision.load.weight_dtype;

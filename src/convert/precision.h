@@ -1,6 +1,6 @@
 #pragma once
-// --precision of deepinfer convert: the names of --quantization (q8_0, q4_0, ..., int8, int4;
-// w8a8 and fp8 refused for now: "not available yet") plus the float types fp32 / fp16 / bf16,
+// --precision of deepinfer convert: the names of --quantization (q8_0, q4_0, ..., int8, int4,
+// w8a8, fp8) plus the float types fp32 / fp16 / bf16,
 // as the LoadOptions a load with the same setting would use, so what is written is what that
 // load would hold.
 #include <string>

@@ -59,9 +59,9 @@ void RecordedWeights::record(const std::string& name, const Tensor& tensor, mode
 }
 
 void RecordedWeights::record_expert_stack(const std::string& prefix, int64_t num_experts,
-                                          int64_t first, const Tensor& gate_up,
-                                          const Tensor& down) {
-  stacks_[prefix] = {num_experts, first, gate_up, down};
+                                          int64_t first, const Tensor& gate_up, const Tensor& down,
+                                          const Tensor& gate_up_scale, const Tensor& down_scale) {
+  stacks_[prefix] = {num_experts, first, gate_up, down, gate_up_scale, down_scale};
 }
 
 std::vector<RecordedTensor> RecordedWeights::tensors(bool stack_experts) const {
@@ -77,6 +77,11 @@ std::vector<RecordedTensor> RecordedWeights::tensors(bool stack_experts) const {
         slice = io::TensorSlice{0, stack.first, stack.first + count, stack.num_experts};
       out[prefix + ".gate_up_proj"] = {prefix + ".gate_up_proj", stack.gate_up, slice};
       out[prefix + ".down_proj"] = {prefix + ".down_proj", stack.down, slice};
+      if (stack.gate_up_scale.defined()) {  // the names WeightLoader reads them back by
+        out[prefix + ".gate_up_proj_scale"] = {prefix + ".gate_up_proj_scale", stack.gate_up_scale,
+                                               slice};
+        out[prefix + ".down_proj_scale"] = {prefix + ".down_proj_scale", stack.down_scale, slice};
+      }
     }
   }
   std::vector<RecordedTensor> list;

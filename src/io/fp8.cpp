@@ -20,7 +20,8 @@ std::optional<Fp8BlockQuantization> parse_fp8_quantization(const ModelConfig& co
   if (method != "fp8") {
     q.fail_key("quant_method", "\"", method,
                "\" is not supported (supported: \"fp8\" with weight_block_size, as DeepSeek-V3 "
-               "publishes); convert the checkpoint to bf16 or fp8 blocks first");
+               "publishes, and the int8 channel-wise \"w8a8_int8\" / \"compressed-tensors\"); "
+               "convert the checkpoint to bf16 or fp8 blocks first");
   }
   const std::string fmt = q.string("fmt").value_or("e4m3");
   if (fmt != "e4m3") q.fail_key("fmt", "\"", fmt, "\" is not supported (only e4m3)");

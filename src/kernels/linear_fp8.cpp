@@ -14,7 +14,6 @@ namespace {
 
 constexpr int64_t kTileN = 8;      // outputs per work item
 constexpr int64_t kRowBlock = 64;  // x rows per work item
-constexpr int64_t kMinMacsPerThread = int64_t{1} << 16;
 
 using RowsFn = void (*)(const detail::Fp8LinearArgs&, int64_t, int64_t, int64_t, int64_t);
 
@@ -46,18 +45,9 @@ void linear_fp8(const float* x, int64_t m, int64_t k, const Fp8Weight& w, int64_
       x, k,    w.q, w.scale, (k + w.block_cols - 1) / w.block_cols, w.block_rows, w.block_cols,
       n, bias, y};
   const RowsFn rows = fp8_rows(active_isa());
-  const int64_t n_tiles = (n + kTileN - 1) / kTileN;
-  const int64_t m_blocks = (m + kRowBlock - 1) / kRowBlock;
-  const int64_t macs_per_item = std::min(m, kRowBlock) * kTileN * std::max<int64_t>(k, 1);
-  const int64_t min_chunk = std::max<int64_t>(1, kMinMacsPerThread / macs_per_item);
-  // Item (nt, mb) = nt * m_blocks + mb: n-tile major, so a thread keeps its weight rows.
-  detail::run_items_stealing(pool, n_tiles * m_blocks, min_chunk, [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t nt = item / m_blocks, mb = item % m_blocks;
-      rows(args, mb * kRowBlock, std::min(m, (mb + 1) * kRowBlock), nt * kTileN,
-           std::min(n, (nt + 1) * kTileN));
-    }
-  });
+  detail::run_output_tiles(
+      pool, m, n, k, kTileN, kRowBlock,
+      [&](int64_t r0, int64_t r1, int64_t j0, int64_t j1) { rows(args, r0, r1, j0, j1); });
 }
 
 }  // namespace deepinfer::kernels

@@ -54,4 +54,21 @@ void run_items_stealing(ThreadPool& pool, int64_t items, int64_t min_chunk,
   });
 }
 
+void run_output_tiles(ThreadPool& pool, int64_t m, int64_t n, int64_t k, int64_t tile_n,
+                      int64_t row_block,
+                      const std::function<void(int64_t, int64_t, int64_t, int64_t)>& rows) {
+  constexpr int64_t kMinMacsPerThread = int64_t{1} << 16;
+  const int64_t n_tiles = (n + tile_n - 1) / tile_n;
+  const int64_t m_blocks = (m + row_block - 1) / row_block;
+  const int64_t macs_per_item = std::min(m, row_block) * tile_n * std::max<int64_t>(k, 1);
+  const int64_t min_chunk = std::max<int64_t>(1, kMinMacsPerThread / macs_per_item);
+  run_items_stealing(pool, n_tiles * m_blocks, min_chunk, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t nt = item / m_blocks, mb = item % m_blocks;
+      rows(mb * row_block, std::min(m, (mb + 1) * row_block), nt * tile_n,
+           std::min(n, (nt + 1) * tile_n));
+    }
+  });
+}
+
 }  // namespace deepinfer::kernels::detail

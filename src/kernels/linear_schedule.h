@@ -18,4 +18,12 @@ namespace deepinfer::kernels::detail {
 void run_items_stealing(ThreadPool& pool, int64_t items, int64_t min_chunk,
                         const std::function<void(int64_t, int64_t)>& body);
 
+// The output tiles of an [m, n] = [m, k] x [n, k]^T product with scale-carrying weights (the
+// FP8 and W8A8 linears): tiles of tile_n outputs by up to row_block rows, numbered n-tile major
+// (so a thread keeps its weight rows), dealt by run_items_stealing with at least 2^16
+// multiply-adds a grab. rows(r0, r1, j0, j1) computes y[r0 .. r1, j0 .. j1).
+void run_output_tiles(ThreadPool& pool, int64_t m, int64_t n, int64_t k, int64_t tile_n,
+                      int64_t row_block,
+                      const std::function<void(int64_t, int64_t, int64_t, int64_t)>& rows);
+
 }  // namespace deepinfer::kernels::detail

@@ -16,7 +16,6 @@ namespace {
 
 constexpr int64_t kTileN = 8;
 constexpr int64_t kRowBlock = 64;
-constexpr int64_t kMinMacsPerThread = int64_t{1} << 16;
 // vpdpbusd's (x + 128) * w sums reach 255 * 128 * k: int32 holds them below this.
 constexpr int64_t kMaxK = int64_t{1} << 16;
 
@@ -70,17 +69,9 @@ void linear_w8a8(const float* x, int64_t m, int64_t k, const int8_t* w, const fl
   }
   const detail::W8a8Args args{xq.data(), xu.data(), xs.data(), stride, k, w, w_scale, n, bias, y};
   const RowsFn rows = w8a8_rows(active_isa());
-  const int64_t n_tiles = (n + kTileN - 1) / kTileN;
-  const int64_t m_blocks = (m + kRowBlock - 1) / kRowBlock;
-  const int64_t macs_per_item = std::min(m, kRowBlock) * kTileN * std::max<int64_t>(k, 1);
-  const int64_t min_chunk = std::max<int64_t>(1, kMinMacsPerThread / macs_per_item);
-  detail::run_items_stealing(pool, n_tiles * m_blocks, min_chunk, [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t nt = item / m_blocks, mb = item % m_blocks;
-      rows(args, mb * kRowBlock, std::min(m, (mb + 1) * kRowBlock), nt * kTileN,
-           std::min(n, (nt + 1) * kTileN));
-    }
-  });
+  detail::run_output_tiles(
+      pool, m, n, k, kTileN, kRowBlock,
+      [&](int64_t r0, int64_t r1, int64_t j0, int64_t j1) { rows(args, r0, r1, j0, j1); });
 }
 
 }  // namespace deepinfer::kernels

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "io/w8a8_checkpoint.h"
 #include "model/arch/families.h"
 #include "model/causal_lm.h"
 #include "parallel/pipeline_split.h"
@@ -110,7 +111,10 @@ const ModelFamily& family_of(const io::ModelConfig& config, const std::string& d
 std::unique_ptr<CausalLM> build_model(const io::ModelConfig& config, WeightLoader& weights) {
   const std::string& dir = weights.checkpoint().dir();
   const ModelFamily& family = family_of(config, dir);
-  weights.set_fp8(io::parse_fp8_quantization(config, dir + "/config.json"));
+  // An int8 channel-wise checkpoint's I8 weights load with their scales by themselves
+  // (WeightLoader::load_int8); any other quantization_config is FP8's to judge.
+  if (!io::parse_w8a8_quantization(config, dir + "/config.json"))
+    weights.set_fp8(io::parse_fp8_quantization(config, dir + "/config.json"));
   return family.build(config, weights);
 }
 

@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -163,16 +164,15 @@ std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, cons
     fp8_scales_[name] = {std::move(fp8.scale), block};
     return std::move(fp8.q);
   }
-  if (asked == DType::i8) {  // w8a8: any row length; no expert stacks of it yet
-    if (use == MatrixUse::expert || tensor.ndim() != 2) {
-      ++kept_["routed-expert (no w8a8 expert stacks)"];
-      return std::nullopt;
-    }
+  if (asked == DType::i8) {  // w8a8: any row length; routed experts as matrices or stacks
     ++quantized_[std::string(dtype_name(stored))];
-    W8a8Matrix w8a8 = quantize_w8a8_matrix(tensor);
+    const Shape shape = tensor.shape();
+    // A stack [experts, rows, cols] is rows of one matrix: its scales come out [experts, rows].
+    W8a8Matrix w8a8 = quantize_w8a8_matrix(
+        expert_stack ? tensor.reshape({shape[0] * shape[1], shape[2]}) : tensor);
     loaded_bytes_["i8"] += static_cast<int64_t>(w8a8.scale.nbytes());  // beside the int8
-    w8a8_scales_[name] = std::move(w8a8.scale);
-    return std::move(w8a8.q);
+    w8a8_scales_[name] = expert_stack ? w8a8.scale.reshape({shape[0], shape[1]}) : w8a8.scale;
+    return w8a8.q.reshape(shape);
   }
   // The type for this matrix: the one asked for, q4_k_m's choice, or llama-quantize's
   // fallback when the rows are not whole 256-element super-blocks.
@@ -230,10 +230,30 @@ const Tensor& WeightLoader::w8a8_scale(const std::string& name) const {
   return it->second;
 }
 
+void WeightLoader::record(const std::string& name, const Tensor& out, MatrixUse use,
+                          std::optional<io::TensorSlice> slice) {
+  if (!recorder_) return;
+  recorder_->record(name, out, use, slice);
+  // The scales go beside their matrix under the names the loader reads back (load_int8, FP8's
+  // `_scale_inv`). A w8a8 scale is per output row: sliced as the rows are, whole for a
+  // slice of the columns (the last dimension).
+  if (out.dtype() == DType::i8) {
+    const Tensor& scale = w8a8_scale(name);
+    Shape shape = scale.shape();
+    shape.push_back(1);
+    const bool rows = slice && slice->dim != out.ndim() - 1;
+    recorder_->record(name + "_scale", scale.reshape(shape), MatrixUse::by_element,
+                      rows ? slice : std::nullopt);
+  } else if (out.dtype() == DType::f8_e4m3) {
+    // Kept FP8 only whole (a slice is widened at load).
+    recorder_->record(name + "_scale_inv", fp8_scale(name).scale, MatrixUse::by_element, slice);
+  }
+}
+
 Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, MatrixUse use,
                             std::optional<Slice> slice) {
   Tensor out = load_matrix(name, expected, use, slice);
-  if (recorder_) recorder_->record(name, out, use, stored_slice(expected, slice));
+  record(name, out, use, stored_slice(expected, slice));
   return out;
 }
 
@@ -279,9 +299,9 @@ Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected,
                                  const std::optional<Slice>& slice) {
   if (checkpoint_.contains(name) && checkpoint_.info(name).dtype == DType::f8_e4m3) {
     // Sliced after dequantizing (the block scales cover the whole matrix); deepinfer convert
-    // never writes FP8, so no shard holds a part of one.
+    // writes FP8 only whole, so no shard holds a part of one.
     DI_CHECK(!checkpoint_.slice(name), checkpoint_.dir(), ": tensor '", name,
-             "' is F8_E4M3 and listed as sliced; a converted shard holds no FP8 tensors");
+             "' is F8_E4M3 and listed as sliced; a converted shard holds FP8 tensors only whole");
     const Tensor tensor = fetch(name, expected);
     const DType stored = tensor.dtype();
     DI_CHECK(fp8_.has_value(), checkpoint_.dir(), ": tensor '", name,
@@ -319,6 +339,7 @@ Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected,
   }
   const Tensor tensor = fetch_part(name, expected, slice);  // this rank's part
   const DType stored = tensor.dtype();
+  if (stored == DType::i8) return load_int8(name, tensor, expected, use, slice);
   const bool blocks = is_block_dtype(stored);
   DI_CHECK(blocks || stored == DType::f32 || stored == DType::bf16 || stored == DType::f16,
            checkpoint_.dir(), ": tensor '", name, "' is ", dtype_name(stored),
@@ -341,6 +362,46 @@ Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected,
   return loaded(tensor.to(dtype));
 }
 
+Tensor WeightLoader::load_int8(const std::string& name, const Tensor& q, const Shape& expected,
+                               MatrixUse use, const std::optional<Slice>& slice) {
+  const std::string scale_name = name + "_scale";
+  DI_CHECK(checkpoint_.contains(scale_name), checkpoint_.dir(), ": tensor '", name,
+           "' is I8 without a '", scale_name,
+           "' beside it; int8 weights load only as channel-wise W8A8 (quantization_config "
+           "w8a8_int8 or compressed-tensors int8 channel-wise; docs/QUANTIZATION.md)");
+  Shape scale_shape = expected;
+  scale_shape.back() = 1;  // one scale per output row: [rows, 1] (SGLang, compressed-tensors)
+  // Sliced as the rows are; a slice of the columns (the last dimension) needs every row's.
+  const bool rows = slice && slice->dim != static_cast<int>(expected.size()) - 1;
+  Tensor scale = fetch_part(scale_name, scale_shape, rows ? slice : std::nullopt);
+  const Shape row_shape(q.shape().begin(), q.shape().end() - 1);
+  scale = scale.to(DType::f32).reshape(row_shape);  // zero-copy when stored in f32
+  // Kept int8 (zero-copy) where kernels::linear_w8a8 runs it and nothing asks for another type.
+  const bool other_quantization = options_.quantization && !(*options_.quantization == DType::i8);
+  if (!options_.weight_dtype && !other_quantization &&
+      (use == MatrixUse::projection || use == MatrixUse::lm_head || use == MatrixUse::expert)) {
+    loaded_bytes_["i8"] += static_cast<int64_t>(q.nbytes() + scale.nbytes());
+    w8a8_scales_[name] = scale;
+    ++kept_int8_;
+    return q;
+  }
+  // Anything else (read by element, --dtype, another --quantization) gets the real values
+  // q * scale, computed in f32.
+  const int64_t cols = q.dim(-1), count = q.numel() / std::max<int64_t>(cols, 1);
+  Tensor w = Tensor::zeros(q.shape(), DType::f32);
+  const Tensor qc = q.is_contiguous() ? q : q.clone();
+  const int8_t* src = qc.data<int8_t>();
+  const float* s = scale.data<float>();
+  float* dst = w.data<float>();
+  for (int64_t r = 0; r < count; ++r) {
+    for (int64_t c = 0; c < cols; ++c)
+      dst[r * cols + c] = static_cast<float>(src[r * cols + c]) * s[r];
+  }
+  if (auto quantized = maybe_quantize(name, w, use, DType::i8, expected, slice))
+    return loaded(std::move(*quantized));
+  return loaded(w.to(options_.weight_dtype.value_or(DType::f32)));
+}
+
 std::string WeightLoader::block_summary() const {
   std::string out;
   const auto list = [](const std::map<std::string, int64_t>& counts) {
@@ -360,6 +421,11 @@ std::string WeightLoader::block_summary() const {
     out += str_cat(kept_fp8_, " f8_e4m3 matrices kept in FP8 with ", fp8_->block_rows, "x",
                    fp8_->block_cols, " block scales (", kernels::isa_name(kernels::active_isa()),
                    " FP8 kernel)");
+  }
+  if (kept_int8_ > 0) {
+    if (!out.empty()) out += "; ";
+    out += str_cat(kept_int8_, " i8 matrices kept as stored with row scales (",
+                   kernels::isa_name(kernels::active_isa()), " W8A8 kernel)");
   }
   if (!dequantized_blocks_.empty()) {
     if (!out.empty()) out += "; ";

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/memory.h"
@@ -81,8 +82,11 @@ class TensorRecorder {
                       std::optional<io::TensorSlice> slice) = 0;
   // The experts [first, first + count) of the layer under `prefix` ("model.layers.3.mlp.experts")
   // as stacked by ExpertStack: gate_up [count, 2I, H], down [count, H, I].
+  // W8A8 stacks (i8) come with their f32 row scales gate_up_scale [count, 2I, 1] and
+  // down_scale [count, H, 1]; other dtypes pass undefined tensors.
   virtual void record_expert_stack(const std::string& prefix, int64_t num_experts, int64_t first,
-                                   const Tensor& gate_up, const Tensor& down) = 0;
+                                   const Tensor& gate_up, const Tensor& down,
+                                   const Tensor& gate_up_scale, const Tensor& down_scale) = 0;
 };
 
 // Bytes of the weights a model holds after loading, by dtype name ("q8_0", "f32", ...).
@@ -114,8 +118,12 @@ class WeightLoader {
   void set_recorder(TensorRecorder* recorder) { recorder_ = recorder; }
   // ExpertStack reports the stacks it built (for the recorder).
   void record_expert_stack(const std::string& prefix, int64_t num_experts, int64_t first,
-                           const Tensor& gate_up, const Tensor& down) {
-    if (recorder_) recorder_->record_expert_stack(prefix, num_experts, first, gate_up, down);
+                           const Tensor& gate_up, const Tensor& down,
+                           const Tensor& gate_up_scale = {}, const Tensor& down_scale = {}) {
+    if (recorder_) {
+      recorder_->record_expert_stack(prefix, num_experts, first, gate_up, down, gate_up_scale,
+                                     down_scale);
+    }
   }
   // The f32 block scales [ceil(rows / b), ceil(cols / b)] of an F8_E4M3 matrix that matrix()
   // returned as stored (FP8 checkpoints without --dtype / --quantization: projections and
@@ -130,7 +138,9 @@ class WeightLoader {
   };
   const Fp8Scales& fp8_scale(const std::string& name) const;
   const std::optional<io::Fp8BlockQuantization>& fp8() const { return fp8_; }
-  // The f32 row scales [rows] of a matrix --quantization w8a8 returned as i8; Error otherwise.
+  // The f32 row scales of a matrix returned as i8 (--quantization w8a8, or an int8 channel-wise
+  // checkpoint: io/w8a8_checkpoint.h): [rows] for a matrix, [experts, rows] for an expert stack
+  // (of the rows matrix_rows returned); Error otherwise. W[r, c] = q[r, c] * scale[r].
   const Tensor& w8a8_scale(const std::string& name) const;
   // What matrix() did with block-quantized matrices, for the load log: "30 q4_1, 1 q8_0
   // matrices run natively (AVX-512 VNNI block kernels)"; empty when there were none.
@@ -191,6 +201,14 @@ class WeightLoader {
                                                      const std::optional<Slice>& slice);
   Tensor load_matrix(const std::string& name, const Shape& expected, MatrixUse use,
                      const std::optional<Slice>& slice);
+  // An i8 part of an int8 channel-wise checkpoint (`q`, this rank's part of `name`, whole
+  // shape `expected`) with its `<name>_scale`: one scale per output row, sliced as the rows are.
+  Tensor load_int8(const std::string& name, const Tensor& q, const Shape& expected, MatrixUse use,
+                   const std::optional<Slice>& slice);
+  // Shows `out` (and its scales, under the names a converted checkpoint stores them by) to the
+  // recorder.
+  void record(const std::string& name, const Tensor& out, MatrixUse use,
+              std::optional<io::TensorSlice> slice);
   Tensor loaded(Tensor tensor);  // counts its bytes
   // `slice` of `tensor` (`name` for messages): a view for rows, a copy for columns.
   Tensor take(const std::string& name, const Tensor& tensor, const Slice& slice) const;
@@ -217,7 +235,8 @@ class WeightLoader {
   TensorRecorder* recorder_ = nullptr;
   std::map<std::string, Fp8Scales> fp8_scales_;  // matrices in FP8 -> their f32 scales
   int64_t kept_fp8_ = 0;
-  std::map<std::string, Tensor> w8a8_scales_;  // matrices quantized to w8a8 -> row scales
+  std::map<std::string, Tensor> w8a8_scales_;  // matrices in i8 -> row scales
+  int64_t kept_int8_ = 0;                      // i8 matrices of the checkpoint kept as stored
 };
 
 }  // namespace deepinfer::model

@@ -1,6 +1,7 @@
 """FP8 checkpoints kept in FP8, --quantization fp8 and w8a8 through the CLI
 (docs/QUANTIZATION.md)."""
 import json
+import shutil
 import struct
 
 import pytest
@@ -46,3 +47,37 @@ def test_generate_quantized_to_w8a8_and_fp8_runs(run_cli, quantization, needle):
                    check=True)
     assert len(json.loads(proc.stdout)["output_ids"]) == 4
     assert needle in proc.stderr
+
+
+def test_int8_checkpoints_keep_their_int8_bytes_and_scales(run_cli):
+    # tools/make_w8a8_checkpoints.py: SGLang's w8a8_int8 (f32 scales) and compressed-tensors
+    # (bf16 scales, widened to f32 in memory: 4 bytes a row either way).
+    for name in ("tiny-deepseek-v3-w8a8-int8", "tiny-qwen2-compressed-int8"):
+        model = DATA / name
+        out = json.loads(run_cli("info", "--model", model, "--json", "--log-level", "error",
+                                 check=True).stdout)
+        header = safetensors_header(model / "model.safetensors")
+        want = 0
+        for tensor, t in header.items():
+            # Kept: every I8 matrix but MLA's kv_b_proj (read by element, widened to f32) and the
+            # multi-token-prediction layer 3 (skipped).
+            if tensor == "__metadata__" or t["dtype"] != "I8":
+                continue
+            if "kv_b_proj" in tensor or tensor.startswith("model.layers.3."):
+                continue
+            rows, cols = t["shape"]
+            want += rows * cols + 4 * rows
+        assert out["loaded_weight_bytes_by_dtype"]["i8"] == want, name
+
+
+def test_int8_checkpoint_with_group_wise_scales_is_one_clear_error(run_cli, tmp_path):
+    model = tmp_path / "grouped"
+    shutil.copytree(DATA / "tiny-qwen2-compressed-int8", model)
+    config = json.loads((model / "config.json").read_text())
+    config["quantization_config"]["config_groups"]["group_0"]["weights"].update(
+        strategy="group", group_size=128)
+    (model / "config.json").write_text(json.dumps(config))
+    proc = run_cli("generate", "--model", model, "--prompt-ids", "1,2", "--max-new-tokens", 1)
+    assert proc.returncode != 0
+    assert ("quantization_config.config_groups.group_0.weights.strategy: \"group\" is not supported"
+            in proc.stderr), proc.stderr

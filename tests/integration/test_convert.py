@@ -83,6 +83,77 @@ def test_other_families_convert_then_load_equal_the_load_setting(run_cli, tmp_pa
     assert not any("F8_E4M3" == v[0] for v in read_dir(out).values())
 
 
+def info_bytes(run_cli, model):
+    out = json.loads(run_cli("info", "--model", model, "--json", "--log-level", "error", check=True).stdout)
+    return out["loaded_weight_bytes_by_dtype"]
+
+
+@pytest.mark.parametrize("model, precision, flags", [
+    ("tiny-qwen3", "w8a8", []),
+    ("tiny-qwen3", "fp8", []),
+    ("tiny-qwen3-moe", "w8a8", []),  # per-expert int8 matrices, each with its row scales
+    ("tiny-qwen3-moe", "w8a8", ["--enable_moe_optimization"]),  # stacks + stacked row scales
+    ("tiny-deepseek-v3-fp8", "w8a8", []),  # quantized from the exact FP8 values
+    ("tiny-deepseek-v3", "fp8", []),  # MLA: kv_b stays as stored (read by element)
+])
+def test_scaled_precisions_convert_then_load_equal_quantize_at_load(run_cli, tmp_path, model, precision, flags):
+    out = tmp_path / "o"
+    convert(run_cli, DATA / model, out, "--precision", precision, *flags)
+    assert np.array_equal(last_logits(run_cli, DATA / model, tmp_path, "ref", "--quantization", precision),
+                          last_logits(run_cli, out, tmp_path, "converted"))
+    tensors = read_dir(out)
+    scaled = 0
+    for name, (dtype, shape, raw) in tensors.items():
+        if dtype == "I8":  # SGLang's layout: weight_scale [rows, 1] (stacks: [E, rows, 1])
+            scale = tensors[(name + "_scale")]
+            assert scale[:2] == ("F32", shape[:-1] + [1]), name
+            scaled += 1
+        elif dtype == "F8_E4M3":  # DeepSeek-V3's: weight_scale_inv per 128 x 128 block
+            scale = tensors[name + "_scale_inv"]
+            assert scale[:2] == ("F32", [-(-shape[0] // 128), -(-shape[1] // 128)]), name
+            scaled += 1
+    assert scaled > 0
+    assert ("gate_up_proj" in " ".join(tensors)) == bool(flags)
+    config = json.loads((out / "config.json").read_text())["quantization_config"]
+    assert config["quant_method"] == {"w8a8": "w8a8_int8", "fp8": "fp8"}[precision]
+    # Loaded as stored: int8 (FP8) bytes plus their f32 scales, nothing widened.
+    kept = {"w8a8": ("I8", "i8"), "fp8": ("F8_E4M3", "f8_e4m3")}[precision]
+    want = sum(len(raw) + len(tensors[name + ("_scale" if kept[0] == "I8" else "_scale_inv")][2])
+               for name, (dtype, _, raw) in tensors.items() if dtype == kept[0])
+    assert info_bytes(run_cli, out)[kept[1]] == want
+
+
+def test_fp8_checkpoint_converted_to_fp8_keeps_its_bytes(run_cli, tmp_path):
+    src = DATA / "tiny-deepseek-v3-fp8"
+    out = tmp_path / "o"
+    convert(run_cli, src, out, "--precision", "fp8", "--enable_moe_optimization")
+    source, converted = read_dir(src), read_dir(out)
+    kept = [name for name, (dtype, _, _) in source.items()
+            if dtype == "F8_E4M3" and "kv_b_proj" not in name and not name.startswith("model.layers.3.")]
+    assert kept
+    for name in kept:  # the FP8 bytes and their 32 x 32 block scales, unchanged
+        assert converted[name] == source[name], name
+        assert converted[name + "_scale_inv"] == source[name + "_scale_inv"], name
+    config = json.loads((out / "config.json").read_text())["quantization_config"]
+    assert config["weight_block_size"] == [32, 32]
+    assert np.array_equal(last_logits(run_cli, src, tmp_path, "ref"), last_logits(run_cli, out, tmp_path, "converted"))
+
+
+def test_w8a8_ep_shards_hold_each_ranks_experts_with_their_scales(run_cli, tmp_path):
+    out = tmp_path / "ep"
+    convert(run_cli, DATA / "tiny-qwen3-moe", out, "--precision", "w8a8", "--ep-size", 2,
+            "--enable_moe_optimization")
+    for rank in range(2):
+        tensors = read_dir(out / f"rank{rank}")
+        manifest = json.loads((out / f"rank{rank}" / "deepinfer_manifest.json").read_text())
+        slices = manifest["sliced_tensors"]
+        for name in ("model.layers.0.mlp.experts.gate_up_proj", "model.layers.0.mlp.experts.down_proj"):
+            assert tensors[name][0] == "I8" and tensors[name][1][0] == 4, name  # 4 of 8 experts
+            assert tensors[name + "_scale"][1] == tensors[name][1][:-1] + [1]
+            # The scales are the same rows of the layer as their weights.
+            assert slices[name + "_scale"] == slices[name] == {"dim": 0, "begin": 4 * rank, "end": 4 * rank + 4, "full": 8}
+
+
 def bf16_bits(f32_bytes):
     """Round-to-nearest-even f32 -> bf16, as torch does (no NaNs in these weights)."""
     words = np.frombuffer(f32_bytes, dtype=np.uint32).astype(np.uint64)
@@ -177,8 +248,7 @@ def one_error_line(proc):
 
 @pytest.mark.parametrize("precision, needle", [
     ("q3_x", "unknown precision (expected one of fp32, fp16, bf16, q8_0"),
-    ("w8a8", "not available yet"),
-    ("fp8", "not available yet"),
+    ("w4a8", "not available yet"),
 ])
 def test_bad_precision_is_one_clear_line(run_cli, tmp_path, precision, needle):
     line = one_error_line(convert(run_cli, DATA / "tiny-qwen3", tmp_path / "o", "--precision", precision, check=False))
@@ -268,21 +338,24 @@ def test_fp16_overflows_are_clamped_and_counted(run_cli, tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun not installed (openmpi-bin)")
-@pytest.mark.parametrize("stacked", [False, True])
-def test_each_mpi_rank_maps_its_own_shard_and_computes_what_the_source_gives(deepinfer_bin, tmp_path, stacked):
+@pytest.mark.parametrize("stacked, precision", [(False, "fp32"), (True, "fp32"), (True, "w8a8")])
+def test_each_mpi_rank_maps_its_own_shard_and_computes_what_the_source_gives(deepinfer_bin, tmp_path, stacked,
+                                                                             precision):
     from test_mpi_ep import mpirun, ok
     out = tmp_path / "ep"
     flags = ["--enable_moe_optimization"] if stacked else []
     subprocess.run([deepinfer_bin, "convert", "--input_dir", DATA / "tiny-qwen3-moe", "--output_dir", out,
-                    "--precision", "fp32", "--ep-size", "2", *flags], check=True, capture_output=True)
+                    "--precision", precision, "--ep-size", "2", *flags], check=True, capture_output=True)
     case = load_golden("tiny-qwen3-moe")["cases"][-1]
     ids = ",".join(map(str, case["prompt_ids"]))
     dumps = {}
-    for tag, model in (("source", DATA / "tiny-qwen3-moe"), ("converted", out)):
+    # w8a8: each rank quantizes its experts at load; the converted shards hold those bytes.
+    at_load = [] if precision == "fp32" else ["--quantization", precision]
+    for tag, model, extra in (("source", DATA / "tiny-qwen3-moe", at_load), ("converted", out, [])):
         dumps[tag] = tmp_path / f"{tag}.npy"
         ok(mpirun(2, deepinfer_bin, "generate", "-m", model, "--prompt-ids", ids, "-n", 4, "--ignore-eos",
                   "--dump-logits", dumps[tag], "--threads", 1, "--expert-parallel-size", 2,
-                  "--log-level", "warn"))
+                  "--log-level", "warn", *extra))
     assert np.array_equal(np.load(dumps["source"]), np.load(dumps["converted"]))
 
 

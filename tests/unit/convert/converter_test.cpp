@@ -29,8 +29,8 @@ struct Captured : model::TensorRecorder {
               std::optional<io::TensorSlice>) override {
     tensors[name] = t;
   }
-  void record_expert_stack(const std::string&, int64_t, int64_t, const Tensor&,
-                           const Tensor&) override {}
+  void record_expert_stack(const std::string&, int64_t, int64_t, const Tensor&, const Tensor&,
+                           const Tensor&, const Tensor&) override {}
 };
 
 // What building the model from `dir` hands out, by name.

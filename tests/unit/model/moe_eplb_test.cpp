@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "model/layers/moe/dispatch_plan.h"
 #include "model/layers/moe/moe_layer.h"
+#include "model/weight_quantization.h"
 
 namespace deepinfer::model {
 namespace {
@@ -228,22 +229,33 @@ TEST(MoeLayer, GlobalCapacityDropsTheSameWhateverTheRanks) {
   EXPECT_EQ(joined, want);
 }
 
+// The EPLB tests run with the checkpoint's f32 experts and with W8A8 experts, whose row
+// scales must travel with the int8 weights when experts move between ranks.
+class MoeEplbWeights : public ::testing::TestWithParam<const char*> {
+ protected:
+  static LoadOptions weight_options() {
+    LoadOptions options;
+    options.quantization = parse_quantization(GetParam());
+    return options;
+  }
+};
+
 // A recorded load making experts 0 and 1 hot, 2 redundant slots over 2 ranks (5 each): the
 // placement replicates the hot experts and the output is bitwise one process's.
-TEST(MoeLayer, RedundantExpertsFromALoadFileChangeNoOutputBit) {
+TEST_P(MoeEplbWeights, RedundantExpertsFromALoadFileChangeNoOutputBit) {
   const Checkpoint ckpt(7, {0, 1});
   const std::string file = ckpt.path("load.json");
   std::ofstream(file) << R"({"format": "deepinfer-eplb-load-v1", "layers": [)"
                       << R"({"name": "mlp", "load": [900, 800, 100, 100, 100, 100, 100, 100]}]})";
   const auto x = random_input(16, 8);
-  WeightLoader whole_weights(ckpt.get(), {});
+  WeightLoader whole_weights(ckpt.get(), weight_options());
   const auto whole = MoeLayer::load(whole_weights, "mlp", config(),
                                     std::make_shared<parallel::SingleProcessCommunicator>());
   const std::vector<float> want = run(*whole, x);
   std::vector<std::vector<float>> outputs(2);
   std::vector<std::vector<int64_t>> ids(2);
   on_ranks(2, [&](int rank, std::shared_ptr<CountingCommunicator> comm) {
-    LoadOptions options;
+    LoadOptions options = weight_options();
     options.moe.eplb.num_redundant_experts = 2;
     options.moe.eplb.load_file = file;
     WeightLoader weights(ckpt.get(), options);
@@ -265,10 +277,10 @@ TEST(MoeLayer, RedundantExpertsFromALoadFileChangeNoOutputBit) {
 // Online: every 2 forward calls the ranks sum the window's load and re-place; the hot
 // experts' weights move between ranks, the measured balancedness rises by more than 0.2
 // over the default split, and every call's output stays bitwise one process's.
-TEST(MoeLayer, OnlineRebalancingMovesWeightsAndChangesNoOutputBit) {
+TEST_P(MoeEplbWeights, OnlineRebalancingMovesWeightsAndChangesNoOutputBit) {
   const Checkpoint ckpt(9, {0, 1});
   std::vector<std::vector<float>> inputs, want;
-  WeightLoader whole_weights(ckpt.get(), {});
+  WeightLoader whole_weights(ckpt.get(), weight_options());
   const auto whole = MoeLayer::load(whole_weights, "mlp", config(),
                                     std::make_shared<parallel::SingleProcessCommunicator>());
   for (uint32_t call = 0; call < 6; ++call) {
@@ -279,7 +291,7 @@ TEST(MoeLayer, OnlineRebalancingMovesWeightsAndChangesNoOutputBit) {
   std::vector<std::vector<int64_t>> before(2), after(2);
   std::vector<parallel::LayerBalance> balance(2);
   on_ranks(2, [&](int rank, std::shared_ptr<CountingCommunicator> comm) {
-    LoadOptions options;
+    LoadOptions options = weight_options();
     options.moe.eplb.num_redundant_experts = 2;
     options.moe.eplb.interval = 2;
     options.moe.eplb.window = 2;
@@ -303,6 +315,8 @@ TEST(MoeLayer, OnlineRebalancingMovesWeightsAndChangesNoOutputBit) {
   EXPECT_GE(balance[0].balancedness, balance[0].balancedness_default + 0.2)
       << balance[0].balancedness_default << " -> " << balance[0].balancedness;
 }
+
+INSTANTIATE_TEST_SUITE_P(Weights, MoeEplbWeights, ::testing::Values("none", "w8a8"));
 
 }  // namespace
 }  // namespace deepinfer::model

@@ -55,7 +55,41 @@ ExpertStack::ExpertStack(Tensor gate, Tensor up, Tensor down, Fp8Scales scales)
            fp8_.down.describe());
 }
 
+ExpertStack::ExpertStack(Tensor gate_up, Tensor down, RowScales scales)
+    : ExpertStack(std::move(gate_up), std::move(down)) {
+  w8a8_ = std::move(scales);
+  check_row_scales();
+}
+
+ExpertStack::ExpertStack(Tensor gate, Tensor up, Tensor down, RowScales scales)
+    : ExpertStack(std::move(gate), std::move(up), std::move(down)) {
+  w8a8_ = std::move(scales);
+  check_row_scales();
+}
+
+void ExpertStack::check_row_scales() const {
+  const auto fits = [](const Tensor& scale, const Tensor& stack) {
+    return stack.dtype() == DType::i8 && scale.dtype() == DType::f32 &&
+           stack_of(scale, stack.dim(0), stack.dim(1), 1);
+  };
+  const bool ok = fits(w8a8_.down, down_) &&
+                  (gate_up_.defined() ? fits(w8a8_.gate_up, gate_up_)
+                                      : fits(w8a8_.gate, gate_) && fits(w8a8_.up, up_));
+  DI_CHECK(ok,
+           "W8A8 expert stacks need i8 gate_up (or gate and up) and down with f32 row "
+           "scales [experts, rows, 1] each, got ",
+           (gate_up_.defined() ? gate_up_ : gate_).describe(), " / ", down_.describe(),
+           " with scales ", (gate_up_.defined() ? w8a8_.gate_up : w8a8_.gate).describe(), " / ",
+           w8a8_.down.describe());
+}
+
 namespace {
+
+// The row scales of an i8 matrix or stack the loader returned, as a stack [count, rows, 1].
+Tensor row_scales(const WeightLoader& weights, const std::string& name, int64_t count,
+                  int64_t rows) {
+  return weights.w8a8_scale(name).reshape({count, rows, 1});
+}
 
 // Experts `ids` of an FP8 checkpoint kept in FP8: per-expert matrices and their scales copied
 // into stacks (gate / up / down apart: a fused gate_up would need I to be whole scale blocks).
@@ -154,6 +188,12 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
                                                  ids[0] + count, MatrixUse::expert);
       const Tensor down = weights.matrix_rows(prefix + ".down_proj", down_shape, ids[0],
                                               ids[0] + count, MatrixUse::expert);
+      if (gate_up.dtype() == DType::i8) {
+        const Tensor gu_scale = row_scales(weights, prefix + ".gate_up_proj", count, 2 * i);
+        const Tensor dn_scale = row_scales(weights, prefix + ".down_proj", count, hidden);
+        weights.record_expert_stack(prefix, num_experts, ids[0], gate_up, down, gu_scale, dn_scale);
+        return ExpertStack(gate_up, down, RowScales{gu_scale, {}, {}, dn_scale});
+      }
       weights.record_expert_stack(prefix, num_experts, ids[0], gate_up, down);
       return ExpertStack(gate_up, down);
     }
@@ -163,6 +203,14 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
                                                num_experts, MatrixUse::expert);
     const Tensor down =
         weights.matrix_rows(prefix + ".down_proj", down_shape, 0, num_experts, MatrixUse::expert);
+    if (gate_up.dtype() == DType::i8) {
+      return ExpertStack(
+          local(gate_up), local(down),
+          RowScales{local(row_scales(weights, prefix + ".gate_up_proj", num_experts, 2 * i)),
+                    {},
+                    {},
+                    local(row_scales(weights, prefix + ".down_proj", num_experts, hidden))});
+    }
     return ExpertStack(local(gate_up), local(down));
   }
   // Split over a moe tensor group, a GGUF file's per-expert views are read instead of its
@@ -179,6 +227,14 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     const Tensor down =
         weights.matrix(prefix + ".down_proj", {num_experts, hidden, i}, MatrixUse::expert);
     skip_experts(true);
+    if (gate.dtype() == DType::i8 && up.dtype() == DType::i8 && down.dtype() == DType::i8) {
+      return ExpertStack(
+          local(gate), local(up), local(down),
+          RowScales{{},
+                    local(row_scales(weights, prefix + ".gate_proj", num_experts, i)),
+                    local(row_scales(weights, prefix + ".up_proj", num_experts, i)),
+                    local(row_scales(weights, prefix + ".down_proj", num_experts, hidden))});
+    }
     if (gate.dtype() == up.dtype()) return ExpertStack(local(gate), local(up), local(down));
     // A file may store gate and up in different types; one dtype per pair keeps the kernels
     // simple, and f32 holds both exactly.
@@ -195,7 +251,7 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     if (weights.keeps_fp8(MatrixUse::expert) && !split.split())
       return load_fp8(weights, name, ids, hidden, i);
   }
-  Tensor gate_up, down;
+  Tensor gate_up, down, gate_up_scale, down_scale;
   for (int64_t j = 0; j < count; ++j) {
     const int64_t e = ids[j];
     // Unsplit: no slice (the whole tensor, zero-copy where the dtype allows).
@@ -206,6 +262,11 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     Tensor up = weights.matrix(name(e, "up_proj"), {full, hidden}, MatrixUse::expert, part(0));
     const Tensor dn =
         weights.matrix(name(e, "down_proj"), {hidden, full}, MatrixUse::expert, part(1));
+    const bool w8a8 =
+        gate.dtype() == DType::i8 && up.dtype() == DType::i8 && dn.dtype() == DType::i8;
+    DI_CHECK(
+        w8a8 || (gate.dtype() != DType::i8 && up.dtype() != DType::i8 && dn.dtype() != DType::i8),
+        name(e, "gate_proj"), ": an expert's projections are all int8 (W8A8) or none");
     if (gate.dtype() != up.dtype()) {
       gate = gate.to(DType::f32);
       up = up.to(DType::f32);
@@ -213,16 +274,36 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     if (j == 0) {  // the stacks take the dtypes the loader gives the first expert
       gate_up = Tensor::zeros({count, 2 * i, hidden}, gate.dtype());
       down = Tensor::zeros({count, hidden, i}, dn.dtype());
+      if (w8a8) {
+        gate_up_scale = Tensor::zeros({count, 2 * i, 1}, DType::f32);
+        down_scale = Tensor::zeros({count, hidden, 1}, DType::f32);
+      }
     }
+    DI_CHECK(w8a8 == gate_up_scale.defined(), name(e, "gate_proj"),
+             ": int8 (W8A8) and other experts in one layer");
     copy_into_expert(gate_up, j, 0, gate, name(e, "gate_proj"));
     copy_into_expert(gate_up, j, i, up, name(e, "up_proj"));
     copy_into_expert(down, j, 0, dn, name(e, "down_proj"));
+    if (w8a8) {
+      const auto scale = [&](const char* proj, int64_t rows) {
+        return weights.w8a8_scale(name(e, proj)).reshape({rows, 1});
+      };
+      copy_into_expert(gate_up_scale, j, 0, scale("gate_proj", i), name(e, "gate_proj_scale"));
+      copy_into_expert(gate_up_scale, j, i, scale("up_proj", i), name(e, "up_proj_scale"));
+      copy_into_expert(down_scale, j, 0, scale("down_proj", hidden), name(e, "down_proj_scale"));
+    }
   }
   // Split over a moe tensor group the stacks hold part of each expert's intermediate, not rows
   // of a fused [E, 2I, H] tensor: deepinfer convert then writes the per-expert slices recorded
   // above (a fused stack could not be split when loaded back).
-  if (run && !split.split())
-    weights.record_expert_stack(prefix, num_experts, ids[0], gate_up, down);
+  if (run && !split.split()) {
+    weights.record_expert_stack(prefix, num_experts, ids[0], gate_up, down, gate_up_scale,
+                                down_scale);
+  }
+  if (gate_up_scale.defined()) {
+    return ExpertStack(std::move(gate_up), std::move(down),
+                       RowScales{gate_up_scale, {}, {}, down_scale});
+  }
   return ExpertStack(std::move(gate_up), std::move(down));
 }
 
@@ -237,6 +318,10 @@ std::vector<const Tensor*> ExpertStack::part_tensors() const {
   parts.push_back(&down_);
   if (fp8_.block_rows > 0) {
     for (const Tensor* scale : {&fp8_.gate, &fp8_.up, &fp8_.down}) parts.push_back(scale);
+  }
+  // W8A8 row scales travel with their experts (EPLB moves every part).
+  for (const Tensor* scale : {&w8a8_.gate_up, &w8a8_.gate, &w8a8_.up, &w8a8_.down}) {
+    if (scale->defined()) parts.push_back(scale);
   }
   return parts;
 }
@@ -255,6 +340,13 @@ ExpertStack ExpertStack::empty_like(int64_t count) const {
     return ExpertStack(
         zeros(gate_), zeros(up_), zeros(down_),
         {zeros(fp8_.gate), zeros(fp8_.up), zeros(fp8_.down), fp8_.block_rows, fp8_.block_cols});
+  }
+  if (w8a8()) {
+    const auto scales = [&](const Tensor& t) { return t.defined() ? zeros(t) : Tensor(); };
+    const RowScales fresh{scales(w8a8_.gate_up), scales(w8a8_.gate), scales(w8a8_.up),
+                          scales(w8a8_.down)};
+    if (gate_up_.defined()) return ExpertStack(zeros(gate_up_), zeros(down_), fresh);
+    return ExpertStack(zeros(gate_), zeros(up_), zeros(down_), fresh);
   }
   if (gate_up_.defined()) return ExpertStack(zeros(gate_up_), zeros(down_));
   return ExpertStack(zeros(gate_), zeros(up_), zeros(down_));
@@ -294,10 +386,19 @@ void ExpertStack::forward(int64_t j, const float* x, int64_t rows, float* y,
     kernels::linear_fp8(act.data(), rows, i, weight(down_, fp8_.down), h, nullptr, y, pool);
     return;
   }
+  // One projection of expert j: W8A8 (per-token int8 activations) or any kernels::linear type.
+  const auto project = [&](const Tensor& stack, const Tensor& scales, const float* in, int64_t k,
+                           int64_t n, float* out) {
+    if (stack.dtype() == DType::i8) {
+      kernels::linear_w8a8(in, rows, k, reinterpret_cast<const int8_t*>(expert_matrix(stack, j)),
+                           scales.data<float>() + j * n, n, nullptr, out, pool);
+    } else {
+      kernels::linear(in, rows, k, expert_matrix(stack, j), stack.dtype(), n, nullptr, out, pool);
+    }
+  };
   if (gate_up_.defined()) {
     std::vector<float> gu(static_cast<size_t>(rows * 2 * i));
-    kernels::linear(x, rows, h, expert_matrix(gate_up_, j), gate_up_.dtype(), 2 * i, nullptr,
-                    gu.data(), pool);
+    project(gate_up_, w8a8_.gate_up, x, h, 2 * i, gu.data());
     // Row r of gu holds [gate | up]; silu(gate) * up goes to a compact [rows, I] buffer.
     for (int64_t r = 0; r < rows; ++r) {
       const float* row = gu.data() + r * 2 * i;
@@ -305,12 +406,11 @@ void ExpertStack::forward(int64_t j, const float* x, int64_t rows, float* y,
     }
   } else {
     std::vector<float> up(act.size());
-    kernels::linear(x, rows, h, expert_matrix(gate_, j), gate_.dtype(), i, nullptr, act.data(),
-                    pool);
-    kernels::linear(x, rows, h, expert_matrix(up_, j), up_.dtype(), i, nullptr, up.data(), pool);
+    project(gate_, w8a8_.gate, x, h, i, act.data());
+    project(up_, w8a8_.up, x, h, i, up.data());
     kernels::silu_mul(act.data(), up.data(), act.data(), rows * i);
   }
-  kernels::linear(act.data(), rows, i, expert_matrix(down_, j), down_.dtype(), h, nullptr, y, pool);
+  project(down_, w8a8_.down, act.data(), i, h, y);
 }
 
 }  // namespace deepinfer::model

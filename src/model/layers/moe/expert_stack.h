@@ -10,8 +10,10 @@
 // `intermediate` elements may not be whole 256-element k-quant blocks, so llama.cpp's mixes
 // store down in another type). Hugging Face checkpoints store one tensor per expert
 // (<prefix>.{e}.{gate,up,down}_proj.weight, what transformers 5 still writes); those are
-// copied into the stacks once at load. Checkpoints already holding transformers 5's fused
-// 3-D tensors (<prefix>.gate_up_proj [E, 2I, H], <prefix>.down_proj [E, H, I]) load zero-copy.
+// copied into the stacks once at load. W8A8 (i8) stacks carry one f32 scale per weight row
+// (RowScales) and run kernels::linear_w8a8 with per-token int8 activations. Checkpoints already
+// holding transformers 5's fused 3-D tensors (<prefix>.gate_up_proj [E, 2I, H], <prefix>.down_proj
+// [E, H, I]) load zero-copy.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -50,6 +52,14 @@ class ExpertStack {
     int64_t block_rows = 0, block_cols = 0;
   };
   ExpertStack(Tensor gate, Tensor up, Tensor down, Fp8Scales scales);
+  // W8A8 stacks (i8, kernels::linear_w8a8): the f32 scale of every weight row stacked beside
+  // its matrix as [count, rows, 1], gate_up's (or gate's and up's) and down's; the ones of the
+  // layout not in use stay undefined.
+  struct RowScales {
+    Tensor gate_up, gate, up, down;
+  };
+  ExpertStack(Tensor gate_up, Tensor down, RowScales scales);
+  ExpertStack(Tensor gate, Tensor up, Tensor down, RowScales scales);
   ExpertStack() = default;
 
   int64_t count() const { return down_.defined() ? down_.dim(0) : 0; }
@@ -73,12 +83,15 @@ class ExpertStack {
 
  private:
   std::vector<const Tensor*> part_tensors() const;
+  void check_row_scales() const;
+  bool w8a8() const { return down_.defined() && down_.dtype() == DType::i8; }
 
   Tensor gate_up_;  // fused; undefined when gate_ and up_ hold the two halves
   Tensor gate_;
   Tensor up_;
   Tensor down_;
-  Fp8Scales fp8_;  // f8_e4m3 stacks only
+  Fp8Scales fp8_;   // f8_e4m3 stacks only
+  RowScales w8a8_;  // i8 stacks only
 };
 
 }  // namespace deepinfer::model
