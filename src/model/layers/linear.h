@@ -29,8 +29,12 @@ struct Linear {
   // --quantization policy what the weight is for.
   static Linear load(WeightLoader& weights, const std::string& prefix, int64_t in_features,
                      int64_t out_features, bool with_bias, MatrixUse use = MatrixUse::projection);
-  // Packs weight where that pays (f32 / bf16 on AVX-512); load() does it. `huge_pages`: the
-  // panels on transparent huge pages (MemoryOptions::huge_pages).
+  // Takes `w` as returned by weights.matrix(name, ...) with, for f8_e4m3 and i8, the scales
+  // the loader keeps for it (read at once: a second slice of the same tensor replaces them).
+  // Packs it where that pays (f32 / bf16 on AVX-512 and AVX2).
+  void set_weight(const WeightLoader& weights, const std::string& name, Tensor w);
+  // Packs weight where that pays (f32 / bf16 on AVX-512); set_weight() does it. `huge_pages`:
+  // the panels on transparent huge pages (MemoryOptions::huge_pages).
   void pack(bool huge_pages = false);
   // x [rows, in_features] -> y [rows, out_features]
   void forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const;
