@@ -1,5 +1,7 @@
 #include "model/layers/linear.h"
 
+#include <utility>
+
 #include "kernels/kernels.h"
 
 namespace deepinfer::model {
@@ -9,18 +11,23 @@ Linear Linear::load(WeightLoader& weights, const std::string& prefix, int64_t in
   Linear linear;
   linear.in_features = in_features;
   linear.out_features = out_features;
-  linear.weight = weights.matrix(prefix + ".weight", {out_features, in_features}, use);
-  if (linear.weight.dtype() == DType::f8_e4m3) {
-    const WeightLoader::Fp8Scales& fp8 = weights.fp8_scale(prefix + ".weight");
-    linear.weight_scale = fp8.scale;
-    linear.scale_block_rows = fp8.block.block_rows;
-    linear.scale_block_cols = fp8.block.block_cols;
-  } else if (linear.weight.dtype() == DType::i8) {
-    linear.weight_scale = weights.w8a8_scale(prefix + ".weight");
-  }
+  linear.set_weight(weights, prefix + ".weight",
+                    weights.matrix(prefix + ".weight", {out_features, in_features}, use));
   if (with_bias) linear.bias = weights.vector_f32(prefix + ".bias", {out_features});
-  linear.pack();
   return linear;
+}
+
+void Linear::set_weight(const WeightLoader& weights, const std::string& name, Tensor w) {
+  weight = std::move(w);
+  if (weight.dtype() == DType::f8_e4m3) {
+    const WeightLoader::Fp8Scales& fp8 = weights.fp8_scale(name);
+    weight_scale = fp8.scale;
+    scale_block_rows = fp8.block.block_rows;
+    scale_block_cols = fp8.block.block_cols;
+  } else if (weight.dtype() == DType::i8) {
+    weight_scale = weights.w8a8_scale(name);
+  }
+  pack();
 }
 
 void Linear::pack() {

@@ -29,7 +29,11 @@ struct Linear {
   // --quantization policy what the weight is for.
   static Linear load(WeightLoader& weights, const std::string& prefix, int64_t in_features,
                      int64_t out_features, bool with_bias, MatrixUse use = MatrixUse::projection);
-  // Packs weight where that pays (f32 / bf16 on AVX-512); load() does it.
+  // Takes `w` as returned by weights.matrix(name, ...) with, for f8_e4m3 and i8, the scales
+  // the loader keeps for it (read at once: a second slice of the same tensor replaces them).
+  // Packs it where that pays (f32 / bf16 on AVX-512 and AVX2).
+  void set_weight(const WeightLoader& weights, const std::string& name, Tensor w);
+  // Packs weight where that pays (f32 / bf16 on AVX-512); set_weight() does it.
   void pack();
   // x [rows, in_features] -> y [rows, out_features]
   void forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const;
