@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
       "moe_bench: %s experts %lld x (%lld, %lld), %d threads, matmul precision %s, packed: %s\n",
       std::string(dtype_name(dtype)).c_str(), static_cast<long long>(kExperts),
       static_cast<long long>(kHidden), static_cast<long long>(kInter), threads,
+      std::string(kernels::matmul_precision_name(kernels::matmul_precision())).c_str(),
       packed.defined() ? "yes" : "no");
   for (const int64_t step_tokens : {tokens, int64_t{1}}) {
     const std::vector<int64_t> counts = spread(step_tokens, 3);

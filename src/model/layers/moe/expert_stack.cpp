@@ -326,6 +326,10 @@ std::vector<const Tensor*> ExpertStack::part_tensors() const {
   return parts;
 }
 
+void ExpertStack::release_pages() const {
+  for (const Tensor* t : part_tensors()) t->release_pages();
+}
+
 int ExpertStack::parts() const {
   return static_cast<int>(part_tensors().size());
 }

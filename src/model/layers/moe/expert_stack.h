@@ -80,6 +80,10 @@ class ExpertStack {
   std::span<const std::byte> expert_bytes(int64_t j, int part) const;
   std::span<std::byte> mutable_expert_bytes(int64_t j, int part);
   ExpertStack empty_like(int64_t count) const;
+  // Drops the resident pages of mapped stacks (Tensor::release_pages; owned stacks stay): for
+  // a holder that computes from a packed copy (packed_experts.h). A later read of the stored
+  // bytes (EPLB moves, the scalar ISA) gets them from the file again.
+  void release_pages() const;
 
  private:
   std::vector<const Tensor*> part_tensors() const;

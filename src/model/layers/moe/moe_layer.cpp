@@ -119,6 +119,9 @@ MoeLayer::MoeLayer(MoeConfig config, MoeRouter router, ExpertStack experts,
 
 void MoeLayer::repack_experts() const {
   packed_ = config_.fused_experts ? PackedExperts::pack(experts_) : PackedExperts();
+  // Every step now reads the panels: the mapped bytes as stored would double the resident
+  // experts.
+  if (packed_.defined()) experts_.release_pages();
 }
 
 std::unique_ptr<MoeLayer> MoeLayer::load(WeightLoader& weights, const std::string& prefix,
