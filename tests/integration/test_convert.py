@@ -482,6 +482,13 @@ def test_tp_shard_runs_give_the_unconverted_tp_runs_logits_bit_for_bit(deepinfer
             for rank in (0, 1):
                 assert f"tp/rank{rank}" in proc.stderr, proc.stderr
     assert np.array_equal(np.load(dumps["source"]), np.load(dumps["converted"]))
+    if model == "tiny-deepseek-v3" and layout == ("-tp", 2):
+        # Shards of tp 2 (each expert split) under ep 2 x tp 2: refused up front, saying how.
+        proc = mpirun(2, deepinfer_bin, "generate", "-m", out, "--prompt-ids", ids, "-n", 1,
+                      "--threads", 1, "-tp", 2, "--enable-expert-parallel", "--log-level", "warn")
+        assert proc.returncode != 0
+        assert "converted for --tp-size 2 --ep-size 1" in proc.stderr, proc.stderr
+        assert "mpirun -n 2 -tp 2 (docs/DISTRIBUTED.md)" in proc.stderr, proc.stderr
 
 
 def test_leftovers_of_an_interrupted_run_never_look_finished_and_are_cleaned(run_cli, tmp_path):
