@@ -100,9 +100,11 @@ std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, cons
     return std::nullopt;
   }
   const DType asked = options_.quantization->type;
-  if (asked == DType::f8_e4m3) {  // fp8: 128x128 block scales, any shape; no expert stacks
-    if (use != MatrixUse::projection || tensor.ndim() != 2) {
-      ++kept_[use == MatrixUse::expert ? "routed-expert (no fp8 expert stacks)" : kept_reason(use)];
+  if (asked == DType::f8_e4m3) {  // fp8: 128x128 block scales, any shape
+    // Routed experts one matrix at a time (ExpertStack stacks them with their scales); a
+    // checkpoint's fused 3-D stacks keep their dtype (their scales would need whole blocks).
+    if (tensor.ndim() != 2) {
+      ++kept_["routed-expert (fused stacks: no fp8)"];
       return std::nullopt;
     }
     ++quantized_[std::string(dtype_name(stored))];

@@ -111,6 +111,10 @@ class WeightLoader {
   // Whether an F8_E4M3 matrix for `use` is returned as stored (with fp8_scale()) rather than
   // widened: FP8 checkpoints without --dtype (and without a --quantization other than fp8).
   bool keeps_fp8(MatrixUse use) const;
+  // --quantization fp8: 16-bit projections and routed experts (one matrix each) become FP8.
+  bool quantizes_to_fp8() const {
+    return options_.quantization && *options_.quantization == DType::f8_e4m3;
+  }
   struct Fp8Scales {
     Tensor scale;
     io::Fp8BlockQuantization block;
