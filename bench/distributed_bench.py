@@ -74,7 +74,7 @@ def main():
         ranks, flags = layout_flags(layout)
         result = {}
         for workload, requests in (("decode", 1), ("batched", args.batch)):
-            dist, single = [], []
+            dist, single, mpi_share = [], [], []
             for _ in range(args.rounds):  # alternate: distributed, then one process
                 for side, r, f, threads in (("dist", ranks, flags, 1), ("single", 1, [], ranks)):
                     out = run_bench(args.binary, args.model, r, f, threads, requests,
@@ -84,17 +84,22 @@ def main():
                         result[workload] = out["error"]
                         break
                     (dist if side == "dist" else single).append(out["output_tokens_per_s"])
+                    if side == "dist" and out.get("elapsed_s"):
+                        mpi_share.append(out.get("mpi_seconds", 0) / out["elapsed_s"])
                 if workload in result:
                     break
             if workload not in result:
                 d, s = max(dist), max(single)
-                result[workload] = f"{d:.1f} vs {s:.1f} tok/s (x{d / s:.2f})"
+                share = f"; {100 * min(mpi_share):.0f} % in MPI" if mpi_share else ""
+                result[workload] = f"{d:.1f} vs {s:.1f} tok/s (x{d / s:.2f}{share})"
         rows.append((layout, ranks, result["decode"], result["batched"]))
     print(f"| layout | ranks x 1 thread vs 1 process x ranks threads | decode, 1 sequence | "
           f"{args.batch} sequences batched |")
     print("|---|---|---|---|")
     for layout, ranks, decode, batched in rows:
         print(f"| {layout} | {ranks} | {decode} | {batched} |")
+    print("\n% in MPI: rank 0's time inside MPI calls (collectives, messages and waiting for "
+          "slower ranks) over the measured run, the best round; the rest is compute.")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(runs, indent=1))
     return 0

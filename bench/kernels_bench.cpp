@@ -1,11 +1,16 @@
-// Throughput of kernels::linear (standalone driver; not yet wired into CMake).
+// Throughput of kernels::linear (built with -DDEEPINFER_BUILD_BENCH=ON: build/kernels_bench).
 //
 //   g++ -std=c++20 -O2 -Isrc bench/kernels_bench.cpp build/libdeepinfer.a -lpthread
 //       $(pkg-config --libs libpcre2-8 libutf8proc) -o kernels_bench
 //   ./kernels_bench [--isa scalar|avx2|avx512] [--threads 1,2] [--precision f32|bf16] [--json]
 //                   [--weights bf16,f32,q8_0,q4_1,q5_0,q5_1,q4_k,q5_k,q6_k] [--decode]
+//   ./kernels_bench --gemm [--threads 1,2] [--m 1,8,32,128,512] [--json]
 //
 // --weights picks the weight dtypes (default bf16,f32); --decode keeps the m = 1 shapes only.
+// --gemm: the peak probe (f32 FMA, vdpbf16ps, vpdpbusd; kernels_bench_peak.h), then
+// m = 1, 8, 32, 128, 512 on the Qwen2.5-0.5B projections for f32 weights, bf16 weights (exact)
+// and bf16 weights with bf16 activations, each through the stored matrix ("raw") and packed
+// weights ("packed") alternately, with GFLOP/s as a % of the peak that bounds it.
 // For each (m, k, n, weight dtype, threads) it reports GFLOP/s (2·m·n·k per call) and the
 // weight bytes streamed per second. "cold" cycles through enough weight copies to exceed the
 // last-level cache (DRAM bandwidth); "hot" reuses one copy (cache-resident when it fits).
@@ -21,6 +26,7 @@
 #include "core/thread_pool.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
+#include "kernels_bench_peak.h"
 
 using namespace deepinfer;
 
@@ -44,6 +50,28 @@ void fill_blocks(std::vector<unsigned char>& w) {
     w[i] = static_cast<unsigned char>(0x30 | ((i * 2654435761u) >> 13 & 0x0f));
 }
 
+// Median wall and CPU time per call of call(i) (i cycles over the copies), after a warm-up.
+template <typename Call>
+Result time_calls(const Call& call, int copies, int reps, double min_seconds, ThreadPool& pool) {
+  for (int i = 0; i < copies; ++i) call(i);  // warm-up (page faults, thread wake-up)
+  std::vector<double> samples, cpu_samples;
+  for (int rep = 0; rep < reps; ++rep) {
+    int calls = 0;
+    const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = process_cpu_seconds();
+    double elapsed = 0.0;
+    while (elapsed < min_seconds || calls < copies) {
+      call(calls++);
+      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    samples.push_back(elapsed / calls);
+    cpu_samples.push_back((process_cpu_seconds() - cpu_start) / pool.size() / calls);
+  }
+  std::sort(samples.begin(), samples.end());
+  std::sort(cpu_samples.begin(), cpu_samples.end());
+  return {samples[samples.size() / 2], cpu_samples[cpu_samples.size() / 2]};
+}
+
 Result time_linear(int64_t m, int64_t k, int64_t n, DType dtype, int copies, ThreadPool& pool) {
   const size_t w_bytes = static_cast<size_t>(n) * dtype_bytes(dtype, k);
   std::vector<std::vector<unsigned char>> weights(static_cast<size_t>(copies));
@@ -63,23 +91,7 @@ Result time_linear(int64_t m, int64_t k, int64_t n, DType dtype, int copies, Thr
     kernels::linear(x.data(), m, k, weights[static_cast<size_t>(i % copies)].data(), dtype, n,
                     nullptr, y.data(), pool);
   };
-  for (int i = 0; i < copies; ++i) call(i);  // warm-up (page faults, thread wake-up)
-  std::vector<double> samples, cpu_samples;
-  for (int rep = 0; rep < 7; ++rep) {
-    int calls = 0;
-    const auto start = std::chrono::steady_clock::now();
-    const double cpu_start = process_cpu_seconds();
-    double elapsed = 0.0;
-    while (elapsed < 0.05 || calls < copies) {
-      call(calls++);
-      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
-    samples.push_back(elapsed / calls);
-    cpu_samples.push_back((process_cpu_seconds() - cpu_start) / pool.size() / calls);
-  }
-  std::sort(samples.begin(), samples.end());
-  std::sort(cpu_samples.begin(), cpu_samples.end());
-  return {samples[samples.size() / 2], cpu_samples[cpu_samples.size() / 2]};
+  return time_calls(call, copies, 7, 0.05, pool);
 }
 
 // Read bandwidth of `bytes` streamed by `pool` (integer sums: no FP, vectorised with the
@@ -125,6 +137,137 @@ DType dtype_named(const std::string& name) {
   return parse_dtype(name);
 }
 
+// Peak rates at one thread count, GFLOP/s (vnni: G integer ops/s); 0 where the CPU lacks it.
+struct Peaks {
+  double f32_fma = 0.0;  // of the active ISA's FMA: zmm for AVX-512, ymm for AVX2
+  double dpbf16 = 0.0;
+  double vnni = 0.0;
+};
+
+Peaks measure_peaks(ThreadPool& pool) {
+  Peaks p;
+  const kernels::Isa isa = kernels::active_isa();
+  if (isa == kernels::Isa::avx512) {
+    p.f32_fma = bench_peak::rate(bench_peak::fma_avx512, bench_peak::kChains * 32.0, pool) / 1e9;
+    if (kernels::cpu_has_avx512_bf16())
+      p.dpbf16 =
+          bench_peak::rate(bench_peak::dpbf16_avx512, bench_peak::kChains * 64.0, pool) / 1e9;
+    if (kernels::cpu_has_avx512_vnni())
+      p.vnni = bench_peak::rate(bench_peak::vnni_avx512, bench_peak::kChains * 128.0, pool) / 1e9;
+  } else if (isa == kernels::Isa::avx2) {
+    p.f32_fma = bench_peak::rate(bench_peak::fma_avx2, bench_peak::kChainsYmm * 16.0, pool) / 1e9;
+  }
+  return p;
+}
+
+// --gemm: peaks, then raw vs packed weights alternately on the Qwen2.5-0.5B projections.
+int run_gemm(const std::vector<int>& thread_counts, const std::vector<int64_t>& ms, bool json) {
+  const auto isa = kernels::isa_name(kernels::active_isa());
+  std::vector<Peaks> peaks;
+  for (int threads : thread_counts) {
+    ThreadPool pool(threads);
+    peaks.push_back(measure_peaks(pool));
+    const Peaks& p = peaks.back();
+    if (json) {
+      std::printf(
+          "{\"op\":\"peak\",\"isa\":\"%.*s\",\"threads\":%d,\"f32_fma_gflops\":%.1f,"
+          "\"dpbf16_gflops\":%.1f,\"vnni_gops\":%.1f}\n",
+          static_cast<int>(isa.size()), isa.data(), threads, p.f32_fma, p.dpbf16, p.vnni);
+    } else {
+      std::printf(
+          "peak (%.*s, %d threads): f32 FMA %.1f GFLOP/s, vdpbf16ps %.1f GFLOP/s, "
+          "vpdpbusd %.1f GOP/s\n",
+          static_cast<int>(isa.size()), isa.data(), threads, p.f32_fma, p.dpbf16, p.vnni);
+    }
+  }
+  if (!json)
+    std::printf("%5s %5s %6s %5s %6s %3s %5s %10s %9s %7s %9s\n", "m", "k", "n", "w", "path", "thr",
+                "cache", "us/call", "GFLOP/s", "%peak", "wGB/s");
+  struct Variant {
+    const char* name;  // f32 and bf16: exact f32 math; bf16a: bf16 activations
+    DType dtype;
+    kernels::MatmulPrecision precision;
+  };
+  const Variant variants[] = {{"f32", DType::f32, kernels::MatmulPrecision::f32},
+                              {"bf16", DType::bf16, kernels::MatmulPrecision::f32},
+                              {"bf16a", DType::bf16, kernels::MatmulPrecision::bf16}};
+  struct Shape {
+    int64_t k, n;
+    std::vector<int64_t> ms;
+  };
+  // q_proj / o_proj, gate or up, down; the tied lm_head only where decode streams it.
+  std::vector<int64_t> lm_head_ms;
+  for (int64_t m : ms)
+    if (m <= 8) lm_head_ms.push_back(m);
+  const Shape shapes[] = {
+      {896, 896, ms}, {896, 4864, ms}, {4864, 896, ms}, {896, 151936, lm_head_ms}};
+  const kernels::MatmulPrecision saved = kernels::matmul_precision();
+  for (const Shape& s : shapes) {
+    for (int64_t m : s.ms) {
+      for (const Variant& v : variants) {
+        kernels::set_matmul_precision(v.precision);
+        const size_t w_bytes = static_cast<size_t>(s.n) * dtype_bytes(v.dtype, s.k);
+        // m = 1: weights from DRAM (96 MiB of copies defeat a 32 MiB L3), as in decode.
+        const int copies =
+            m == 1 ? static_cast<int>(std::max<size_t>(1, (96u << 20) / w_bytes)) : 1;
+        std::vector<float> src(static_cast<size_t>(s.n * s.k));
+        for (size_t i = 0; i < src.size(); ++i)
+          src[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+        std::vector<std::vector<unsigned char>> weights(static_cast<size_t>(copies));
+        std::vector<kernels::PackedWeights> packed;
+        for (auto& w : weights) {
+          w.resize(w_bytes);
+          convert_from_f32(src.data(), w.data(), v.dtype, src.size());
+          packed.push_back(kernels::pack_weights(w.data(), v.dtype, s.n, s.k));
+        }
+        std::vector<float> x(static_cast<size_t>(m * s.k), 0.25f), y(static_cast<size_t>(m * s.n));
+        for (size_t t = 0; t < thread_counts.size(); ++t) {
+          ThreadPool pool(thread_counts[t]);
+          const double peak = v.precision == kernels::MatmulPrecision::bf16 && peaks[t].dpbf16 > 0.0
+                                  ? peaks[t].dpbf16
+                                  : peaks[t].f32_fma;
+          for (const bool use_packed : {false, true}) {
+            if (use_packed && !packed[0].defined()) continue;
+            const auto call = [&](int i) {
+              const size_t c = static_cast<size_t>(i % copies);
+              if (use_packed) {
+                kernels::linear(x.data(), m, packed[c], nullptr, y.data(), pool);
+              } else {
+                kernels::linear(x.data(), m, s.k, weights[c].data(), v.dtype, s.n, nullptr,
+                                y.data(), pool);
+              }
+            };
+            const Result r = time_calls(call, copies, 3, 0.02, pool);
+            const double gflops = 2.0 * m * s.n * s.k / r.seconds_per_call / 1e9;
+            const double pct = peak > 0.0 ? 100.0 * gflops / peak : 0.0;
+            const double gbps = static_cast<double>(w_bytes) / r.seconds_per_call / 1e9;
+            const char* path = use_packed ? "packed" : "raw";
+            const char* cache = m == 1 ? "cold" : "hot";
+            if (json) {
+              std::printf(
+                  "{\"op\":\"gemm\",\"isa\":\"%.*s\",\"m\":%lld,\"k\":%lld,\"n\":%lld,"
+                  "\"w\":\"%s\",\"path\":\"%s\",\"threads\":%d,\"cache\":\"%s\","
+                  "\"us_per_call\":%.2f,\"gflops\":%.2f,\"pct_of_peak\":%.1f,"
+                  "\"peak_gflops\":%.1f,\"weight_gbps\":%.2f}\n",
+                  static_cast<int>(isa.size()), isa.data(), static_cast<long long>(m),
+                  static_cast<long long>(s.k), static_cast<long long>(s.n), v.name, path,
+                  thread_counts[t], cache, r.seconds_per_call * 1e6, gflops, pct, peak, gbps);
+            } else {
+              std::printf("%5lld %5lld %6lld %5s %6s %3d %5s %10.1f %9.1f %6.1f%% %9.1f\n",
+                          static_cast<long long>(m), static_cast<long long>(s.k),
+                          static_cast<long long>(s.n), v.name, path, thread_counts[t], cache,
+                          r.seconds_per_call * 1e6, gflops, pct, gbps);
+            }
+            std::fflush(stdout);
+          }
+        }
+      }
+    }
+  }
+  kernels::set_matmul_precision(saved);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,6 +275,8 @@ int main(int argc, char** argv) {
   std::vector<DType> weight_dtypes = {DType::bf16, DType::f32};
   bool json = false;
   bool decode_only = false;
+  bool gemm = false;
+  std::vector<int64_t> gemm_ms = {1, 8, 32, 128, 512};
   const auto split = [](const std::string& list) {
     std::vector<std::string> out;
     size_t pos = 0;
@@ -160,6 +305,11 @@ int main(int argc, char** argv) {
     } else if (arg == "--weights" && i + 1 < argc) {
       weight_dtypes.clear();
       for (const std::string& name : split(argv[++i])) weight_dtypes.push_back(dtype_named(name));
+    } else if (arg == "--gemm") {
+      gemm = true;
+    } else if (arg == "--m" && i + 1 < argc) {
+      gemm_ms.clear();
+      for (const std::string& m : split(argv[++i])) gemm_ms.push_back(std::stoll(m));
     } else if (arg == "--decode") {
       decode_only = true;
     } else if (arg == "--json") {
@@ -168,11 +318,13 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: %s [--isa scalar|avx2|avx512] [--threads 1,2] [--precision f32|bf16] [--json]\n"
-          "          [--weights bf16,f32,q8_0,q4_0,q4_1,q5_0,q5_1,q4_k,q5_k,q6_k] [--decode]\n",
-          argv[0]);
+          "          [--weights bf16,f32,q8_0,q4_0,q4_1,q5_0,q5_1,q4_k,q5_k,q6_k] [--decode]\n"
+          "       %s --gemm [--isa avx2|avx512] [--threads 1,2] [--m 1,8,32,128,512] [--json]\n",
+          argv[0], argv[0]);
       return 2;
     }
   }
+  if (gemm) return run_gemm(thread_counts, gemm_ms, json);
   const auto isa = kernels::isa_name(kernels::active_isa());
   const auto precision = kernels::matmul_precision_name(kernels::matmul_precision());
   for (int threads : thread_counts) {

@@ -115,7 +115,7 @@ int run_info(const std::vector<std::string>& argv) {
   if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
     std::printf(
         "usage: deepinfer info -m MODEL [--json] [--dtype auto|f32|bf16|f16]\n"
-        "                      [--quantization none|q8_0|q4_0|q4_1]\n"
+        "                      [--quantization q8_0|q4_k_m|w8a8|fp8|...]\n"
         "prints the architecture, layout, experts, quantization, the memory each part of the\n"
         "weights takes and the KV cache cost per token\n");
     return 0;

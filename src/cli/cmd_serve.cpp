@@ -46,7 +46,8 @@ constexpr const char* kUsage =
     "                          top_k / min_p / repetition_penalty a request omits (as vLLM);\n"
     "                          vllm: it does not (OpenAI's defaults)\n"
     "  --threads T  --dtype auto|f32|bf16|f16  --matmul-precision f32|bf16  --log-level info\n"
-    "  --quantization none|q8_0|q4_0|q4_1  quantize the projections at load (int8 = q8_0)\n"
+    "  --quantization TYPE  quantize at load: q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k|q4_k_m|\n"
+    "                       w8a8|fp8 (int8 = q8_0, int4 = q4_k_m; docs/QUANTIZATION.md)\n"
     "  (a recipe config: deepinfer run --config FILE --mode api)\n";
 
 int run_serve(const std::vector<std::string>& argv) {

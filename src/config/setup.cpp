@@ -151,15 +151,6 @@ std::shared_ptr<parallel::ParallelContext> parallel_layout(const RecipeConfig& c
                               " ranks: under mpirun it names one device per rank (mpirun -np ",
                               config.devices->size(), ")"));
   }
-  // Not built yet (issue #10): each gate goes when its parallelism lands.
-  const auto not_built = [](const parallel::GroupSize& size, const char* what) {
-    if (size.size > 1) {
-      throw ConfigError(str_cat(size.origin, " = ", size.size, ": ", what,
-                                " is not built yet (docs/DISTRIBUTED.md says what runs "
-                                "distributed today); set it to 1"));
-    }
-  };
-  not_built(request.tensor, "tensor parallelism");
   const parallel::GroupSize& pp = request.pipeline;
   if (request.data.size > 1 && pp.size > 1) {
     throw ConfigError(str_cat(request.data.origin, " = ", request.data.size, " with ", pp.origin,

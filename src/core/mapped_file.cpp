@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.h"
@@ -38,6 +39,17 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
   }
   ::close(fd);
   return std::shared_ptr<MappedFile>(new MappedFile(path, data, size));
+}
+
+void MappedFile::release(const std::byte* begin, size_t bytes) const {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(begin) + bytes) / page * page;
+  const auto first = reinterpret_cast<uintptr_t>(data_);
+  DI_CHECK(begin >= data_ && begin + bytes <= data_ + size_, path_,
+           ": release of bytes outside the mapping");
+  // Advice only: a refusal leaves the pages resident, which is still correct.
+  if (hi > lo && lo >= first) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

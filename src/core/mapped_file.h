@@ -18,6 +18,11 @@ class MappedFile {
   const std::byte* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops this process's resident pages wholly inside [begin, begin + bytes) (RSS falls); a
+  // later read faults them in from the file again, so the bytes seen never change (the
+  // mapping is read-only and private: it has no pages of its own to lose). For weights that
+  // were copied into another layout and are rarely or never read as stored.
+  void release(const std::byte* begin, size_t bytes) const;
 
  private:
   MappedFile(std::string path, const std::byte* data, size_t size)

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "core/quant_blocks.h"
 
 namespace deepinfer {
@@ -23,6 +24,18 @@ std::shared_ptr<Storage> Storage::borrow(std::shared_ptr<const void> owner, cons
   DI_CHECK(owner != nullptr, "Storage::borrow needs an owner");
   return std::shared_ptr<Storage>(
       new Storage(const_cast<std::byte*>(data), bytes, std::move(owner)));
+}
+
+std::shared_ptr<Storage> Storage::map(std::shared_ptr<const MappedFile> file, const std::byte* data,
+                                      size_t bytes) {
+  const MappedFile* raw = file.get();
+  std::shared_ptr<Storage> storage = borrow(std::move(file), data, bytes);
+  storage->file_ = raw;
+  return storage;
+}
+
+void Storage::release_pages(const std::byte* begin, size_t bytes) const {
+  if (file_ != nullptr) file_->release(begin, bytes);
 }
 
 Storage::~Storage() {

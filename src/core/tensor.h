@@ -14,6 +14,7 @@
 
 namespace deepinfer {
 
+class MappedFile;
 using Shape = std::vector<int64_t>;
 
 class Storage {
@@ -24,6 +25,9 @@ class Storage {
   // Borrowed bytes kept alive by `owner` (e.g. a MappedFile).
   static std::shared_ptr<Storage> borrow(std::shared_ptr<const void> owner, const std::byte* data,
                                          size_t bytes);
+  // Borrowed bytes of a read-only file mapping: as borrow(), and release_pages() can drop them.
+  static std::shared_ptr<Storage> map(std::shared_ptr<const MappedFile> file, const std::byte* data,
+                                      size_t bytes);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -31,6 +35,9 @@ class Storage {
   std::byte* data() const { return data_; }
   size_t size() const { return size_; }
   bool owned() const { return owner_ == nullptr; }
+  // Drops the resident pages of [begin, begin + bytes) when this is a file mapping
+  // (MappedFile::release: the values stay); owned or other borrowed bytes are left as they are.
+  void release_pages(const std::byte* begin, size_t bytes) const;
 
  private:
   Storage(std::byte* data, size_t size, std::shared_ptr<const void> owner)
@@ -38,6 +45,7 @@ class Storage {
   std::byte* data_;
   size_t size_;
   std::shared_ptr<const void> owner_;
+  const MappedFile* file_ = nullptr;  // set by map(); owner_ keeps it alive
 };
 
 class Tensor {
@@ -58,6 +66,11 @@ class Tensor {
   size_t nbytes() const { return dtype_bytes(dtype_, numel()); }
   bool is_contiguous() const;
   bool is_borrowed() const { return storage_ && !storage_->owned(); }
+  // Drops the resident pages of this view's bytes when it views a file mapping (the values
+  // stay: they are read from the file again if touched); see Storage::release_pages.
+  void release_pages() const {
+    if (storage_) storage_->release_pages(storage_->data() + offset_, nbytes());
+  }
 
   void* raw() const { return storage_ ? storage_->data() + offset_ : nullptr; }
   template <typename T>

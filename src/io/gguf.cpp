@@ -539,7 +539,7 @@ Tensor GgufFile::to_tensor(const GgufTensorInfo& tensor) const {
   const std::span<const std::byte> data = bytes(tensor);
   const QuantTraits& traits = quant_traits(tensor.type);
   if (traits.dtype) {
-    return Tensor::view(Storage::borrow(file_, data.data(), data.size()), 0, tensor.shape,
+    return Tensor::view(Storage::map(file_, data.data(), data.size()), 0, tensor.shape,
                         *traits.dtype);
   }
   if (traits.dequantize_row == nullptr) {

@@ -287,7 +287,7 @@ const TensorInfo& SafetensorsFile::info(const std::string& name) const {
 // files from other writers); our kernels read weights with unaligned loads, so that is fine.
 Tensor SafetensorsFile::get(const std::string& name) const {
   const TensorInfo& t = info(name);
-  auto storage = Storage::borrow(file_, file_->data() + t.data_begin, t.data_end - t.data_begin);
+  auto storage = Storage::map(file_, file_->data() + t.data_begin, t.data_end - t.data_begin);
   return Tensor::view(std::move(storage), 0, t.shape, t.dtype);
 }
 

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/quant_blocks.h"
 #include "kernels/attend_rows.h"
+#include "kernels/attention_span.h"
 #include "kernels/backend.h"
 #include "kernels/isa.h"
 #include "kernels/linear_schedule.h"
@@ -330,6 +331,9 @@ void check_cache_dtype(const detail::AttendArgs& a) {
            " and the V row stride ", a.v_row_stride);
 }
 
+// Query heads per kv head from which AVX-512 runs the span kernel (attention_span.h).
+constexpr int64_t kSpanKernelMinGroup = 16;
+
 // Above this, a multi-token call reads a non-f32 cache in place (widening per query).
 constexpr int64_t kMaxWidenedContextBytes = int64_t{256} << 20;
 
@@ -436,6 +440,14 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
       kv.k_scale,  kv.v_scale,    kv.quant_group};
   if (args.v_row_stride == 0) args.v_row_stride = kv.v_head_dim;
   check_cache_dtype(args);
+  // The span kernel (keys along lanes, split-K) wins where many query heads share a kv head
+  // (MLA absorbed decode: 16+ heads on one latent row); at GQA groups of <= 8 the chunked
+  // kernel below is still faster (docs/PERFORMANCE.md, "Long-context decode"). The choice
+  // depends on the shape only, so batch and thread invariance hold.
+  if (active_isa() == Isa::avx512 && heads / kv.kv_heads >= kSpanKernelMinGroup) {
+    detail::paged_attention_spans(q, tokens, positions, heads, args, out, pool);
+    return;
+  }
   if (kv.dtype != DType::f32 && tokens > 1 &&
       WidenedContext::bytes(kv, max_pos + 1) <= kMaxWidenedContextBytes) {
     const WidenedContext widened(kv, detail::v_within_k(args), max_pos + 1, pool);

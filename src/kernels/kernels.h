@@ -11,6 +11,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/packed_weights.h"
 
 namespace deepinfer::kernels {
 
@@ -44,6 +45,20 @@ namespace deepinfer::kernels {
 // invariant. k must be a multiple of the type's block size (32, or 256 for the k-quants).
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
             const float* bias, float* y, ThreadPool& pool);
+
+// The same product with f32 / bf16 weights packed at load (pack_weights(), packed_weights.h;
+// layout in gemm_packed.h): register tiles of up to 14 rows x 32 outputs (AVX2: 6 x 16), k in
+// L1-sized chunks.
+// Each output is one chain over k in order, acc = fma(x[p], w[j, p], acc) from 0, then
+// + bias[j] (bf16 weights widened exactly; under MatmulPrecision::bf16 with AVX512_BF16, x is
+// rounded to bf16 and acc = vdpbf16ps(acc, x pair, w pair) over the pairs (2q, 2q + 1) in
+// order). Results are bitwise independent of m, of a row's place and of the thread count, and
+// differ from linear() on the unpacked matrix by rounding only: a layer sends a matrix always
+// the same way. Exact paths are bitwise the same on AVX2 and AVX-512 (bf16 activations: AVX2
+// and CPUs without AVX512_BF16 run the rounded x through the exact chain); under the scalar ISA
+// this is linear() on w.source().
+void linear(const float* x, int64_t m, const PackedWeights& w, const float* bias, float* y,
+            ThreadPool& pool);
 
 // y[m, n] = x[m, k] · W^T (+ bias[n]) for an FP8 E4M3 weight kept as stored, with block scales
 // (DeepSeek-V3's layout, io/fp8.h): W[j, c] = f32(q[j, c]) * scale[j / block_rows, c /

@@ -51,6 +51,15 @@ void log_expert_placement(const CausalLM& model, const WeightLoader& weights,
   const int64_t ep = parallel.expert_parallel_size();
   const int64_t per_rank = experts / std::max<int64_t>(ep, 1);
   const int64_t first = per_rank * parallel.expert_group()->rank();
+  const std::string bytes =
+      str_cat("weights on this rank: ", describe_weight_bytes(weights.loaded_bytes()),
+              " (the whole checkpoint:",
+              describe_weight_bytes({{"", static_cast<int64_t>(checkpoint.total_bytes())}}), ")");
+  if (moe_layers == 0) {  // a dense model: tensor parallelism only
+    log::info("tensor parallel ", parallel.describe(), ": ", model.kv_layout().kv_heads,
+              " KV heads in this rank's cache; ", bytes);
+    return;
+  }
   const parallel::EplbOptions& eplb = weights.moe_options().eplb;
   const std::string held =
       eplb.num_redundant_experts > 0 || !eplb.load_file.empty()
@@ -58,10 +67,7 @@ void log_expert_placement(const CausalLM& model, const WeightLoader& weights,
                     " slots per rank, ", eplb.num_redundant_experts, " redundant)")
           : str_cat("routed experts ", first, "-", first + per_rank - 1);
   log::info("expert parallel ", parallel.describe(), ": ", held, " of ", experts, " in each of ",
-            moe_layers,
-            " MoE layers; weights on this rank: ", describe_weight_bytes(weights.loaded_bytes()),
-            " (the whole checkpoint:",
-            describe_weight_bytes({{"", static_cast<int64_t>(checkpoint.total_bytes())}}), ")");
+            moe_layers, " MoE layers; ", bytes);
 }
 
 // What this rank holds under pipeline parallelism: its stage's layers and their weights.
@@ -140,7 +146,8 @@ std::unique_ptr<CausalLM> load_model(const std::string& dir, const LoadOptions& 
     log::info(dir, ": weights in memory: ", describe_weight_bytes(weights.loaded_bytes()));
   }
   if (report) *report = {weights.loaded_bytes(), quantization};
-  if (options.parallel && options.parallel->expert_parallel_size() > 1)
+  if (options.parallel && (options.parallel->expert_parallel_size() > 1 ||
+                           options.parallel->tensor_parallel_size() > 1))
     log_expert_placement(*model, weights, *options.parallel, checkpoint);
   if (options.parallel && options.parallel->pipeline_parallel_size() > 1)
     log_stage_placement(config, weights, *options.parallel, checkpoint);

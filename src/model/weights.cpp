@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/quant_blocks.h"
@@ -75,6 +76,55 @@ std::shared_ptr<parallel::Communicator> WeightLoader::expert_group() {
   return expert_group_;
 }
 
+std::shared_ptr<parallel::Communicator> WeightLoader::tensor_group() {
+  if (!tensor_group_) {
+    tensor_group_ = options_.parallel ? options_.parallel->tensor_group()
+                                      : std::make_shared<parallel::SingleProcessCommunicator>();
+  }
+  return tensor_group_;
+}
+
+std::shared_ptr<parallel::Communicator> WeightLoader::moe_tensor_group() {
+  if (!moe_tensor_group_) {
+    moe_tensor_group_ = options_.parallel ? options_.parallel->moe_tensor_group()
+                                          : std::make_shared<parallel::SingleProcessCommunicator>();
+  }
+  return moe_tensor_group_;
+}
+
+Tensor WeightLoader::take(const std::string& name, const Tensor& tensor, const Slice& slice) const {
+  const int last = tensor.ndim() - 1;
+  DI_CHECK(slice.dim == 0 || slice.dim == last, checkpoint_.dir(), ": tensor '", name,
+           "': a slice along dimension ", slice.dim, " of ", shape_to_string(tensor.shape()),
+           " (only rows or the last dimension can be split)");
+  const int64_t extent = tensor.dim(slice.dim);
+  DI_CHECK(0 <= slice.begin && slice.begin <= slice.end && slice.end <= extent, checkpoint_.dir(),
+           ": tensor '", name, "': slice [", slice.begin, ", ", slice.end, ") of dimension ",
+           slice.dim, " outside its ", extent, " elements");
+  if (slice.dim == 0) return tensor.slice_rows(slice.begin, slice.end);
+  if (const QuantTraits* blocks = block_traits(tensor.dtype())) {
+    const int64_t block = blocks->block_size;
+    DI_CHECK(slice.begin % block == 0 && slice.end % block == 0, checkpoint_.dir(), ": tensor '",
+             name, "' is ", dtype_name(tensor.dtype()), " (blocks of ", block,
+             " elements) but this rank's columns [", slice.begin, ", ", slice.end, ") of its ",
+             extent, " split a block; choose a tensor-parallel size that keeps whole blocks");
+  }
+  Shape shape = tensor.shape();
+  shape[static_cast<size_t>(last)] = slice.end - slice.begin;
+  Tensor out = Tensor::zeros(shape, tensor.dtype());
+  const int64_t rows = extent == 0 ? 0 : tensor.numel() / extent;
+  const size_t src_row = dtype_bytes(tensor.dtype(), extent);
+  const size_t dst_row = dtype_bytes(tensor.dtype(), slice.end - slice.begin);
+  const size_t skip = dtype_bytes(tensor.dtype(), slice.begin);
+  const auto* src = static_cast<const std::byte*>(tensor.raw());
+  auto* dst = static_cast<std::byte*>(out.raw());
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(dst + static_cast<size_t>(r) * dst_row,
+                src + static_cast<size_t>(r) * src_row + skip, dst_row);
+  }
+  return out;
+}
+
 std::shared_ptr<parallel::EplbState> WeightLoader::eplb_state(const parallel::Communicator& group) {
   if (!eplb_state_) {
     eplb_state_ = std::make_shared<parallel::EplbState>(options_.moe.eplb, group.world_size(),
@@ -89,7 +139,9 @@ Tensor WeightLoader::loaded(Tensor tensor) {
 }
 
 std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, const Tensor& tensor,
-                                                   MatrixUse use, DType stored) {
+                                                   MatrixUse use, DType stored,
+                                                   const Shape& expected,
+                                                   const std::optional<Slice>& slice) {
   if (!options_.quantization) return std::nullopt;
   // Routed experts are quantized as projections (they are most of an MoE model's bytes); a
   // stack of them ([experts, rows, cols]) is quantized row by row like one matrix.
@@ -126,15 +178,25 @@ std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, cons
   }
   // The type for this matrix: the one asked for, q4_k_m's choice, or llama-quantize's
   // fallback when the rows are not whole 256-element super-blocks.
-  const QuantizationTarget target =
-      quantization_target(*options_.quantization, name, tensor.dim(-1));
+  // Chosen for the whole rows (expected), so that a tensor-parallel rank quantizes its columns
+  // in the blocks one process uses.
+  const int64_t whole = expected.back();
+  const QuantizationTarget target = quantization_target(*options_.quantization, name, whole);
   if (!target.type) {
     // A row must be whole 32-element blocks (the K-quants fall back to those); such
     // matrices keep their dtype, as llama.cpp keeps them in F16.
     ++kept_["partial-block (rows not whole 32-element blocks)"];
     if (first_partial_rows_.empty())
-      first_partial_rows_ = str_cat(name, ", rows of ", tensor.dim(-1), " elements");
+      first_partial_rows_ = str_cat(name, ", rows of ", whole, " elements");
     return std::nullopt;
+  }
+  if (slice && slice->dim != 0) {
+    const int64_t block = block_traits(*target.type)->block_size;
+    DI_CHECK(slice->begin % block == 0 && slice->end % block == 0, checkpoint_.dir(), ": tensor '",
+             name, "': --quantization quantizes its rows of ", whole, " elements to ",
+             dtype_name(*target.type), " in blocks of ", block, " but this rank's columns [",
+             slice->begin, ", ", slice->end,
+             ") split a block; choose a tensor-parallel size that keeps whole blocks");
   }
   ++quantized_[std::string(dtype_name(stored))];
   ++quantized_to_[std::string(dtype_name(*target.type))];
@@ -171,24 +233,35 @@ const Tensor& WeightLoader::w8a8_scale(const std::string& name) const {
 }
 
 void WeightLoader::record(const std::string& name, const Tensor& out, MatrixUse use,
-                          std::optional<io::TensorSlice> slice) {
+                          const Shape& expected, const std::optional<Slice>& slice) {
   if (!recorder_) return;
-  recorder_->record(name, out, use, slice);
+  recorder_->record(name, out, use, stored_slice(expected, slice));
   // The scales go beside their matrix under the names the loader reads back (load_int8, FP8's
   // `_scale_inv`), rows sliced as the matrix's are.
   if (out.dtype() == DType::i8) {
     const Tensor& scale = w8a8_scale(name);
     Shape shape = scale.shape();
     shape.push_back(1);
-    recorder_->record(name + "_scale", scale.reshape(shape), MatrixUse::by_element, slice);
+    Shape whole = expected;
+    whole.back() = 1;
+    recorder_->record(name + "_scale", scale.reshape(shape), MatrixUse::by_element,
+                      stored_slice(whole, scale_slice(expected, slice)));
   } else if (out.dtype() == DType::f8_e4m3) {
-    recorder_->record(name + "_scale_inv", fp8_scale(name).scale, MatrixUse::by_element, slice);
+    recorder_->record(name + "_scale_inv", fp8_scale(name).scale, MatrixUse::by_element,
+                      std::nullopt);
   }
 }
 
-Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, MatrixUse use) {
-  Tensor out = load_matrix(name, expected, use);
-  record(name, out, use, std::nullopt);
+std::optional<Slice> WeightLoader::scale_slice(const Shape& expected,
+                                               const std::optional<Slice>& slice) {
+  if (!slice || slice->dim == static_cast<int>(expected.size()) - 1) return std::nullopt;
+  return slice;
+}
+
+Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, MatrixUse use,
+                            std::optional<Slice> slice) {
+  Tensor out = load_matrix(name, expected, use, slice);
+  record(name, out, use, expected, slice);
   return out;
 }
 
@@ -196,33 +269,51 @@ Tensor WeightLoader::matrix_rows(const std::string& name, const Shape& full, int
                                  int64_t end, MatrixUse use) {
   DI_CHECK(!full.empty() && begin >= 0 && begin < end && end <= full[0], name, ": rows [", begin,
            ", ", end, ") outside ", shape_to_string(full));
-  const io::TensorSlice wanted{0, begin, end, full[0]};
+  const bool all = begin == 0 && end == full[0];
+  return matrix(name, full, use, all ? std::nullopt : std::optional(Slice{0, begin, end}));
+}
+
+std::optional<io::TensorSlice> WeightLoader::stored_slice(const Shape& expected,
+                                                          const std::optional<Slice>& slice) {
+  if (!slice) return std::nullopt;
+  return io::TensorSlice{slice->dim, slice->begin, slice->end,
+                         expected[static_cast<size_t>(slice->dim)]};
+}
+
+Tensor WeightLoader::fetch_part(const std::string& name, const Shape& expected,
+                                const std::optional<Slice>& slice) {
   const std::optional<io::TensorSlice> stored = checkpoint_.slice(name);
-  const bool part = begin != 0 || end != full[0];
-  Tensor out;
-  if (stored) {
-    DI_CHECK(*stored == wanted, checkpoint_.dir(), ": tensor '", name, "' holds rows [",
-             stored->begin, ", ", stored->end, ") of ", stored->full, " but this rank loads rows [",
-             begin, ", ", end, ") of ", full[0],
-             " (the checkpoint was converted for another parallel layout)");
-    Shape shape = full;
-    shape[0] = end - begin;
-    out = load_matrix(name, shape, use);
-  } else {
-    // Sliced before it is converted or quantized: a rank quantizes only its own experts.
-    out = load_matrix(name, full, use, part ? std::optional(std::pair(begin, end)) : std::nullopt);
+  if (!stored) {
+    const Tensor whole = fetch(name, expected);
+    return slice ? take(name, whole, *slice) : whole;
   }
-  record(name, out, use, part ? std::optional(wanted) : std::nullopt);
-  return out;
+  // A converted per-rank shard holds just this rank's part (its manifest says which): it is
+  // returned as stored, never sliced twice.
+  const std::optional<io::TensorSlice> wanted = stored_slice(expected, slice);
+  if (stored != wanted) {
+    const std::string loads = wanted ? str_cat("[", wanted->begin, ", ", wanted->end, ") of ",
+                                               wanted->full, " along dimension ", wanted->dim)
+                                     : std::string("all of it");
+    fail(checkpoint_.dir(), ": tensor '", name, "' holds [", stored->begin, ", ", stored->end,
+         ") of ", stored->full, " along dimension ", stored->dim, " but this rank loads ", loads,
+         " (the checkpoint was converted for another parallel layout)");
+  }
+  Shape part = expected;
+  part[static_cast<size_t>(stored->dim)] = stored->end - stored->begin;
+  return fetch(name, part);
 }
 
 Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected, MatrixUse use,
-                                 std::optional<std::pair<int64_t, int64_t>> rows) {
-  Tensor tensor = fetch(name, expected);
-  const DType stored = tensor.dtype();
-  if (stored == DType::i8) return load_int8(name, tensor, use, rows);
-  if (rows) tensor = tensor.slice_rows(rows->first, rows->second);
-  if (stored == DType::f8_e4m3) {
+                                 const std::optional<Slice>& slice) {
+  if (checkpoint_.contains(name) && checkpoint_.info(name).dtype == DType::i8)
+    return load_int8(name, expected, use, slice);
+  if (checkpoint_.contains(name) && checkpoint_.info(name).dtype == DType::f8_e4m3) {
+    // Sliced after dequantizing (the block scales cover the whole matrix); deepinfer convert
+    // never writes FP8, so no shard holds a part of one.
+    DI_CHECK(!checkpoint_.slice(name), checkpoint_.dir(), ": tensor '", name,
+             "' is F8_E4M3 and listed as sliced; a converted shard holds no FP8 tensors");
+    const Tensor tensor = fetch(name, expected);
+    const DType stored = tensor.dtype();
     DI_CHECK(fp8_.has_value(), checkpoint_.dir(), ": tensor '", name,
              "' is F8_E4M3 but config.json has no quantization_config {\"quant_method\": "
              "\"fp8\", \"weight_block_size\": [...]} saying how it is scaled");
@@ -231,16 +322,22 @@ Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected,
     const Tensor scale = fetch(name + "_scale_inv", io::fp8_scale_shape(expected, *fp8_));
     // Kept FP8 runs the exact dequantized weights; what is widened beside it (MLA's kv_b) then
     // becomes f32, so the model is the dequantize-at-load f32 one up to summation order.
+    // A tensor-parallel slice is widened too: its block scales would need the slice to fall on
+    // block bounds.
     const DType widened =
         options_.weight_dtype.value_or(keeps_fp8(MatrixUse::projection) ? DType::f32 : DType::bf16);
-    if (options_.quantization && !keeps_fp8(use)) {
+    const bool keep = keeps_fp8(use) && !slice;
+    const auto part = [&](const Tensor& whole) {
+      return slice ? take(name, whole, *slice) : whole;
+    };
+    if (options_.quantization && !keep) {
       // Quantized from the exact FP8 values (f32), not from a bf16 rounding of them.
-      const Tensor exact = io::dequantize_fp8_blocks(tensor, scale, *fp8_, DType::f32);
-      if (auto quantized = maybe_quantize(name, exact, use, stored))
+      const Tensor exact = part(io::dequantize_fp8_blocks(tensor, scale, *fp8_, DType::f32));
+      if (auto quantized = maybe_quantize(name, exact, use, stored, expected, slice))
         return loaded(std::move(*quantized));
       return loaded(exact.to(widened));
     }
-    if (keeps_fp8(use)) {
+    if (keep) {
       // Kept as stored (zero-copy), its scales beside it; kernels::linear_fp8 widens in register.
       Tensor scales = scale.to(DType::f32);
       loaded_bytes_["f8_e4m3"] += static_cast<int64_t>(tensor.nbytes() + scales.nbytes());
@@ -248,8 +345,10 @@ Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected,
       ++kept_fp8_;
       return tensor;
     }
-    return loaded(io::dequantize_fp8_blocks(tensor, scale, *fp8_, widened));
+    return loaded(part(io::dequantize_fp8_blocks(tensor, scale, *fp8_, widened)));
   }
+  const Tensor tensor = fetch_part(name, expected, slice);  // this rank's part
+  const DType stored = tensor.dtype();
   const bool blocks = is_block_dtype(stored);
   DI_CHECK(blocks || stored == DType::f32 || stored == DType::bf16 || stored == DType::f16,
            checkpoint_.dir(), ": tensor '", name, "' is ", dtype_name(stored),
@@ -261,7 +360,7 @@ Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected,
            " dimensions; block-quantized weights are supported for matrices and expert stacks "
            "only");
   if (!blocks) {
-    if (auto quantized = maybe_quantize(name, tensor, use, stored))
+    if (auto quantized = maybe_quantize(name, tensor, use, stored, expected, slice))
       return loaded(std::move(*quantized));
   }
   // With --quantization a matrix stored in blocks stays in them (it is quantized already).
@@ -272,21 +371,17 @@ Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected,
   return loaded(tensor.to(dtype));
 }
 
-Tensor WeightLoader::load_int8(const std::string& name, const Tensor& stored, MatrixUse use,
-                               std::optional<std::pair<int64_t, int64_t>> rows) {
+Tensor WeightLoader::load_int8(const std::string& name, const Shape& expected, MatrixUse use,
+                               const std::optional<Slice>& slice) {
   const std::string scale_name = name + "_scale";
   DI_CHECK(checkpoint_.contains(scale_name), checkpoint_.dir(), ": tensor '", name,
            "' is I8 without a '", scale_name,
            "' beside it; int8 weights load only as channel-wise W8A8 (quantization_config "
            "w8a8_int8 or compressed-tensors int8 channel-wise; docs/QUANTIZATION.md)");
-  Shape scale_shape = stored.shape();
+  const Tensor q = fetch_part(name, expected, slice);  // this rank's part
+  Shape scale_shape = expected;
   scale_shape.back() = 1;  // one scale per output row: [rows, 1] (SGLang, compressed-tensors)
-  Tensor scale = fetch(scale_name, scale_shape);
-  Tensor q = stored;
-  if (rows) {
-    q = q.slice_rows(rows->first, rows->second);
-    scale = scale.slice_rows(rows->first, rows->second);
-  }
+  Tensor scale = fetch_part(scale_name, scale_shape, scale_slice(expected, slice));
   const Shape row_shape(q.shape().begin(), q.shape().end() - 1);
   scale = scale.to(DType::f32).reshape(row_shape);  // zero-copy when stored in f32
   // Kept int8 (zero-copy) where kernels::linear_w8a8 runs it and nothing asks for another type.
@@ -310,7 +405,7 @@ Tensor WeightLoader::load_int8(const std::string& name, const Tensor& stored, Ma
     for (int64_t c = 0; c < cols; ++c)
       dst[r * cols + c] = static_cast<float>(src[r * cols + c]) * s[r];
   }
-  if (auto quantized = maybe_quantize(name, w, use, DType::i8))
+  if (auto quantized = maybe_quantize(name, w, use, DType::i8, expected, slice))
     return loaded(std::move(*quantized));
   return loaded(w.to(options_.weight_dtype.value_or(DType::f32)));
 }
@@ -374,9 +469,11 @@ std::string WeightLoader::quantization_summary() const {
   return out;
 }
 
-Tensor WeightLoader::vector_f32(const std::string& name, const Shape& expected) {
-  Tensor tensor = fetch(name, expected);
-  if (recorder_) recorder_->record(name, tensor, MatrixUse::by_element, std::nullopt);
+Tensor WeightLoader::vector_f32(const std::string& name, const Shape& expected,
+                                std::optional<Slice> slice) {
+  const Tensor tensor = fetch_part(name, expected, slice);
+  if (recorder_)
+    recorder_->record(name, tensor, MatrixUse::by_element, stored_slice(expected, slice));
   Tensor out = tensor.to(DType::f32);
   return loaded(out.is_borrowed() ? out.clone() : out);
 }

@@ -51,14 +51,26 @@ enum class MatrixUse {
   by_element,  // read by element, not by kernels::linear (MLA's kv_b_proj, split per head)
 };
 
+// The part of a tensor one rank loads (tensor parallelism): elements [begin, end) along
+// dimension `dim` of the stored tensor. Only whole rows (dim 0) or whole column ranges of the
+// last dimension; a column range of a block-quantized matrix must be whole blocks. Every
+// slice a layer takes goes through WeightLoader, so what leaves it is what this rank holds.
+struct Slice {
+  int dim = 0;
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
 // Sees every tensor as it leaves the loader, under its checkpoint name: a matrix as matrix()
 // returns it (converted, quantized, sliced), a vector as stored (vector_f32's f32 copy of it is
-// exact), and each MoE layer's expert stacks as ExpertStack holds them. `deepinfer convert`
-// writes what it records (src/convert/), so a converted checkpoint holds what a load would.
+// exact; a slice of it as sliced), and each MoE layer's expert stacks as ExpertStack holds
+// them. `deepinfer convert` writes what it records (src/convert/), so a converted checkpoint
+// holds what a load would.
 class TensorRecorder {
  public:
   virtual ~TensorRecorder() = default;
-  // `slice`: the tensor is rows [begin, end) of the stored one (dim 0); nullopt: all of it.
+  // `slice`: the tensor is elements [begin, end) along `dim` of the stored one (an expert run's
+  // rows, a tensor-parallel rank's rows or columns); nullopt: all of it.
   virtual void record(const std::string& name, const Tensor& tensor, MatrixUse use,
                       std::optional<io::TensorSlice> slice) = 0;
   // The experts [first, first + count) of the layer under `prefix` ("model.layers.3.mlp.experts")
@@ -86,11 +98,13 @@ class WeightLoader {
   // types (q8_0 / q4_0 / q4_1) stay as stored (zero-copy) unless a weight_dtype is forced
   // (and always with --quantization). A projection is quantized when --quantization asks and
   // its rows are whole blocks.
+  // With `slice`, only that part (`expected` is still the stored, whole shape); an FP8 matrix
+  // sliced so is widened rather than kept in FP8 (tensor parallelism keeps FP8 unsplit only).
   Tensor matrix(const std::string& name, const Shape& expected,
-                MatrixUse use = MatrixUse::projection);
+                MatrixUse use = MatrixUse::projection, std::optional<Slice> slice = std::nullopt);
   // Rows [begin, end) of the matrix `name` whose full shape is `full` (e.g. one rank's experts
-  // of a fused [E, 2I, H] stack), as matrix() would give them. A converted shard may hold just
-  // those rows (its manifest says which); they are returned as stored, never sliced twice.
+  // of a fused [E, 2I, H] stack), as matrix() would give them: matrix() with a row slice (none
+  // when the rows are all of them).
   Tensor matrix_rows(const std::string& name, const Shape& full, int64_t begin, int64_t end,
                      MatrixUse use);
   // Every tensor handed out from now on is also shown to `recorder` (null: none; not owned).
@@ -134,7 +148,8 @@ class WeightLoader {
   // Bytes of every tensor matrix() and vector_f32() returned, by dtype.
   const WeightBytes& loaded_bytes() const { return loaded_bytes_; }
   // f32 copy of a small tensor (norm weights, biases).
-  Tensor vector_f32(const std::string& name, const Shape& expected);
+  Tensor vector_f32(const std::string& name, const Shape& expected,
+                    std::optional<Slice> slice = std::nullopt);
   // Checkpoint tensors no layer asked for (reported so silent mismatches are visible).
   std::vector<std::string> unused() const;
   // Marks every tensor whose name starts with `prefix` as deliberately unused (e.g. DeepSeek-V3's
@@ -146,6 +161,10 @@ class WeightLoader {
   // The communicator MoE layers dispatch over (a SingleProcessCommunicator for one process),
   // one object shared by every layer.
   std::shared_ptr<parallel::Communicator> expert_group();
+  // The tensor-parallel group (attention, dense MLP, embedding, lm_head) and the group each
+  // routed expert's intermediate is split over (a SingleProcessCommunicator for one process).
+  std::shared_ptr<parallel::Communicator> tensor_group();
+  std::shared_ptr<parallel::Communicator> moe_tensor_group();
   // The ranks of the expert group holding this rank's tokens (ParallelContext::
   // expert_token_peers); null for one process.
   std::shared_ptr<parallel::Communicator> expert_token_peers() const {
@@ -167,27 +186,41 @@ class WeightLoader {
 
  private:
   Tensor fetch(const std::string& name, const Shape& expected);
-  // `rows`: only rows [first, second) of dim 0 of the stored tensor, taken before any
-  // conversion or quantization (so a rank quantizes only its experts); nullopt: all of it.
+  // The part `slice` of `name` (whole shape `expected`): taken from the whole tensor, or as
+  // stored when the checkpoint is a converted shard holding just that part (Error when it
+  // holds another part: converted for another layout).
+  Tensor fetch_part(const std::string& name, const Shape& expected,
+                    const std::optional<Slice>& slice);
+  // `slice` of a tensor of shape `expected` as the recorder and a shard's manifest name it.
+  static std::optional<io::TensorSlice> stored_slice(const Shape& expected,
+                                                     const std::optional<Slice>& slice);
   Tensor load_matrix(const std::string& name, const Shape& expected, MatrixUse use,
-                     std::optional<std::pair<int64_t, int64_t>> rows = std::nullopt);
-  // An i8 tensor of an int8 channel-wise checkpoint with its `<name>_scale` (rows as above).
-  Tensor load_int8(const std::string& name, const Tensor& stored, MatrixUse use,
-                   std::optional<std::pair<int64_t, int64_t>> rows);
+                     const std::optional<Slice>& slice);
+  // An I8 tensor of an int8 channel-wise checkpoint with its `<name>_scale` [rows, 1] (sliced
+  // with the rows; a column slice keeps every row's scale).
+  Tensor load_int8(const std::string& name, const Shape& expected, MatrixUse use,
+                   const std::optional<Slice>& slice);
+  // The slice of a matrix's row scales [.., rows, 1] that goes with `slice` of the matrix.
+  static std::optional<Slice> scale_slice(const Shape& expected, const std::optional<Slice>& slice);
   // Shows `out` (and its scales, under the names a converted checkpoint stores them by) to the
   // recorder.
-  void record(const std::string& name, const Tensor& out, MatrixUse use,
-              std::optional<io::TensorSlice> slice);
+  void record(const std::string& name, const Tensor& out, MatrixUse use, const Shape& expected,
+              const std::optional<Slice>& slice);
   Tensor loaded(Tensor tensor);  // counts its bytes
+  // `slice` of `tensor` (`name` for messages): a view for rows, a copy for columns.
+  Tensor take(const std::string& name, const Tensor& tensor, const Slice& slice) const;
   // The projection quantized to options_.quantization, or nullopt when the policy keeps it;
   // `stored` is the checkpoint's dtype (FP8 arrives here widened to f32).
   std::optional<Tensor> maybe_quantize(const std::string& name, const Tensor& tensor, MatrixUse use,
-                                       DType stored);
+                                       DType stored, const Shape& expected,
+                                       const std::optional<Slice>& slice);
   const io::Checkpoint& checkpoint_;
   LoadOptions options_;
   std::optional<io::Fp8BlockQuantization> fp8_;
   std::set<std::string> used_;
   std::shared_ptr<parallel::Communicator> expert_group_;
+  std::shared_ptr<parallel::Communicator> tensor_group_;
+  std::shared_ptr<parallel::Communicator> moe_tensor_group_;
   std::shared_ptr<parallel::EplbState> eplb_state_;
   std::map<std::string, int64_t> native_blocks_;       // dtype name -> matrices kept in blocks
   std::map<std::string, int64_t> dequantized_blocks_;  // ... dequantized by weight_dtype

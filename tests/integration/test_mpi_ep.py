@@ -167,10 +167,7 @@ def test_refused_sizes_name_the_numbers(deepinfer_bin):
                                  "--prompt-ids", "1,2", "-n", 1, "--threads", 1,
                                  "--expert-parallel-size", 2))
     assert "dense model" in line
-    # Tensor parallelism is not built yet.
-    for flag in ("--tensor-parallel-size",):
-        line = one_error_line(plain(deepinfer_bin, *base, flag, 2))
-        assert "not built yet" in line and flag in line
+    # Tensor and pipeline parallelism run: test_mpi_tp.py, test_mpi_pp.py.
     # Commands that load no model refuse to run under mpirun with several ranks (serve, run,
     # validate, info run there: test_mpi_serve.py).
     line = one_error_line(mpirun(2, deepinfer_bin, "tokenize", "--model", model, "--text", "hi"))

@@ -12,6 +12,7 @@
 #include "config/setup.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "parallel/mpi_communicator.h"
 
 namespace deepinfer::cli::bench {
 namespace {
@@ -172,7 +173,9 @@ std::vector<Json> bench_offline(const BenchOptions& o, const config::RecipeConfi
 
   std::vector<Json> out;
   for (const double rate : o.request_rates) {
+    const parallel::CommunicationStats before = parallel::communication_stats();
     RunResult run = run_offline(engine, workload, o.warmup, limits, rate, o.seed);
+    const parallel::CommunicationStats after = parallel::communication_stats();
     const auto& blocks = engine.block_manager().stats();
     run.resources["threads"] = loaded.pool->size();
     run.resources["max_num_seqs"] = engine.config().max_num_seqs;
@@ -181,6 +184,11 @@ std::vector<Json> bench_offline(const BenchOptions& o, const config::RecipeConfi
     run.resources["kv_blocks"] = blocks.num_blocks;
     run.resources["preemptions"] = engine.stats().num_preemptions;
     run.resources["moe_dropped_assignments"] = engine.stats().moe.dropped;
+    // Rank 0's share of the run inside MPI (collectives and messages, incl. waiting for slower
+    // ranks): where a distributed layout's time goes. Zero in one process.
+    run.resources["mpi_seconds"] = after.busy_seconds - before.busy_seconds;
+    run.resources["mpi_bytes_sent"] = after.bytes_sent - before.bytes_sent;
+    run.resources["mpi_calls"] = after.calls - before.calls;
     Json header;
     header["mode"] = "offline";
     header["model"] = std::filesystem::path(loaded.dir).filename().string();

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/kernels.h"
+#include "model/layers/attention.h"
 
 namespace deepinfer::model {
 namespace {
@@ -39,6 +40,10 @@ TransformerDecoder::TransformerDecoder(const io::ModelConfig& config, WeightLoad
                                 weights.checkpoint().dir() + " (config.json num_hidden_layers)");
   spec_.kv_layout.num_layers = layer_range_.size();
   rope_ = std::make_unique<RotaryEmbedding>(config, spec_.rotary_dim);
+  // Tensor parallelism: this rank's cache holds only the KV heads of its query heads (MLA's
+  // one latent "head" is replicated).
+  spec_.kv_layout.kv_heads = kv_heads_per_rank(config.num_attention_heads, spec_.kv_layout.kv_heads,
+                                               weights.tensor_group()->world_size());
   const int64_t hidden = config.hidden_size;
   const double eps = config.rms_norm_eps;
   // A tied lm_head is the embedding: the last stage holds it too.
@@ -75,14 +80,9 @@ TransformerDecoder::TransformerDecoder(const io::ModelConfig& config, WeightLoad
   }
   final_norm_ = RmsNorm::load(weights, "model.norm.weight", hidden, eps);
   // Tied checkpoints omit lm_head.weight (transformers ties it to the embedding).
-  if (config.tie_word_embeddings) {
-    lm_head_.weight = embedding_.weight;
-    lm_head_.in_features = hidden;
-    lm_head_.out_features = config.vocab_size;
-  } else {
-    lm_head_ =
-        Linear::load(weights, "lm_head", hidden, config.vocab_size, false, MatrixUse::lm_head);
-  }
+  lm_head_ = config.tie_word_embeddings
+                 ? LmHead::tied(embedding_)
+                 : LmHead::load(weights, "lm_head.weight", config.vocab_size, hidden);
 }
 
 TransformerDecoder::~TransformerDecoder() {

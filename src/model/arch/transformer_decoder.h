@@ -99,7 +99,7 @@ class TransformerDecoder : public CausalLM {
   Embedding embedding_;
   std::vector<Layer> layers_;  // layers_[i] is decoder layer layer_range_.begin + i
   RmsNorm final_norm_;
-  Linear lm_head_;
+  LmHead lm_head_;
   std::unique_ptr<RotaryEmbedding> rope_;
 };
 

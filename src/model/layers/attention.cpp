@@ -3,20 +3,46 @@
 #include <cmath>
 #include <vector>
 
+#include "core/error.h"
+
 namespace deepinfer::model {
+
+int64_t kv_heads_per_rank(int64_t heads, int64_t kv_heads, int64_t tp) {
+  DI_CHECK(heads % tp == 0, "tensor parallel size ", tp, " does not divide num_attention_heads ",
+           heads, ": every rank must hold the same number of heads");
+  if (kv_heads % tp == 0) return kv_heads / tp;
+  DI_CHECK(tp % kv_heads == 0, "tensor parallel size ", tp, " and num_key_value_heads ", kv_heads,
+           ": the KV heads must split evenly (tp divides them) or be replicated (they divide tp)");
+  return 1;
+}
 
 std::unique_ptr<GqaAttention> GqaAttention::load(WeightLoader& weights, const std::string& prefix,
                                                  const AttentionShape& shape,
                                                  const GqaTensors& tensors, double norm_eps) {
   auto attn = std::make_unique<GqaAttention>();
+  const TensorSplit split = TensorSplit::over(weights.tensor_group());
+  const int64_t local_kv = kv_heads_per_rank(shape.heads, shape.kv_heads, split.size);
+  const int64_t local_heads = shape.heads / split.size;
+  const int64_t hd = shape.head_dim;
+  const int64_t q_begin = split.rank * local_heads;
+  // Query head h reads KV head h / (heads / kv_heads): the first of mine decides where my
+  // KV heads start (replicated ones included).
+  const int64_t kv_begin = q_begin / (shape.heads / shape.kv_heads);
   attn->shape_ = shape;
-  const int64_t q_width = shape.heads * shape.head_dim;
-  const int64_t kv_width = shape.kv_heads * shape.head_dim;
+  attn->shape_.heads = local_heads;
+  attn->shape_.kv_heads = local_kv;
+  const int64_t q_width = shape.heads * hd;
+  const int64_t kv_width = shape.kv_heads * hd;
   const bool qkv_bias = tensors.qkv_bias;
-  attn->q_proj_ = Linear::load(weights, prefix + ".q_proj", shape.hidden, q_width, qkv_bias);
-  attn->k_proj_ = Linear::load(weights, prefix + ".k_proj", shape.hidden, kv_width, qkv_bias);
-  attn->v_proj_ = Linear::load(weights, prefix + ".v_proj", shape.hidden, kv_width, qkv_bias);
-  attn->o_proj_ = Linear::load(weights, prefix + ".o_proj", q_width, shape.hidden, tensors.o_bias);
+  attn->q_proj_ = load_column_parallel(weights, prefix + ".q_proj", shape.hidden, q_width, qkv_bias,
+                                       q_begin * hd, (q_begin + local_heads) * hd);
+  attn->k_proj_ = load_column_parallel(weights, prefix + ".k_proj", shape.hidden, kv_width,
+                                       qkv_bias, kv_begin * hd, (kv_begin + local_kv) * hd);
+  attn->v_proj_ = load_column_parallel(weights, prefix + ".v_proj", shape.hidden, kv_width,
+                                       qkv_bias, kv_begin * hd, (kv_begin + local_kv) * hd);
+  attn->o_proj_ =
+      RowParallelLinear::load(weights, prefix + ".o_proj", q_width, shape.hidden, tensors.o_bias,
+                              q_begin * hd, (q_begin + local_heads) * hd, split);
   if (tensors.qk_norm) {
     attn->q_norm_ = RmsNorm::load(weights, prefix + ".q_norm.weight", shape.head_dim, norm_eps);
     attn->k_norm_ = RmsNorm::load(weights, prefix + ".k_norm.weight", shape.head_dim, norm_eps);

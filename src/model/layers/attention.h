@@ -12,6 +12,7 @@
 #include "model/layers/attention_layer.h"
 #include "model/layers/linear.h"
 #include "model/layers/rms_norm.h"
+#include "model/layers/tensor_parallel.h"
 
 namespace deepinfer::model {
 
@@ -24,6 +25,12 @@ struct AttentionShape {
   kernels::RopeLayout rope_layout = kernels::RopeLayout::half_split;
 };
 
+// Tensor parallelism splits the heads: rank r of tp holds query heads [r h / tp, (r + 1) h / tp)
+// and the KV heads they read: kv_heads / tp of them when tp divides kv_heads, else (kv_heads <
+// tp, tp % kv_heads == 0) the one KV head its query heads share, replicated on tp / kv_heads
+// ranks. Any other pairing is refused naming the numbers.
+int64_t kv_heads_per_rank(int64_t heads, int64_t kv_heads, int64_t tp);
+
 // The optional tensors of a GQA layer, beyond the four projection weights.
 struct GqaTensors {
   bool qkv_bias = false;  // q/k/v_proj.bias (Qwen2, GLM, Llama's attention_bias)
@@ -33,7 +40,8 @@ struct GqaTensors {
 
 class GqaAttention : public AttentionLayer {
  public:
-  // Loads <prefix>.{q,k,v,o}_proj (+ biases and q_norm/k_norm as `tensors` says).
+  // Loads <prefix>.{q,k,v,o}_proj (+ biases and q_norm/k_norm as `tensors` says): this
+  // rank's heads of the loader's tensor group (o_proj row parallel over it).
   static std::unique_ptr<GqaAttention> load(WeightLoader& weights, const std::string& prefix,
                                             const AttentionShape& shape, const GqaTensors& tensors,
                                             double norm_eps);
@@ -42,8 +50,9 @@ class GqaAttention : public AttentionLayer {
                cache::KvCache& cache, int64_t layer, float* out, ThreadPool& pool) const override;
 
  private:
-  AttentionShape shape_;
-  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  AttentionShape shape_;  // this rank's heads and KV heads
+  Linear q_proj_, k_proj_, v_proj_;
+  RowParallelLinear o_proj_;
   std::optional<RmsNorm> q_norm_, k_norm_;
 };
 

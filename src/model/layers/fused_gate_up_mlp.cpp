@@ -10,15 +10,34 @@ std::unique_ptr<FusedGateUpMlp> FusedGateUpMlp::load(WeightLoader& weights,
                                                      const std::string& prefix, int64_t hidden,
                                                      int64_t intermediate) {
   auto mlp = std::make_unique<FusedGateUpMlp>();
-  mlp->intermediate_ = intermediate;
-  mlp->gate_up_proj_ =
-      Linear::load(weights, prefix + ".gate_up_proj", hidden, 2 * intermediate, false);
-  mlp->down_proj_ = Linear::load(weights, prefix + ".down_proj", intermediate, hidden, false);
+  const TensorSplit split = TensorSplit::over(weights.tensor_group());
+  const auto [begin, end] = split.part(intermediate, prefix + "'s intermediate size");
+  mlp->intermediate_ = end - begin;
+  const std::string fused = prefix + ".gate_up_proj";
+  if (split.split()) {
+    mlp->gate_proj_ =
+        load_column_parallel(weights, fused, hidden, 2 * intermediate, false, begin, end);
+    mlp->up_proj_ = load_column_parallel(weights, fused, hidden, 2 * intermediate, false,
+                                         intermediate + begin, intermediate + end);
+  } else {
+    mlp->gate_up_proj_ = Linear::load(weights, fused, hidden, 2 * intermediate, false);
+  }
+  mlp->down_proj_ = RowParallelLinear::load(weights, prefix + ".down_proj", intermediate, hidden,
+                                            false, begin, end, split);
   return mlp;
 }
 
 void FusedGateUpMlp::forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const {
   const int64_t width = intermediate_;
+  if (gate_proj_.weight.defined()) {
+    std::vector<float> gate(static_cast<size_t>(tokens * width));
+    std::vector<float> up(gate.size());
+    gate_proj_.forward(x, tokens, gate.data(), pool);
+    up_proj_.forward(x, tokens, up.data(), pool);
+    kernels::silu_mul(gate.data(), up.data(), gate.data(), tokens * width);
+    down_proj_.forward(gate.data(), tokens, out, pool);
+    return;
+  }
   // Row t of gate_up is [gate(x_t) | up(x_t)] (transformers: chunk(2, dim=-1)).
   std::vector<float> gate_up(static_cast<size_t>(tokens * 2 * width));
   std::vector<float> act(static_cast<size_t>(tokens * width));

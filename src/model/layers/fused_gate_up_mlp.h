@@ -8,20 +8,26 @@
 
 #include "model/layers/feed_forward.h"
 #include "model/layers/linear.h"
+#include "model/layers/tensor_parallel.h"
 
 namespace deepinfer::model {
 
+// Under tensor parallelism each rank takes its slice of the gate rows and of the up rows (two
+// slices of the fused tensor, as two linears) and down_proj is row parallel.
 class FusedGateUpMlp : public FeedForward {
  public:
-  // Loads <prefix>.gate_up_proj and <prefix>.down_proj (no biases).
+  // Loads <prefix>.gate_up_proj and <prefix>.down_proj (no biases), split over the loader's
+  // tensor group.
   static std::unique_ptr<FusedGateUpMlp> load(WeightLoader& weights, const std::string& prefix,
                                               int64_t hidden, int64_t intermediate);
   // x [tokens, hidden] -> out [tokens, hidden]
   void forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const override;
 
  private:
-  int64_t intermediate_ = 0;
-  Linear gate_up_proj_, down_proj_;
+  int64_t intermediate_ = 0;    // this rank's
+  Linear gate_up_proj_;         // unsplit: the fused weight in place
+  Linear gate_proj_, up_proj_;  // split: this rank's gate rows and up rows
+  RowParallelLinear down_proj_;
 };
 
 }  // namespace deepinfer::model

@@ -8,10 +8,21 @@ namespace deepinfer::model {
 
 std::unique_ptr<GatedMlp> GatedMlp::load(WeightLoader& weights, const std::string& prefix,
                                          int64_t hidden, int64_t intermediate, bool with_bias) {
+  return load(weights, prefix, hidden, intermediate, with_bias,
+              TensorSplit::over(weights.tensor_group()));
+}
+
+std::unique_ptr<GatedMlp> GatedMlp::load(WeightLoader& weights, const std::string& prefix,
+                                         int64_t hidden, int64_t intermediate, bool with_bias,
+                                         const TensorSplit& split) {
   auto mlp = std::make_unique<GatedMlp>();
-  mlp->gate_proj_ = Linear::load(weights, prefix + ".gate_proj", hidden, intermediate, with_bias);
-  mlp->up_proj_ = Linear::load(weights, prefix + ".up_proj", hidden, intermediate, with_bias);
-  mlp->down_proj_ = Linear::load(weights, prefix + ".down_proj", intermediate, hidden, with_bias);
+  const auto [begin, end] = split.part(intermediate, prefix + "'s intermediate size");
+  mlp->gate_proj_ = load_column_parallel(weights, prefix + ".gate_proj", hidden, intermediate,
+                                         with_bias, begin, end);
+  mlp->up_proj_ = load_column_parallel(weights, prefix + ".up_proj", hidden, intermediate,
+                                       with_bias, begin, end);
+  mlp->down_proj_ = RowParallelLinear::load(weights, prefix + ".down_proj", intermediate, hidden,
+                                            with_bias, begin, end, split);
   return mlp;
 }
 

@@ -1,5 +1,7 @@
 #include "model/layers/linear.h"
 
+#include <utility>
+
 #include "kernels/kernels.h"
 
 namespace deepinfer::model {
@@ -9,17 +11,31 @@ Linear Linear::load(WeightLoader& weights, const std::string& prefix, int64_t in
   Linear linear;
   linear.in_features = in_features;
   linear.out_features = out_features;
-  linear.weight = weights.matrix(prefix + ".weight", {out_features, in_features}, use);
-  if (linear.weight.dtype() == DType::f8_e4m3) {
-    const WeightLoader::Fp8Scales& fp8 = weights.fp8_scale(prefix + ".weight");
-    linear.weight_scale = fp8.scale;
-    linear.scale_block_rows = fp8.block.block_rows;
-    linear.scale_block_cols = fp8.block.block_cols;
-  } else if (linear.weight.dtype() == DType::i8) {
-    linear.weight_scale = weights.w8a8_scale(prefix + ".weight");
-  }
+  linear.set_weight(weights, prefix + ".weight",
+                    weights.matrix(prefix + ".weight", {out_features, in_features}, use));
   if (with_bias) linear.bias = weights.vector_f32(prefix + ".bias", {out_features});
   return linear;
+}
+
+void Linear::set_weight(const WeightLoader& weights, const std::string& name, Tensor w) {
+  weight = std::move(w);
+  if (weight.dtype() == DType::f8_e4m3) {
+    const WeightLoader::Fp8Scales& fp8 = weights.fp8_scale(name);
+    weight_scale = fp8.scale;
+    scale_block_rows = fp8.block.block_rows;
+    scale_block_cols = fp8.block.block_cols;
+  } else if (weight.dtype() == DType::i8) {
+    weight_scale = weights.w8a8_scale(name);
+  }
+  pack();
+}
+
+void Linear::pack() {
+  packed = kernels::pack_weights(weight.raw(), weight.dtype(), out_features, in_features);
+  // Every forward now reads the panels, so the mapped bytes as stored would only double the
+  // resident weights: drop their pages (the file gives them back to a rare reader, e.g. a
+  // tied embedding's row lookups or MLA's kv_b slices). Owned weights (widened at load) stay.
+  if (packed.defined()) weight.release_pages();
 }
 
 void Linear::forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const {
@@ -33,6 +49,12 @@ void Linear::forward(const float* x, int64_t rows, float* y, ThreadPool& pool) c
   if (weight.dtype() == DType::i8) {
     kernels::linear_w8a8(x, rows, in_features, weight.data<int8_t>(), weight_scale.data<float>(),
                          out_features, b, y, pool);
+    return;
+  }
+  // pack_weights() packs only f32 / bf16, so the FP8 / W8A8 weights above never have panels.
+  if (packed.defined() && packed.source() == weight.raw() && packed.n() == out_features &&
+      packed.k() == in_features) {
+    kernels::linear(x, rows, packed, b, y, pool);
     return;
   }
   kernels::linear(x, rows, in_features, weight.raw(), weight.dtype(), out_features, b, y, pool);

@@ -4,6 +4,7 @@
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "kernels/packed_weights.h"
 #include "model/weights.h"
 
 namespace deepinfer::model {
@@ -19,11 +20,21 @@ struct Linear {
   int64_t scale_block_cols = 0;
   int64_t in_features = 0;
   int64_t out_features = 0;
+  // weight re-laid out for the packed GEMM (kernels.h), when the CPU has a kernel for its dtype.
+  // forward() uses it only while it still matches weight, so a replaced weight is never read
+  // through stale panels (call pack() again after replacing it).
+  kernels::PackedWeights packed;
 
   // Loads `<prefix>.weight` (and `<prefix>.bias` when with_bias); `use` tells the loader's
   // --quantization policy what the weight is for.
   static Linear load(WeightLoader& weights, const std::string& prefix, int64_t in_features,
                      int64_t out_features, bool with_bias, MatrixUse use = MatrixUse::projection);
+  // Takes `w` as returned by weights.matrix(name, ...) with, for f8_e4m3 and i8, the scales
+  // the loader keeps for it (read at once: a second slice of the same tensor replaces them).
+  // Packs it where that pays (f32 / bf16 on AVX-512 and AVX2).
+  void set_weight(const WeightLoader& weights, const std::string& name, Tensor w);
+  // Packs weight where that pays (f32 / bf16 on AVX-512); set_weight() does it.
+  void pack();
   // x [rows, in_features] -> y [rows, out_features]
   void forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const;
 };

@@ -252,7 +252,12 @@ TEST(MoeLayer, SingleExpertTopOneIsTheDenseMlpBitwise) {
   const io::Checkpoint checkpoint = ckpt.write();
   WeightLoader weights(checkpoint, {});
   const auto moe = MoeLayer::load(weights, "moe", config, single());
+  // The experts multiply by their weights as stored; so must the dense MLP (packed weights
+  // follow another summation order, kernels.h).
+  const bool packing = kernels::weight_packing();
+  kernels::set_weight_packing(false);
   const auto dense = GatedMlp::load(weights, "dense", kHidden, kInter);
+  kernels::set_weight_packing(packing);
   const auto x = random_input(9, 6);
   std::vector<float> want(x.size());
   ThreadPool pool(2);

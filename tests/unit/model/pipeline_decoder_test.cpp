@@ -64,12 +64,15 @@ std::vector<float> one_process(const std::string& name) {
   return run_two_steps(*model, pool);
 }
 
-// Rank 0's logits with `stages` pipeline stages over as many thread ranks.
-std::vector<float> pipelined(const std::string& name, int64_t stages, int64_t micro_batches) {
+// Rank 0's logits with `stages` pipeline stages of `tensor` tensor-parallel ranks each, over
+// stages x tensor thread ranks.
+std::vector<float> pipelined(const std::string& name, int64_t stages, int64_t micro_batches,
+                             int64_t tensor = 1) {
   parallel::ParallelRequest request;
   request.pipeline.size = stages;
-  const auto sizes = parallel::ParallelSizes::resolve(request, stages);
-  parallel::testing::ThreadGroup group(static_cast<int>(stages));
+  request.tensor.size = tensor;
+  const auto sizes = parallel::ParallelSizes::resolve(request, stages * tensor);
+  parallel::testing::ThreadGroup group(static_cast<int>(stages * tensor));
   std::vector<float> logits;
   group.run([&](int rank) {
     auto world = std::make_shared<parallel::testing::ThreadCommunicator>(group, rank);
@@ -79,7 +82,9 @@ std::vector<float> pipelined(const std::string& name, int64_t stages, int64_t mi
     options.num_micro_batches = micro_batches;
     auto model = load_model(model_dir(name), options);
     EXPECT_EQ(model->kv_layout().num_layers,
-              parallel::pipeline_layers(model->config().num_hidden_layers, rank, stages).size());
+              parallel::pipeline_layers(model->config().num_hidden_layers,
+                                        context->pipeline_stage(), stages)
+                  .size());
     ThreadPool pool(1);
     if (rank == 0) {
       engine::LockstepModel driver(std::move(model), context->world());
@@ -110,6 +115,19 @@ TEST(PipelineDecoder, ThreeStagesOfMlaAndMoeLayersMatchOneProcess) {
   }
   // Uneven: 3 layers over 2 stages ([0, 2) and [2, 3)).
   EXPECT_LE(relative_max_diff(pipelined("tiny-deepseek-v2", 2, 2), ref), kTolerance);
+}
+
+TEST(PipelineDecoder, TwoStagesOfTwoTensorParallelRanksMatchOneProcess) {
+  // Each stage's layers split over its own tensor group (tp 2 x pp 2 on 4 ranks).
+  const auto ref = one_process("tiny-qwen2");
+  for (int64_t micro : {1, 2}) {
+    const auto got = pipelined("tiny-qwen2", 2, micro, 2);
+    ASSERT_EQ(got.size(), ref.size());
+    EXPECT_LE(relative_max_diff(got, ref), kTolerance) << micro << " micro-batches";
+  }
+  EXPECT_LE(
+      relative_max_diff(pipelined("tiny-deepseek-v2", 2, 1, 2), one_process("tiny-deepseek-v2")),
+      kTolerance);
 }
 
 }  // namespace

@@ -28,28 +28,37 @@ std::unique_ptr<MlaAttention> MlaAttention::load(WeightLoader& weights, const st
            ": invalid MLA geometry (heads, kv_lora_rank, qk_nope_head_dim, v_head_dim must "
            "be positive, qk_rope_head_dim positive and even)");
   auto attn = std::make_unique<MlaAttention>();
+  const TensorSplit split = TensorSplit::over(weights.tensor_group());
+  const auto [h0, h1] =
+      split.part(shape.heads, prefix + "'s attention heads (num_attention_heads)");
   attn->shape_ = shape;
+  attn->shape_.heads = h1 - h0;
+  attn->all_heads_ = shape.heads;
   attn->form_ = form;
-  const int64_t q_width = shape.heads * shape.qk_head_dim();
+  const int64_t qk = shape.qk_head_dim();
+  const int64_t q_width = shape.heads * qk;
   if (shape.q_lora_rank > 0) {
     attn->q_a_proj_ =
         Linear::load(weights, prefix + ".q_a_proj", shape.hidden, shape.q_lora_rank, shape.bias);
     attn->q_a_norm_ =
         RmsNorm::load(weights, prefix + ".q_a_layernorm.weight", shape.q_lora_rank, kLatentNormEps);
-    attn->q_b_proj_ =
-        Linear::load(weights, prefix + ".q_b_proj", shape.q_lora_rank, q_width, false);
+    attn->q_b_proj_ = load_column_parallel(weights, prefix + ".q_b_proj", shape.q_lora_rank,
+                                           q_width, false, h0 * qk, h1 * qk);
   } else {
-    attn->q_proj_ = Linear::load(weights, prefix + ".q_proj", shape.hidden, q_width, false);
+    attn->q_proj_ = load_column_parallel(weights, prefix + ".q_proj", shape.hidden, q_width, false,
+                                         h0 * qk, h1 * qk);
   }
   attn->kv_a_proj_ = Linear::load(weights, prefix + ".kv_a_proj_with_mqa", shape.hidden,
                                   shape.cache_width(), shape.bias);
   attn->kv_a_norm_ =
       RmsNorm::load(weights, prefix + ".kv_a_layernorm.weight", shape.kv_lora_rank, kLatentNormEps);
   const int64_t per_head = shape.qk_nope_head_dim + shape.v_head_dim;
-  attn->kv_b_proj_ = Linear::load(weights, prefix + ".kv_b_proj", shape.kv_lora_rank,
-                                  shape.heads * per_head, false, MatrixUse::by_element);
-  attn->o_proj_ = Linear::load(weights, prefix + ".o_proj", shape.heads * shape.v_head_dim,
-                               shape.hidden, shape.bias);
+  attn->kv_b_proj_ = load_column_parallel(weights, prefix + ".kv_b_proj", shape.kv_lora_rank,
+                                          shape.heads * per_head, false, h0 * per_head,
+                                          h1 * per_head, MatrixUse::by_element);
+  const int64_t v = shape.v_head_dim;
+  attn->o_proj_ = RowParallelLinear::load(weights, prefix + ".o_proj", shape.heads * v,
+                                          shape.hidden, shape.bias, h0 * v, h1 * v, split);
 
   // kv_b_proj is read in per-head row slices (and transposed below), which block types do not
   // allow: a block-quantized one (GGUF attn_kv_b) runs dequantized to f32.
@@ -59,10 +68,11 @@ std::unique_ptr<MlaAttention> MlaAttention::load(WeightLoader& weights, const st
   const Tensor kv_b = attn->kv_b_proj_.weight.to(DType::f32);
   const int64_t rank = shape.kv_lora_rank;
   const int64_t nope = shape.qk_nope_head_dim;
-  Tensor uk_t = Tensor::zeros({shape.heads, rank, nope}, DType::f32);
+  const int64_t heads = attn->shape_.heads;
+  Tensor uk_t = Tensor::zeros({heads, rank, nope}, DType::f32);
   const float* src = kv_b.data<float>();
   float* dst = uk_t.data<float>();
-  for (int64_t h = 0; h < shape.heads; ++h) {
+  for (int64_t h = 0; h < heads; ++h) {
     for (int64_t d = 0; d < nope; ++d) {
       const float* row = src + (h * per_head + d) * rank;
       for (int64_t c = 0; c < rank; ++c) dst[(h * rank + c) * nope + d] = row[c];
@@ -130,6 +140,8 @@ void MlaAttention::forward(const float* x, const ForwardBatch& batch, const floa
   std::vector<float> kv(static_cast<size_t>(tokens * kv_row));
   std::vector<float> attended(static_cast<size_t>(tokens * out_row));
   project(x, tokens, cos, sin, q.data(), kv.data(), pool);
+  MlaShape whole = s;
+  whole.heads = all_heads_;
 
   for (const auto& seq : batch.sequences) {
     if (seq.count == 0) continue;
@@ -138,7 +150,7 @@ void MlaAttention::forward(const float* x, const ForwardBatch& batch, const floa
                 nullptr);
     const int64_t context = 1 + *std::max_element(positions, positions + seq.count);
     const MlaForm form =
-        form_ == MlaForm::automatic ? choose_mla_form(s, seq.count, context) : form_;
+        form_ == MlaForm::automatic ? choose_mla_form(whole, seq.count, context) : form_;
     const float* q_seq = q.data() + seq.begin * q_row;
     float* out_seq = attended.data() + seq.begin * out_row;
     if (form == MlaForm::expanded) {

@@ -16,6 +16,10 @@
 //   absorbed  q_nope . k_nope = (W_UK^T q_nope) . c, so each head's query is moved into latent
 //             space and attends directly over the cached rows [c | k_pe] (MQA, one KV head);
 //             the result, a latent, goes through W_UV. No per-token expansion: decode.
+// Tensor parallelism splits the heads: q_proj / q_b_proj and kv_b_proj keep this rank's heads
+// rows, o_proj is row parallel; q_a_proj, kv_a_proj_with_mqa and their norms are per token and
+// replicated, so the cache ([c | k_pe]) is the same on every rank, and both forms run on the
+// local heads unchanged.
 // The form is chosen per sequence per call from a cost estimate (MlaForm::automatic), or
 // forced (tests, benchmarks). The forms agree to rounding; a sequence's result therefore
 // depends on how its prompt was chunked only through that choice, never on other sequences.
@@ -28,6 +32,7 @@
 #include "model/layers/attention_layer.h"
 #include "model/layers/linear.h"
 #include "model/layers/rms_norm.h"
+#include "model/layers/tensor_parallel.h"
 #include "model/weights.h"
 
 namespace deepinfer::model {
@@ -61,7 +66,7 @@ MlaForm choose_mla_form(const MlaShape& shape, int64_t tokens, int64_t context);
 class MlaAttention : public AttentionLayer {
  public:
   // Loads <prefix>.{q_proj | q_a_proj, q_a_layernorm, q_b_proj}, kv_a_proj_with_mqa,
-  // kv_a_layernorm, kv_b_proj, o_proj.
+  // kv_a_layernorm, kv_b_proj, o_proj: this rank's heads of the loader's tensor group.
   static std::unique_ptr<MlaAttention> load(WeightLoader& weights, const std::string& prefix,
                                             const MlaShape& shape, MlaForm form);
 
@@ -87,7 +92,8 @@ class MlaAttention : public AttentionLayer {
   // kv_b_proj's weight from row `row0` on (W_UV of a head is a contiguous row range).
   const void* kv_b_rows(int64_t row0) const;
 
-  MlaShape shape_;
+  MlaShape shape_;         // heads: this rank's
+  int64_t all_heads_ = 0;  // of the layer: the form choice is every rank's, and one process's
   MlaForm form_ = MlaForm::automatic;
   std::optional<Linear> q_proj_;  // no q LoRA
   std::optional<Linear> q_a_proj_, q_b_proj_;
@@ -96,7 +102,7 @@ class MlaAttention : public AttentionLayer {
   RmsNorm kv_a_norm_;
   Linear kv_b_proj_;  // [heads * (nope + v), kv_lora]: per head W_UK rows then W_UV rows
   Tensor w_uk_t_;     // [heads, kv_lora, nope]: W_UK transposed per head (absorbed queries)
-  Linear o_proj_;
+  RowParallelLinear o_proj_;
 };
 
 }  // namespace deepinfer::model

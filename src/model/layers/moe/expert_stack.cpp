@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "core/error.h"
@@ -128,16 +129,18 @@ ExpertStack load_fp8(WeightLoader& weights,
 }  // namespace
 
 ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
-                              int64_t first, int64_t count, int64_t hidden, int64_t intermediate) {
+                              int64_t first, int64_t count, int64_t hidden, int64_t intermediate,
+                              const TensorSplit& split) {
   DI_CHECK(first >= 0 && count > 0 && first + count <= num_experts, prefix, ": experts [", first,
            ", ", first + count, ") outside the layer's ", num_experts, " experts");
   std::vector<int64_t> ids(static_cast<size_t>(count));
   for (int64_t j = 0; j < count; ++j) ids[static_cast<size_t>(j)] = first + j;
-  return load(weights, prefix, num_experts, ids, hidden, intermediate);
+  return load(weights, prefix, num_experts, ids, hidden, intermediate, split);
 }
 
 ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
-                              std::span<const int64_t> ids, int64_t hidden, int64_t intermediate) {
+                              std::span<const int64_t> ids, int64_t hidden, int64_t intermediate,
+                              const TensorSplit& split) {
   const auto count = static_cast<int64_t>(ids.size());
   DI_CHECK(count > 0, prefix, ": no experts to load");
   bool run = true;  // ids are first, first + 1, ...: whole-layer stacks slice without a copy
@@ -148,7 +151,9 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     run = run && ids[j] == ids[0] + j;
     mine[static_cast<size_t>(ids[j])] = 1;
   }
-  const int64_t i = intermediate;
+  const int64_t full = intermediate;
+  const auto [i0, i1] = split.part(full, prefix + "'s moe_intermediate_size");
+  const int64_t i = i1 - i0;  // this rank's
   auto name = [&](int64_t e, const char* proj) {
     return prefix + "." + std::to_string(e) + "." + proj + ".weight";
   };
@@ -161,6 +166,7 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
       for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
         weights.skip(name(e, proj));
         weights.skip(name(e, proj) + "_scale_inv");
+        weights.skip(name(e, proj) + "_scale");  // W8A8 checkpoints' row scales
       }
     }
   };
@@ -177,6 +183,9 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     return out;
   };
   if (weights.has(prefix + ".gate_up_proj")) {
+    DI_CHECK(!split.split(), prefix,
+             ".gate_up_proj: fused 3-D expert tensors cannot be split over a moe tensor group of ",
+             split.size, " yet; use expert parallelism (--enable-expert-parallel)");
     skip_experts(true);
     const Shape gate_up_shape{num_experts, 2 * i, hidden}, down_shape{num_experts, hidden, i};
     if (run) {
@@ -211,7 +220,13 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     }
     return ExpertStack(local(gate_up), local(down));
   }
-  if (weights.has(prefix + ".gate_proj") && weights.has(prefix + ".up_proj")) {
+  // Split over a moe tensor group, a GGUF file's per-expert views are read instead of its
+  // whole-layer stacks (a slice of each expert is a slice of one matrix).
+  const bool per_expert_split = split.split() && weights.has(name(ids[0], "gate_proj"));
+  if (weights.has(prefix + ".gate_proj") && weights.has(prefix + ".up_proj") && !per_expert_split) {
+    DI_CHECK(!split.split(), prefix,
+             ".gate_proj: 3-D expert tensors cannot be split over a moe tensor group of ",
+             split.size, " yet; use expert parallelism (--enable-expert-parallel)");
     const Tensor gate =
         weights.matrix(prefix + ".gate_proj", {num_experts, i, hidden}, MatrixUse::expert);
     const Tensor up =
@@ -233,22 +248,32 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     return ExpertStack(local(gate.to(DType::f32)), local(up.to(DType::f32)), local(down));
   }
   skip_experts(false);
+  if (per_expert_split) {
+    for (const char* proj : {".gate_proj", ".up_proj", ".down_proj"}) weights.skip(prefix + proj);
+  }
   const DType stored = weights.has(name(ids[0], "gate_proj"))
                            ? weights.checkpoint().info(name(ids[0], "gate_proj")).dtype
                            : DType::f32;
   if (weights.fp8() && stored == DType::f8_e4m3) {
     // Kept in FP8 when the loader keeps it (no --dtype / --quantization); else widened below.
-    if (weights.keeps_fp8(MatrixUse::expert)) return load_fp8(weights, name, ids, hidden, i);
-  } else if (weights.quantizes_to_fp8() &&
+    // Split over a moe tensor group, each expert's part is widened (WeightLoader::matrix).
+    if (weights.keeps_fp8(MatrixUse::expert) && !split.split())
+      return load_fp8(weights, name, ids, hidden, i);
+  } else if (weights.quantizes_to_fp8() && !split.split() &&
              (stored == DType::f32 || stored == DType::bf16 || stored == DType::f16)) {
     return load_fp8(weights, name, ids, hidden, i);  // quantized per expert, 128x128 blocks
   }
   Tensor gate_up, down, gate_up_scale, down_scale;
   for (int64_t j = 0; j < count; ++j) {
     const int64_t e = ids[j];
-    Tensor gate = weights.matrix(name(e, "gate_proj"), {i, hidden}, MatrixUse::expert);
-    Tensor up = weights.matrix(name(e, "up_proj"), {i, hidden}, MatrixUse::expert);
-    const Tensor dn = weights.matrix(name(e, "down_proj"), {hidden, i}, MatrixUse::expert);
+    // Unsplit: no slice (the whole tensor, zero-copy where the dtype allows).
+    const auto part = [&](int dim) {
+      return split.split() ? std::optional<Slice>(Slice{dim, i0, i1}) : std::nullopt;
+    };
+    Tensor gate = weights.matrix(name(e, "gate_proj"), {full, hidden}, MatrixUse::expert, part(0));
+    Tensor up = weights.matrix(name(e, "up_proj"), {full, hidden}, MatrixUse::expert, part(0));
+    const Tensor dn =
+        weights.matrix(name(e, "down_proj"), {hidden, full}, MatrixUse::expert, part(1));
     const bool w8a8 =
         gate.dtype() == DType::i8 && up.dtype() == DType::i8 && dn.dtype() == DType::i8;
     DI_CHECK(
@@ -280,7 +305,10 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
       copy_into_expert(down_scale, j, 0, scale("down_proj", hidden), name(e, "down_proj_scale"));
     }
   }
-  if (run) {
+  // Split over a moe tensor group the stacks hold part of each expert's intermediate, not rows
+  // of a fused [E, 2I, H] tensor: deepinfer convert then writes the per-expert slices recorded
+  // above (a fused stack could not be split when loaded back).
+  if (run && !split.split()) {
     weights.record_expert_stack(prefix, num_experts, ids[0], gate_up, down, gate_up_scale,
                                 down_scale);
   }

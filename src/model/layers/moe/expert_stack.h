@@ -22,6 +22,7 @@
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "model/layers/tensor_parallel.h"
 #include "model/weights.h"
 
 namespace deepinfer::model {
@@ -29,13 +30,16 @@ namespace deepinfer::model {
 class ExpertStack {
  public:
   // Loads experts [first, first + count) of the layer's num_experts under `prefix`
-  // ("model.layers.N.mlp.experts").
+  // ("model.layers.N.mlp.experts"); under moe tensor parallelism (`split`) only this rank's
+  // part of each expert's intermediate (gate / up rows, down columns).
   static ExpertStack load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
-                          int64_t first, int64_t count, int64_t hidden, int64_t intermediate);
+                          int64_t first, int64_t count, int64_t hidden, int64_t intermediate,
+                          const TensorSplit& split = {});
   // Loads the experts `ids` (global ids, in local slot order; an id may repeat: EPLB
   // replicas). One ascending run of ids slices fused checkpoint tensors without a copy.
   static ExpertStack load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
-                          std::span<const int64_t> ids, int64_t hidden, int64_t intermediate);
+                          std::span<const int64_t> ids, int64_t hidden, int64_t intermediate,
+                          const TensorSplit& split = {});
   // From stacks in hand (tests, converters): gate_up [count, 2I, H], down [count, H, I].
   ExpertStack(Tensor gate_up, Tensor down);
   // Gate and up apart: gate and up [count, I, H] of one dtype, down [count, H, I].

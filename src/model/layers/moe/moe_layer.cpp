@@ -75,13 +75,15 @@ MoeLayer::MoeLayer(MoeConfig config, MoeRouter router, ExpertStack experts,
                    std::shared_ptr<parallel::Communicator> comm,
                    std::shared_ptr<parallel::EplbState> eplb, std::string name,
                    parallel::ExpertPlacement placement,
-                   std::shared_ptr<parallel::Communicator> token_peers)
+                   std::shared_ptr<parallel::Communicator> token_peers,
+                   std::shared_ptr<parallel::Communicator> moe_tensor)
     : config_(std::move(config)),
       router_(std::move(router)),
       experts_(std::move(experts)),
       shared_(std::move(shared)),
       comm_(std::move(comm)),
       token_peers_(token_peers ? std::move(token_peers) : comm_),
+      moe_tensor_(moe_tensor && moe_tensor->world_size() > 1 ? std::move(moe_tensor) : nullptr),
       eplb_(std::move(eplb)),
       name_(std::move(name)) {
   DI_CHECK(comm_ != nullptr, "MoE layer: no communicator (use SingleProcessCommunicator)");
@@ -97,11 +99,12 @@ MoeLayer::MoeLayer(MoeConfig config, MoeRouter router, ExpertStack experts,
     experts_per_rank(config_, *comm_, "MoE layer");
   }
   const int64_t per_rank = placement.num_physical() / comm_->world_size();
+  const int64_t shards = moe_tensor_ ? moe_tensor_->world_size() : 1;
   DI_CHECK(experts_.count() == per_rank && experts_.hidden() == config_.hidden &&
-               experts_.intermediate() == config_.intermediate,
+               experts_.intermediate() * shards == config_.intermediate,
            "MoE layer: expert stack of ", experts_.count(), " experts does not match the ",
            per_rank, " experts per rank of hidden ", config_.hidden, " / intermediate ",
-           config_.intermediate);
+           config_.intermediate, " over ", shards, " moe tensor shards");
   DI_CHECK((shared_ != nullptr) == (config_.shared_intermediate > 0),
            "MoE layer: shared experts given without shared_intermediate or the reverse");
   first_local_ = comm_->rank() * per_rank;
@@ -134,19 +137,25 @@ std::unique_ptr<MoeLayer> MoeLayer::load(WeightLoader& weights, const std::strin
     experts_per_rank(config, *comm, prefix);
   }
   MoeRouter router = MoeRouter::load(weights, prefix + ".gate", config.hidden, config.router);
+  // Moe tensor parallelism: every expert (and the shared experts) split over the group, the
+  // partial outputs summed once at the end of forward.
+  auto moe_tensor = weights.moe_tensor_group();
+  TensorSplit split = TensorSplit::over(moe_tensor);
+  split.reduce = nullptr;
   const std::span<const int64_t> ids =
       std::span<const int64_t>(placement.phy2log)
           .subspan(static_cast<size_t>(comm->rank() * per_rank), static_cast<size_t>(per_rank));
   ExpertStack experts = ExpertStack::load(weights, prefix + ".experts", config.router.num_experts,
-                                          ids, config.hidden, config.intermediate);
+                                          ids, config.hidden, config.intermediate, split);
   std::unique_ptr<FeedForward> shared;
   if (config.shared_intermediate > 0) {
     shared = GatedMlp::load(weights, prefix + ".shared_experts", config.hidden,
-                            config.shared_intermediate);
+                            config.shared_intermediate, false, split);
   }
   return std::make_unique<MoeLayer>(std::move(layer_config), std::move(router), std::move(experts),
                                     std::move(shared), std::move(comm), std::move(eplb), prefix,
-                                    std::move(placement), weights.expert_token_peers());
+                                    std::move(placement), weights.expert_token_peers(),
+                                    std::move(moe_tensor));
 }
 
 std::vector<int64_t> MoeLayer::local_expert_ids() const {
@@ -167,6 +176,10 @@ void MoeLayer::reset_load_stats() {
 
 void MoeLayer::forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const {
   forward_shares(x, tokens, out, pool);
+  // Combine and shared experts are linear in the shards: one sum gives the whole output.
+  if (moe_tensor_)
+    moe_tensor_->all_reduce_sum(
+        std::span<float>(out, static_cast<size_t>(tokens * config_.hidden)));
   ++calls_;
   if (eplb_ && eplb_->options().active() && calls_ % eplb_->options().sync_interval() == 0) {
     synchronize_load();

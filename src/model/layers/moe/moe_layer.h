@@ -82,11 +82,15 @@ class MoeLayer : public FeedForward {
   // [r S, (r + 1) S) on rank r, and `experts` holds this rank's slots in order.
   // `token_peers`: with replicated_tokens, the ranks of `comm` holding the same tokens as this
   // one, which split them (null: all of `comm`, as without attention data parallelism).
+  // `moe_tensor` (null or size 1: none): the group each expert's intermediate (and the shared
+  // experts') is split over; `experts` and `shared` then hold this rank's part and the layer
+  // sums the partial outputs over it once, at the end of forward.
   MoeLayer(MoeConfig config, MoeRouter router, ExpertStack experts,
            std::unique_ptr<FeedForward> shared, std::shared_ptr<parallel::Communicator> comm,
            std::shared_ptr<parallel::EplbState> eplb = nullptr, std::string name = "",
            parallel::ExpertPlacement placement = {},
-           std::shared_ptr<parallel::Communicator> token_peers = nullptr);
+           std::shared_ptr<parallel::Communicator> token_peers = nullptr,
+           std::shared_ptr<parallel::Communicator> moe_tensor = nullptr);
 
   // x [tokens, hidden] -> out [tokens, hidden]. Not reentrant (updates the load counters).
   void forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const override;
@@ -134,6 +138,7 @@ class MoeLayer : public FeedForward {
   std::unique_ptr<FeedForward> shared_;
   std::shared_ptr<parallel::Communicator> comm_;
   std::shared_ptr<parallel::Communicator> token_peers_;  // never null
+  std::shared_ptr<parallel::Communicator> moe_tensor_;   // null: experts unsplit
   int64_t first_local_ = 0;
   // Statistics are observations, not state of the computation: forward stays logically const.
   mutable std::vector<uint64_t> load_;

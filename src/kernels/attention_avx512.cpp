@@ -1,0 +1,282 @@
+// AVX-512 span attention (attention_span.h): keys along the lanes, K/V widened in registers,
+// a tile of up to 8 query vectors sharing every K/V load.
+// GCC 12 also reports the _mm512_undefined_ps() idiom of the intrinsic headers as
+// -Wuninitialized once the exp() and transposes here are inlined (GCC bug 105593, as in
+// simd_avx512.h); the warning points into the header, so it is silenced before the include.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include "kernels/simd_avx512.h"  // first: see the note there
+
+#include "kernels/attention_span.h"
+
+namespace deepinfer::kernels::detail::avx512 {
+namespace {
+
+constexpr int kTile = 8;  // query vectors per register tile (8 accumulators + 16 K columns)
+
+enum class Kind { f32, f16, bf16, i8 };
+
+// One stored K or V matrix: row r (a (slot, kv head) pair) starts at element r * stride.
+struct Rows {
+  const char* base;
+  int64_t stride;
+  const float* scales;  // i8: scales of row r at r * (stride / group)
+  int64_t group;
+};
+
+// Lanes [d0, d0 + 16) of row `row` as f32 (lanes outside m are 0). int8 values are
+// scale * float(q), the product the reference computes.
+template <Kind K>
+inline __m512 load_row(const Rows& r, int64_t row, int64_t d0, __mmask16 m) {
+  const int64_t at = row * r.stride + d0;
+  if constexpr (K == Kind::f32) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(r.base) + at);
+  } else if constexpr (K == Kind::f16) {
+    return _mm512_cvtph_ps(
+        _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(r.base) + at));
+  } else if constexpr (K == Kind::bf16) {
+    const __m256i raw = _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(r.base) + at);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+  } else {
+    const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+        _mm_maskz_loadu_epi8(m, reinterpret_cast<const int8_t*>(r.base) + at)));
+    const float* s = r.scales + row * (r.stride / r.group);
+    __m512 scale;
+    if (d0 % r.group + kLanes <= r.group) {
+      scale = _mm512_set1_ps(s[d0 / r.group]);
+    } else {  // groups narrower than a vector, or not aligned to one
+      float lanes[kLanes];
+      for (int64_t l = 0; l < kLanes; ++l) lanes[l] = (m >> l) & 1 ? s[(d0 + l) / r.group] : 0.0f;
+      scale = _mm512_loadu_ps(lanes);
+    }
+    return _mm512_mul_ps(v, scale);
+  }
+}
+
+// r[16] rows -> r[16] columns: afterwards lane j of r[c] is element c of row j.
+inline void transpose16(__m512* r) {
+  __m512 t[16];
+  DEEPINFER_UNROLL
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // Per 128-bit lane L, v[4g + c] holds column 4L + c of rows 4g .. 4g + 3.
+  __m512 v[16];
+  DEEPINFER_UNROLL
+  for (int g = 0; g < 4; ++g) {
+    v[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    v[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+    v[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    v[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+  }
+  DEEPINFER_UNROLL
+  for (int c = 0; c < 4; ++c) {
+    const __m512 a = _mm512_shuffle_f32x4(v[c], v[4 + c], 0x88);
+    const __m512 b = _mm512_shuffle_f32x4(v[c], v[4 + c], 0xdd);
+    const __m512 e = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0x88);
+    const __m512 f = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0xdd);
+    r[c] = _mm512_shuffle_f32x4(a, e, 0x88);
+    r[4 + c] = _mm512_shuffle_f32x4(b, f, 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(a, e, 0xdd);
+    r[12 + c] = _mm512_shuffle_f32x4(b, f, 0xdd);
+  }
+}
+
+inline float exp_scalar(float x) {
+  return _mm_cvtss_f32(_mm512_castps512_ps128(exp(_mm512_set1_ps(x))));
+}
+
+// dots[i][j] = q_i . k_j for the chunk's 16 keys (rows[j]) and T queries; q rows are padded
+// with zeros to whole vectors. Per query the sum runs over d in order, one FMA chain per lane.
+template <Kind K, int T>
+inline void chunk_scores(const Rows& kr, const int64_t* rows, int64_t head_dim,
+                         const float* const* q, float* dots) {
+  __m512 s[T];
+  DEEPINFER_UNROLL
+  for (int i = 0; i < T; ++i) s[i] = _mm512_setzero_ps();
+  for (int64_t d0 = 0; d0 < head_dim; d0 += kLanes) {
+    const __mmask16 m =
+        head_dim - d0 >= kLanes ? static_cast<__mmask16>(0xffff) : first_lanes(head_dim - d0);
+    __m512 k[16];
+    DEEPINFER_UNROLL
+    for (int j = 0; j < 16; ++j) k[j] = load_row<K>(kr, rows[j], d0, m);
+    transpose16(k);
+    DEEPINFER_UNROLL
+    for (int c = 0; c < 16; ++c) {
+      DEEPINFER_UNROLL
+      for (int i = 0; i < T; ++i) s[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i][d0 + c]), k[c], s[i]);
+    }
+  }
+  DEEPINFER_UNROLL
+  for (int i = 0; i < T; ++i) _mm512_storeu_ps(dots + i * kLanes, s[i]);
+}
+
+// acc_i = acc_i * corr_i + sum_j p_i[j] v_j over the chunk's 16 keys (p is 0 past a query's
+// last key, so those terms add nothing), each V vector loaded once for the T queries.
+template <Kind K, int T>
+inline void chunk_values(const Rows& vr, const int64_t* rows, int64_t v_dim, const float* probs,
+                         const float* corr, float* const* acc) {
+  for (int64_t d0 = 0; d0 < v_dim; d0 += kLanes) {
+    const __mmask16 m =
+        v_dim - d0 >= kLanes ? static_cast<__mmask16>(0xffff) : first_lanes(v_dim - d0);
+    __m512 o[T];
+    DEEPINFER_UNROLL
+    for (int i = 0; i < T; ++i)
+      o[i] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc[i] + d0), _mm512_set1_ps(corr[i]));
+    for (int j = 0; j < 16; ++j) {
+      const __m512 v = load_row<K>(vr, rows[j], d0, m);
+      DEEPINFER_UNROLL
+      for (int i = 0; i < T; ++i)
+        o[i] = _mm512_fmadd_ps(_mm512_set1_ps(probs[i * kLanes + j]), v, o[i]);
+    }
+    DEEPINFER_UNROLL
+    for (int i = 0; i < T; ++i) _mm512_mask_storeu_ps(acc[i] + d0, m, o[i]);
+  }
+}
+
+template <Kind K, int T>
+inline void chunk_tile(const Rows& kr, const Rows& vr, const int64_t* krows, const int64_t* vrows,
+                       const AttendArgs& a, int64_t c0, const float* const* q, const int64_t* last,
+                       float* const* acc, float* max, float* denom, float* probs) {
+  chunk_scores<K, T>(kr, krows, a.head_dim, q, probs);
+  const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
+  const __m512 scale = _mm512_set1_ps(a.scale);
+  float corr[T];
+  DEEPINFER_UNROLL
+  for (int i = 0; i < T; ++i) {
+    const int64_t len = min64(kLanes, last[i] + 1 - c0);
+    float* p = probs + i * kLanes;
+    const __m512 scores =
+        _mm512_mask_mov_ps(neg_inf, first_lanes(len), _mm512_mul_ps(_mm512_loadu_ps(p), scale));
+    const float new_max = maxf(max[i], hmax(scores));
+    corr[i] = exp_scalar(max[i] - new_max);
+    const __m512 e = exp(_mm512_sub_ps(scores, _mm512_set1_ps(new_max)));  // -inf lanes: 0
+    _mm512_storeu_ps(p, e);
+    denom[i] = denom[i] * corr[i] + hsum(e);
+    max[i] = new_max;
+  }
+  chunk_values<K, T>(vr, vrows, a.v_head_dim, probs, corr, acc);
+}
+
+template <Kind K, int T>
+inline void run_tile(const Rows& kr, const Rows& vr, const int64_t* krows, const int64_t* vrows,
+                     const AttendArgs& a, int64_t c0, const float* const* q, const int64_t* last,
+                     float* const* acc, float* max, float* denom, float* probs, int64_t n) {
+  if constexpr (T > 1) {
+    if (n < T)
+      return run_tile<K, T - 1>(kr, vr, krows, vrows, a, c0, q, last, acc, max, denom, probs, n);
+  }
+  chunk_tile<K, T>(kr, vr, krows, vrows, a, c0, q, last, acc, max, denom, probs);
+}
+
+template <Kind K>
+void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t span, const float* const* q_in,
+                 const int64_t* last, int64_t n, float* const* acc, float* max, float* denom,
+                 float* scratch) {
+  const int64_t hd = (a.head_dim + kLanes - 1) / kLanes * kLanes;
+  float* qpad = scratch;         // [n][hd] queries, zero-padded
+  float* probs = qpad + n * hd;  // [kTile][16]
+  const float* q[kMaxSpanQueries];
+  int64_t max_last = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    float* dst = qpad + i * hd;
+    for (int64_t d = 0; d < hd; ++d) dst[d] = d < a.head_dim ? q_in[i][d] : 0.0f;
+    q[i] = dst;
+    max_last = last[i] > max_last ? last[i] : max_last;
+    max[i] = -__builtin_inff();
+    denom[i] = 0.0f;
+    for (int64_t d = 0; d < a.v_head_dim; ++d) acc[i][d] = 0.0f;
+  }
+  const Rows kr{static_cast<const char*>(a.k), a.head_dim, a.k_scale, a.group};
+  const Rows vr{static_cast<const char*>(a.v), a.v_row_stride, a.v_scale, a.group};
+  const int64_t begin = span * kAttendSpan;
+  const int64_t end = min64(begin + kAttendSpan, max_last + 1);
+  for (int64_t c0 = begin; c0 < end; c0 += kLanes) {
+    // Rows of the chunk's keys; keys past the last one any query reads repeat key c0 (their
+    // scores are masked and their probabilities are 0).
+    const int64_t len = min64(kLanes, end - c0);
+    int64_t rows[16];
+    for (int64_t j = 0; j < 16; ++j) {
+      const int64_t t = c0 + (j < len ? j : 0);
+      rows[j] = (a.block_table[t / a.block_size] * a.block_size + t % a.block_size) * a.kv_heads +
+                kv_head;
+    }
+    // The queries that read this chunk, a tile at a time.
+    const float* tq[kTile];
+    int64_t tlast[kTile];
+    float* tacc[kTile];
+    float tmax[kTile], tden[kTile];
+    int64_t tidx[kTile];
+    int64_t count = 0;
+    auto flush = [&]() {
+      run_tile<K, kTile>(kr, vr, rows, rows, a, c0, tq, tlast, tacc, tmax, tden, probs, count);
+      for (int64_t i = 0; i < count; ++i) {
+        max[tidx[i]] = tmax[i];
+        denom[tidx[i]] = tden[i];
+      }
+      count = 0;
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      if (last[i] < c0) continue;
+      tq[count] = q[i];
+      tlast[count] = last[i];
+      tacc[count] = acc[i];
+      tmax[count] = max[i];
+      tden[count] = denom[i];
+      tidx[count] = i;
+      if (++count == kTile) flush();
+    }
+    if (count > 0) flush();
+  }
+}
+
+}  // namespace
+
+int64_t attend_span_scratch_floats(const AttendArgs& a, int64_t n) {
+  return n * ((a.head_dim + kLanes - 1) / kLanes * kLanes) + kTile * kLanes;
+}
+
+void attend_span(const AttendArgs& a, int64_t kv_head, int64_t span, const float* const* q,
+                 const int64_t* last, int64_t n, float* const* acc, float* max, float* denom,
+                 float* scratch) {
+  switch (a.dtype) {
+    case DType::f16:
+      return span_kernel<Kind::f16>(a, kv_head, span, q, last, n, acc, max, denom, scratch);
+    case DType::bf16:
+      return span_kernel<Kind::bf16>(a, kv_head, span, q, last, n, acc, max, denom, scratch);
+    case DType::i8:
+      return span_kernel<Kind::i8>(a, kv_head, span, q, last, n, acc, max, denom, scratch);
+    default:
+      return span_kernel<Kind::f32>(a, kv_head, span, q, last, n, acc, max, denom, scratch);
+  }
+}
+
+void merge_span(int64_t v_dim, float* acc, float* max, float* denom, const float* part_acc,
+                float part_max, float part_denom) {
+  const float m = maxf(*max, part_max);
+  const float wa = exp_scalar(*max - m);
+  const float wb = exp_scalar(part_max - m);
+  *denom = *denom * wa + part_denom * wb;
+  *max = m;
+  const __m512 va = _mm512_set1_ps(wa), vb = _mm512_set1_ps(wb);
+  for (int64_t d0 = 0; d0 < v_dim; d0 += kLanes) {
+    const __mmask16 mk =
+        v_dim - d0 >= kLanes ? static_cast<__mmask16>(0xffff) : first_lanes(v_dim - d0);
+    const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, acc + d0), va);
+    _mm512_mask_storeu_ps(acc + d0, mk,
+                          _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, part_acc + d0), vb, x));
+  }
+}
+
+void finish_span(int64_t v_dim, const float* acc, float denom, float* out) {
+  const __m512 dv = _mm512_set1_ps(denom);
+  for (int64_t d0 = 0; d0 < v_dim; d0 += kLanes) {
+    const __mmask16 mk =
+        v_dim - d0 >= kLanes ? static_cast<__mmask16>(0xffff) : first_lanes(v_dim - d0);
+    _mm512_mask_storeu_ps(out + d0, mk, _mm512_div_ps(_mm512_maskz_loadu_ps(mk, acc + d0), dv));
+  }
+}
+
+}  // namespace deepinfer::kernels::detail::avx512

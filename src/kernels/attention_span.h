@@ -1,0 +1,49 @@
+#pragma once
+// Internal to src/kernels: the span attention kernel paged_attention() runs on AVX-512 CPUs
+// (attention_avx512.cpp) and its driver (attention_split.cpp).
+//
+// Keys are cut into spans of kAttendSpan positions [s * kAttendSpan, (s + 1) * kAttendSpan).
+// attend_span() computes, for up to kMaxSpanQueries query vectors that read one kv head, the
+// softmax state of one span: the running max, the denominator and the unnormalised V sum.
+// It reads each K/V row of the span once per tile of queries, widening bf16 / f16 / int8 in
+// registers, with the keys of a 16-key chunk along the SIMD lanes (K tiles are transposed in
+// registers), so no horizontal sum per key is needed. merge_span() folds span states in
+// span order. Spans depend only on key positions and every query's arithmetic depends only
+// on its own position, so a result does not depend on the thread count, on which other
+// queries share the call (decode == prefill bitwise), or on whether spans ran on one thread
+// or were split across threads (split-K) and merged afterwards.
+#include "kernels/backend.h"
+
+namespace deepinfer::kernels::detail {
+
+inline constexpr int64_t kAttendSpan = 256;
+inline constexpr int64_t kMaxSpanQueries = 128;
+
+namespace avx512 {
+
+// Scratch floats attend_span() needs for n queries.
+int64_t attend_span_scratch_floats(const AttendArgs& a, int64_t n);
+
+// Queries q[i] (head_dim floats) attend keys [span * kAttendSpan, min(end of span, last[i]]];
+// every last[i] >= span * kAttendSpan and n <= kMaxSpanQueries. Writes the span's state of
+// query i: acc[i][v_head_dim] (unnormalised), max[i], denom[i].
+void attend_span(const AttendArgs& a, int64_t kv_head, int64_t span, const float* const* q,
+                 const int64_t* last, int64_t n, float* const* acc, float* max, float* denom,
+                 float* scratch);
+
+// (acc, max, denom) <- the merge of itself and one more span's state, in this order:
+// m = max(max, part_max); acc = acc * e^(max - m) + part_acc * e^(part_max - m), denom alike.
+// Start from acc = 0, max = -inf, denom = 0.
+void merge_span(int64_t v_dim, float* acc, float* max, float* denom, const float* part_acc,
+                float part_max, float part_denom);
+
+// out[v_dim] = acc / denom.
+void finish_span(int64_t v_dim, const float* acc, float denom, float* out);
+
+}  // namespace avx512
+
+// paged_attention() on AVX-512 (arguments checked by the caller).
+void paged_attention_spans(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
+                           const AttendArgs& a, float* out, ThreadPool& pool);
+
+}  // namespace deepinfer::kernels::detail

@@ -1,0 +1,175 @@
+// kernels::linear on packed weights: packing (once, at load), the x side (bf16 rounding for
+// MatmulPrecision::bf16), and the thread split. The arithmetic lives in gemm_packed_avx512.cpp
+// and gemm_packed_avx2.cpp.
+#include "kernels/gemm_packed.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/backend.h"
+#include "kernels/isa.h"
+#include "kernels/kernels.h"
+#include "kernels/linear_schedule.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+using detail::kPanel;
+
+// set_weight_packing()'s value, or -1: DEEPINFER_PACK_WEIGHTS (read once), else on.
+std::atomic<int> g_weight_packing{-1};
+
+bool env_weight_packing() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("DEEPINFER_PACK_WEIGHTS");
+    return value == nullptr || std::string_view(value) != "0";
+  }();
+  return enabled;
+}
+
+// Rows of x per work item: a multiple of every row tile, and small enough that the x block of
+// one k chunk (256 rows × 256 f32) stays in L2 while the item's panels pass over it.
+constexpr int64_t kRowBlock = 256;
+// Below this many multiply-adds per thread, waking workers costs more than it saves.
+constexpr int64_t kMinMacsPerThread = int64_t{1} << 16;
+
+// The calling thread's x rounded to bf16 (AVX512_BF16) or to bf16-valued f32 (without it).
+uint16_t* bf16_x_buffer(size_t elements) {
+  thread_local std::vector<uint16_t> buffer;
+  if (buffer.size() < elements) buffer.resize(elements);
+  return buffer.data();
+}
+float* rounded_x_buffer(size_t floats) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < floats) buffer.resize(floats);
+  return buffer.data();
+}
+
+void pack_f32(const float* w, int64_t n, int64_t k, float* panels) {
+  const int64_t elems = detail::packed_panel_elements(k, DType::f32);
+  for (int64_t j = 0; j < n; ++j) {
+    float* dst = panels + j / kPanel * elems + j % kPanel;
+    const float* src = w + j * k;
+    for (int64_t p = 0; p < k; ++p) dst[p * kPanel] = src[p];
+  }
+}
+
+void pack_bf16(const uint16_t* w, int64_t n, int64_t k, uint16_t* panels) {
+  const int64_t elems = detail::packed_panel_elements(k, DType::bf16);
+  for (int64_t j = 0; j < n; ++j) {
+    uint16_t* dst = panels + j / kPanel * elems + j % kPanel * 2;
+    const uint16_t* src = w + j * k;
+    for (int64_t p = 0; p < k; ++p) dst[p / 2 * 2 * kPanel + p % 2] = src[p];
+  }
+}
+
+}  // namespace
+
+void set_weight_packing(bool enabled) {
+  g_weight_packing.store(enabled ? 1 : 0, std::memory_order_relaxed);
+}
+
+bool weight_packing() {
+  const int set = g_weight_packing.load(std::memory_order_relaxed);
+  return set >= 0 ? set == 1 : env_weight_packing();
+}
+
+PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k) {
+  PackedWeights packed;
+  const Isa isa = active_isa();
+  if (!weight_packing() || isa == Isa::scalar) return packed;
+  if (dtype != DType::f32 && dtype != DType::bf16) return packed;
+  // AVX2 with bf16 weights: the packed kernel gained <= 10 % at m >= 32 and read 0-12 % slower
+  // at m = 1 (kernels_bench --isa avx2 --gemm, busy machine), so decode keeps the stored
+  // layout there. (Packed bf16 panels still run under AVX2: the kernel exists.)
+  if (isa == Isa::avx2 && dtype == DType::bf16) return packed;
+  if (w == nullptr || n <= 0 || k <= 0) return packed;
+  const int64_t panels = (n + kPanel - 1) / kPanel;
+  const size_t bytes =
+      static_cast<size_t>(panels * detail::packed_panel_elements(k, dtype)) * dtype_size(dtype);
+  void* memory = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  DI_CHECK(memory != nullptr, "kernels::pack_weights: cannot allocate ", bytes,
+           " bytes for a packed ", n, " x ", k, " ", dtype_name(dtype), " matrix");
+  std::memset(memory, 0, bytes);  // the padding rows and the odd-k half pairs multiply as 0
+  if (dtype == DType::f32) {
+    pack_f32(static_cast<const float*>(w), n, k, static_cast<float*>(memory));
+  } else {
+    pack_bf16(static_cast<const uint16_t*>(w), n, k, static_cast<uint16_t*>(memory));
+  }
+  packed.panels_ =
+      std::shared_ptr<const void>(memory, [](const void* p) { std::free(const_cast<void*>(p)); });
+  packed.source_ = w;
+  packed.dtype_ = dtype;
+  packed.n_ = n;
+  packed.k_ = k;
+  packed.bytes_ = bytes;
+  return packed;
+}
+
+void linear(const float* x, int64_t m, const PackedWeights& w, const float* bias, float* y,
+            ThreadPool& pool) {
+  DI_CHECK(w.defined(),
+           "kernels::linear: packed weights are empty (pack_weights() found no "
+           "packed kernel for them: call linear() on the stored matrix)");
+  DI_CHECK(m >= 0, "kernels::linear: negative row count ", m);
+  const int64_t k = w.k(), n = w.n();
+  const Isa isa = active_isa();
+  if (isa == Isa::scalar)  // packed under AVX2 / AVX-512, the ISA forced to scalar since
+    return linear(x, m, k, w.source(), w.dtype(), n, bias, y, pool);
+  if (m == 0) return;
+  DI_CHECK(x != nullptr && y != nullptr, "kernels::linear: null data pointer (m=", m, ", k=", k,
+           ", n=", n, ")");
+
+  detail::PackedArgs args;
+  args.x = x;
+  args.x_stride = k;
+  args.k = k;
+  args.w = w.panels();
+  args.kind = w.dtype() == DType::f32 ? detail::PackedKind::f32 : detail::PackedKind::bf16;
+  args.n = n;
+  args.bias = bias;
+  args.y = y;
+  if (w.dtype() == DType::bf16 && matmul_precision() == MatmulPrecision::bf16) {
+    if (isa == Isa::avx512 && cpu_has_avx512_bf16()) {
+      const int64_t stride = detail::avx512::linear_bf16_x_stride(k);  // even, zero-padded
+      uint16_t* xb = bf16_x_buffer(static_cast<size_t>(m * stride));
+      detail::avx512::linear_pack_x_bf16(x, m, k, xb);
+      args.x = nullptr;
+      args.xb = xb;
+      args.x_stride = stride;
+      args.kind = detail::PackedKind::bf16_dpbf;
+    } else {
+      float* rounded = rounded_x_buffer(static_cast<size_t>(m * k));
+      for (int64_t p = 0; p < m * k; ++p) rounded[p] = bf16_to_f32(f32_to_bf16(x[p]));
+      args.x = rounded;
+    }
+  }
+
+  const int64_t panels = (n + kPanel - 1) / kPanel;
+  const int64_t m_blocks = (m + kRowBlock - 1) / kRowBlock;
+  const int64_t items = panels * m_blocks;  // panel major: a thread keeps its weight panels
+  const int64_t macs_per_item = std::min(m, kRowBlock) * kPanel * k;
+  // Small m runs up to 4 (m <= 2) or 2 (m <= 6) panels per AVX-512 tile: keep them together.
+  const int64_t group = isa != Isa::avx512 ? 1 : m <= 2 ? 4 : m <= 6 ? 2 : 1;
+  const auto rows =
+      isa == Isa::avx512 ? &detail::avx512::gemm_packed_rows : &detail::avx2::gemm_packed_rows;
+  const int64_t min_chunk = std::max(group, kMinMacsPerThread / macs_per_item);
+  detail::run_items_stealing(pool, items, min_chunk, [&](int64_t begin, int64_t end) {
+    const int64_t first = begin / m_blocks, last = (end - 1) / m_blocks;
+    for (int64_t mb = 0; mb < m_blocks; ++mb) {
+      int64_t lo = first, hi = last;
+      if (lo * m_blocks + mb < begin) ++lo;
+      if (hi * m_blocks + mb >= end) --hi;
+      if (lo > hi) continue;
+      const int64_t m0 = mb * kRowBlock, m1 = std::min(m, m0 + kRowBlock);
+      rows(args, m0, m1, lo, hi + 1);
+    }
+  });
+}
+
+}  // namespace deepinfer::kernels

@@ -1,0 +1,59 @@
+#pragma once
+// Internal to src/kernels: the packed-panel GEMM behind kernels::linear(x, m, PackedWeights).
+//
+// Layout (pack_weights): the n weight rows are cut into panels of kPanel = 32 rows (the last one
+// zero-padded). A panel holds, for every k in order, its 32 weights side by side, so one k step
+// of a register tile is two 64-byte loads (f32) from one contiguous stream:
+//   f32:  panel P is float[k][32], element (row P*32 + c, col p) at [p][c];
+//   bf16: panel P is uint16[ceil(k/2)][32][2], element (row P*32 + c, col p) at
+//         [p/2][c][p%2] — a 64-byte load is 16 rows × one pair of k, what vdpbf16ps takes,
+//         and `lane << 16` / `lane & 0xffff0000` widen it exactly to the even / odd k.
+// The micro-kernels hold y[MR rows, 32·NP columns] in registers and broadcast one x value per
+// row per k step (outer products), so every output is ONE chain over k in order:
+//   acc = 0; for p in 0..k-1: acc = fma(x[p], w[p], acc);  y = acc (+ bias)
+// (bf16 activations: acc = vdpbf16ps(acc, (x[2q], x[2q+1]), (w[2q], w[2q+1])) per pair q).
+// Blocking k into chunks stores and reloads acc through y, which does not change that chain,
+// so results are bitwise independent of m, of the tile a row falls in and of the thread split.
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace deepinfer::kernels::detail {
+
+inline constexpr int64_t kPanel = 32;
+
+// Elements of one packed panel of a [n, k] weight of `dtype` (f32 or bf16). Internal linkage:
+// the AVX-512 file's copy must never stand in for the generic one (backend.h).
+static inline int64_t packed_panel_elements(int64_t k, DType dtype) {
+  return dtype == DType::f32 ? k * kPanel : (k + 1) / 2 * 2 * kPanel;
+}
+
+enum class PackedKind {
+  f32,        // f32 weights, f32 x
+  bf16,       // bf16 weights widened exactly, f32 x
+  bf16_dpbf,  // bf16 weights, x rounded to bf16, vdpbf16ps (AVX512_BF16)
+};
+
+// One packed linear call as the AVX-512 kernels see it.
+struct PackedArgs {
+  const float* x = nullptr;      // f32 kinds: [m, x_stride]
+  const uint16_t* xb = nullptr;  // bf16_dpbf: x rounded to bf16, [m, x_stride], even stride
+  int64_t x_stride = 0;
+  int64_t k = 0;
+  const void* w = nullptr;  // panels
+  PackedKind kind = PackedKind::f32;
+  int64_t n = 0;
+  const float* bias = nullptr;
+  float* y = nullptr;  // [m, n]
+};
+
+// y[m0:m1, panels p0:p1] (columns clipped to n); single-threaded. The AVX2 kernels compute
+// the same chains (bitwise equal results); they take no bf16_dpbf.
+namespace avx512 {
+void gemm_packed_rows(const PackedArgs& a, int64_t m0, int64_t m1, int64_t p0, int64_t p1);
+}  // namespace avx512
+namespace avx2 {
+void gemm_packed_rows(const PackedArgs& a, int64_t m0, int64_t m1, int64_t p0, int64_t p1);
+}  // namespace avx2
+
+}  // namespace deepinfer::kernels::detail

@@ -1,0 +1,49 @@
+#pragma once
+// A weight matrix re-laid out once, at load, for the packed-panel GEMM (kernels.h:
+// linear(x, m, PackedWeights, ...); layout in gemm_packed.h). Cheap to copy: copies share
+// the panels.
+#include <cstdint>
+#include <memory>
+
+#include "core/dtype.h"
+
+namespace deepinfer::kernels {
+
+class PackedWeights {
+ public:
+  PackedWeights() = default;
+
+  // False when pack_weights() had no packed kernel for the weights (use them as stored).
+  bool defined() const { return panels_ != nullptr; }
+  // The [n, k] matrix these panels were packed from, as stored (the fallback's input, and
+  // how a holder tells that its weight tensor was replaced since).
+  const void* source() const { return source_; }
+  DType dtype() const { return dtype_; }
+  int64_t n() const { return n_; }
+  int64_t k() const { return k_; }
+  const void* panels() const { return panels_.get(); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  friend PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k);
+  std::shared_ptr<const void> panels_;
+  const void* source_ = nullptr;
+  DType dtype_ = DType::f32;
+  int64_t n_ = 0;
+  int64_t k_ = 0;
+  size_t bytes_ = 0;
+};
+
+// Packs w[n, k] (row-major, f32 or bf16) where the packed GEMM pays under the active ISA:
+// f32 and bf16 on AVX-512, f32 on AVX2 (one layout for both ISAs); otherwise returns an
+// undefined PackedWeights (use w as stored).
+// w must outlive the result (it stays the input of the fallback path).
+PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k);
+
+// Whether pack_weights() packs at all: a process-wide setting read at each call, for A/B runs
+// and for comparing a layer with packed weights against one without. Until set, it is on
+// unless DEEPINFER_PACK_WEIGHTS=0 (read once).
+void set_weight_packing(bool enabled);
+bool weight_packing();
+
+}  // namespace deepinfer::kernels
