@@ -152,9 +152,11 @@ std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, cons
     return std::nullopt;
   }
   const DType asked = options_.quantization->type;
-  if (asked == DType::f8_e4m3) {  // fp8: 128x128 block scales, any shape; no expert stacks
-    if (use != MatrixUse::projection || tensor.ndim() != 2) {
-      ++kept_[use == MatrixUse::expert ? "routed-expert (no fp8 expert stacks)" : kept_reason(use)];
+  if (asked == DType::f8_e4m3) {  // fp8: 128x128 block scales, any shape
+    // Routed experts one matrix at a time (ExpertStack stacks them with their scales); a
+    // checkpoint's fused 3-D stacks keep their dtype (their scales would need whole blocks).
+    if (tensor.ndim() != 2) {
+      ++kept_["routed-expert (fused stacks: no fp8)"];
       return std::nullopt;
     }
     ++quantized_[std::string(dtype_name(stored))];
@@ -231,9 +233,9 @@ const Tensor& WeightLoader::w8a8_scale(const std::string& name) const {
 }
 
 void WeightLoader::record(const std::string& name, const Tensor& out, MatrixUse use,
-                          std::optional<io::TensorSlice> slice) {
+                          const Shape& expected, const std::optional<Slice>& slice) {
   if (!recorder_) return;
-  recorder_->record(name, out, use, slice);
+  recorder_->record(name, out, use, stored_slice(expected, slice));
   // The scales go beside their matrix under the names the loader reads back (load_int8, FP8's
   // `_scale_inv`). A w8a8 scale is per output row: sliced as the rows are, whole for a
   // slice of the columns (the last dimension).
@@ -241,19 +243,26 @@ void WeightLoader::record(const std::string& name, const Tensor& out, MatrixUse 
     const Tensor& scale = w8a8_scale(name);
     Shape shape = scale.shape();
     shape.push_back(1);
-    const bool rows = slice && slice->dim != out.ndim() - 1;
+    Shape whole = expected;
+    whole.back() = 1;
     recorder_->record(name + "_scale", scale.reshape(shape), MatrixUse::by_element,
-                      rows ? slice : std::nullopt);
+                      stored_slice(whole, scale_slice(expected, slice)));
   } else if (out.dtype() == DType::f8_e4m3) {
-    // Kept FP8 only whole (a slice is widened at load).
-    recorder_->record(name + "_scale_inv", fp8_scale(name).scale, MatrixUse::by_element, slice);
+    recorder_->record(name + "_scale_inv", fp8_scale(name).scale, MatrixUse::by_element,
+                      std::nullopt);
   }
+}
+
+std::optional<Slice> WeightLoader::scale_slice(const Shape& expected,
+                                               const std::optional<Slice>& slice) {
+  if (!slice || slice->dim == static_cast<int>(expected.size()) - 1) return std::nullopt;
+  return slice;
 }
 
 Tensor WeightLoader::matrix(const std::string& name, const Shape& expected, MatrixUse use,
                             std::optional<Slice> slice) {
   Tensor out = load_matrix(name, expected, use, slice);
-  record(name, out, use, stored_slice(expected, slice));
+  record(name, out, use, expected, slice);
   return out;
 }
 
@@ -297,6 +306,8 @@ Tensor WeightLoader::fetch_part(const std::string& name, const Shape& expected,
 
 Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected, MatrixUse use,
                                  const std::optional<Slice>& slice) {
+  if (checkpoint_.contains(name) && checkpoint_.info(name).dtype == DType::i8)
+    return load_int8(name, expected, use, slice);
   if (checkpoint_.contains(name) && checkpoint_.info(name).dtype == DType::f8_e4m3) {
     // Sliced after dequantizing (the block scales cover the whole matrix); deepinfer convert
     // writes FP8 only whole, so no shard holds a part of one.
@@ -339,7 +350,6 @@ Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected,
   }
   const Tensor tensor = fetch_part(name, expected, slice);  // this rank's part
   const DType stored = tensor.dtype();
-  if (stored == DType::i8) return load_int8(name, tensor, expected, use, slice);
   const bool blocks = is_block_dtype(stored);
   DI_CHECK(blocks || stored == DType::f32 || stored == DType::bf16 || stored == DType::f16,
            checkpoint_.dir(), ": tensor '", name, "' is ", dtype_name(stored),
@@ -362,18 +372,17 @@ Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected,
   return loaded(tensor.to(dtype));
 }
 
-Tensor WeightLoader::load_int8(const std::string& name, const Tensor& q, const Shape& expected,
-                               MatrixUse use, const std::optional<Slice>& slice) {
+Tensor WeightLoader::load_int8(const std::string& name, const Shape& expected, MatrixUse use,
+                               const std::optional<Slice>& slice) {
   const std::string scale_name = name + "_scale";
   DI_CHECK(checkpoint_.contains(scale_name), checkpoint_.dir(), ": tensor '", name,
            "' is I8 without a '", scale_name,
            "' beside it; int8 weights load only as channel-wise W8A8 (quantization_config "
            "w8a8_int8 or compressed-tensors int8 channel-wise; docs/QUANTIZATION.md)");
+  const Tensor q = fetch_part(name, expected, slice);  // this rank's part
   Shape scale_shape = expected;
   scale_shape.back() = 1;  // one scale per output row: [rows, 1] (SGLang, compressed-tensors)
-  // Sliced as the rows are; a slice of the columns (the last dimension) needs every row's.
-  const bool rows = slice && slice->dim != static_cast<int>(expected.size()) - 1;
-  Tensor scale = fetch_part(scale_name, scale_shape, rows ? slice : std::nullopt);
+  Tensor scale = fetch_part(scale_name, scale_shape, scale_slice(expected, slice));
   const Shape row_shape(q.shape().begin(), q.shape().end() - 1);
   scale = scale.to(DType::f32).reshape(row_shape);  // zero-copy when stored in f32
   // Kept int8 (zero-copy) where kernels::linear_w8a8 runs it and nothing asks for another type.

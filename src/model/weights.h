@@ -132,6 +132,10 @@ class WeightLoader {
   // Whether an F8_E4M3 matrix for `use` is returned as stored (with fp8_scale()) rather than
   // widened: FP8 checkpoints without --dtype (and without a --quantization other than fp8).
   bool keeps_fp8(MatrixUse use) const;
+  // --quantization fp8: 16-bit projections and routed experts (one matrix each) become FP8.
+  bool quantizes_to_fp8() const {
+    return options_.quantization && *options_.quantization == DType::f8_e4m3;
+  }
   struct Fp8Scales {
     Tensor scale;
     io::Fp8BlockQuantization block;
@@ -201,14 +205,16 @@ class WeightLoader {
                                                      const std::optional<Slice>& slice);
   Tensor load_matrix(const std::string& name, const Shape& expected, MatrixUse use,
                      const std::optional<Slice>& slice);
-  // An i8 part of an int8 channel-wise checkpoint (`q`, this rank's part of `name`, whole
-  // shape `expected`) with its `<name>_scale`: one scale per output row, sliced as the rows are.
-  Tensor load_int8(const std::string& name, const Tensor& q, const Shape& expected, MatrixUse use,
+  // An I8 tensor of an int8 channel-wise checkpoint with its `<name>_scale` [rows, 1] (sliced
+  // with the rows; a column slice keeps every row's scale).
+  Tensor load_int8(const std::string& name, const Shape& expected, MatrixUse use,
                    const std::optional<Slice>& slice);
+  // The slice of a matrix's row scales [.., rows, 1] that goes with `slice` of the matrix.
+  static std::optional<Slice> scale_slice(const Shape& expected, const std::optional<Slice>& slice);
   // Shows `out` (and its scales, under the names a converted checkpoint stores them by) to the
   // recorder.
-  void record(const std::string& name, const Tensor& out, MatrixUse use,
-              std::optional<io::TensorSlice> slice);
+  void record(const std::string& name, const Tensor& out, MatrixUse use, const Shape& expected,
+              const std::optional<Slice>& slice);
   Tensor loaded(Tensor tensor);  // counts its bytes
   // `slice` of `tensor` (`name` for messages): a view for rows, a copy for columns.
   Tensor take(const std::string& name, const Tensor& tensor, const Slice& slice) const;

@@ -93,6 +93,7 @@ def info_bytes(run_cli, model):
     ("tiny-qwen3", "fp8", []),
     ("tiny-qwen3-moe", "w8a8", []),  # per-expert int8 matrices, each with its row scales
     ("tiny-qwen3-moe", "w8a8", ["--enable_moe_optimization"]),  # stacks + stacked row scales
+    ("tiny-qwen3-moe", "fp8", []),  # experts as FP8 matrices with their block scales
     ("tiny-deepseek-v3-fp8", "w8a8", []),  # quantized from the exact FP8 values
     ("tiny-deepseek-v3", "fp8", []),  # MLA: kv_b stays as stored (read by element)
 ])

@@ -91,12 +91,13 @@ Tensor row_scales(const WeightLoader& weights, const std::string& name, int64_t 
   return weights.w8a8_scale(name).reshape({count, rows, 1});
 }
 
-// Experts `ids` of an FP8 checkpoint kept in FP8: per-expert matrices and their scales copied
-// into stacks (gate / up / down apart: a fused gate_up would need I to be whole scale blocks).
+// Experts `ids` in FP8 (an FP8 checkpoint kept as stored, or --quantization fp8 of a 16-bit
+// one): per-expert matrices and their scales copied into stacks (gate / up / down apart: a
+// fused gate_up would need I to be whole scale blocks).
 ExpertStack load_fp8(WeightLoader& weights,
                      const std::function<std::string(int64_t, const char*)>& name,
                      std::span<const int64_t> ids, int64_t hidden, int64_t i) {
-  const io::Fp8BlockQuantization block = *weights.fp8();
+  io::Fp8BlockQuantization block;
   const auto count = static_cast<int64_t>(ids.size());
   Tensor stacks[3], scales[3];
   const char* projs[3] = {"gate_proj", "up_proj", "down_proj"};
@@ -107,7 +108,12 @@ ExpertStack load_fp8(WeightLoader& weights,
       const Tensor w = weights.matrix(n, shape, MatrixUse::expert);
       DI_CHECK(w.dtype() == DType::f8_e4m3, n, ": ", w.describe(),
                " among FP8 experts (one expert's projections must share one dtype)");
-      const Tensor& s = weights.fp8_scale(n).scale;
+      const WeightLoader::Fp8Scales& fp8 = weights.fp8_scale(n);
+      const Tensor& s = fp8.scale;
+      DI_CHECK((p == 0 && j == 0) || (fp8.block.block_rows == block.block_rows &&
+                                      fp8.block.block_cols == block.block_cols),
+               n, ": FP8 experts of one layer must share one block size");
+      block = fp8.block;
       if (j == 0) {
         stacks[p] = Tensor::zeros({count, shape[0], shape[1]}, DType::f8_e4m3);
         scales[p] = Tensor::zeros({count, s.dim(0), s.dim(1)}, DType::f32);
@@ -160,6 +166,7 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
       for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
         weights.skip(name(e, proj));
         weights.skip(name(e, proj) + "_scale_inv");
+        weights.skip(name(e, proj) + "_scale");  // W8A8 checkpoints' row scales
       }
     }
   };
@@ -244,12 +251,17 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
   if (per_expert_split) {
     for (const char* proj : {".gate_proj", ".up_proj", ".down_proj"}) weights.skip(prefix + proj);
   }
-  if (weights.fp8() && weights.has(name(ids[0], "gate_proj")) &&
-      weights.checkpoint().info(name(ids[0], "gate_proj")).dtype == DType::f8_e4m3) {
+  const DType stored = weights.has(name(ids[0], "gate_proj"))
+                           ? weights.checkpoint().info(name(ids[0], "gate_proj")).dtype
+                           : DType::f32;
+  if (weights.fp8() && stored == DType::f8_e4m3) {
     // Kept in FP8 when the loader keeps it (no --dtype / --quantization); else widened below.
     // Split over a moe tensor group, each expert's part is widened (WeightLoader::matrix).
     if (weights.keeps_fp8(MatrixUse::expert) && !split.split())
       return load_fp8(weights, name, ids, hidden, i);
+  } else if (weights.quantizes_to_fp8() && !split.split() &&
+             (stored == DType::f32 || stored == DType::bf16 || stored == DType::f16)) {
+    return load_fp8(weights, name, ids, hidden, i);  // quantized per expert, 128x128 blocks
   }
   Tensor gate_up, down, gate_up_scale, down_scale;
   for (int64_t j = 0; j < count; ++j) {
