@@ -297,7 +297,9 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     copy_into_expert(gate_up, j, i, up, name(e, "up_proj"));
     copy_into_expert(down, j, 0, dn, name(e, "down_proj"));
     // Copied: the stack is what runs, so the mapped per-expert bytes need not stay resident.
-    for (const Tensor* t : {&gate, &up, &dn}) t->release_pages();
+    gate.release_pages();
+    up.release_pages();
+    dn.release_pages();
     if (w8a8) {
       const auto scale = [&](const char* proj, int64_t rows) {
         return weights.w8a8_scale(name(e, proj)).reshape({rows, 1});
@@ -342,12 +344,6 @@ std::vector<const Tensor*> ExpertStack::part_tensors() const {
 
 void ExpertStack::release_pages() const {
   for (const Tensor* t : part_tensors()) t->release_pages();
-}
-
-bool ExpertStack::mapped() const {
-  for (const Tensor* t : part_tensors())
-    if (!t->is_borrowed()) return false;
-  return true;
 }
 
 int ExpertStack::parts() const {

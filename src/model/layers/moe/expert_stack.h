@@ -84,9 +84,6 @@ class ExpertStack {
   // a holder that computes from a packed copy (packed_experts.h). A later read of the stored
   // bytes (EPLB moves, the scalar ISA) gets them from the file again.
   void release_pages() const;
-  // Whether every part is a view of a mapped checkpoint (not a copy made at load): only such
-  // stacks can be packed without holding the experts twice (MoeLayer::repack_experts).
-  bool mapped() const;
 
  private:
   std::vector<const Tensor*> part_tensors() const;

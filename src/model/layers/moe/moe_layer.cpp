@@ -118,11 +118,10 @@ MoeLayer::MoeLayer(MoeConfig config, MoeRouter router, ExpertStack experts,
 }
 
 void MoeLayer::repack_experts() const {
-  // Packed only from mapped stacks, whose pages are then released: packing stacks copied at
-  // load (per-expert checkpoint tensors, dtype changes, EPLB moves) would hold every expert
-  // twice, so those keep the per-expert path (docs/CONFIG.md enable_atb_moe).
-  packed_ =
-      config_.fused_experts && experts_.mapped() ? PackedExperts::pack(experts_) : PackedExperts();
+  packed_ = config_.fused_experts ? PackedExperts::pack(experts_) : PackedExperts();
+  // Every step now reads the panels: the mapped bytes as stored would double the resident
+  // experts. Stacks copied at load (per-expert checkpoint tensors, dtype changes, EPLB moves)
+  // stay beside their panels (docs/CONFIG.md enable_atb_moe).
   if (packed_.defined()) experts_.release_pages();
 }
 
