@@ -152,7 +152,10 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     mine[static_cast<size_t>(ids[j])] = 1;
   }
   const int64_t full = intermediate;
-  const auto [i0, i1] = split.part(full, prefix + "'s moe_intermediate_size");
+  // Plain variables, not a structured binding: the lambdas below capture them (clang < 16
+  // refuses to capture bindings).
+  const auto range = split.part(full, prefix + "'s moe_intermediate_size");
+  const int64_t i0 = range.first, i1 = range.second;
   const int64_t i = i1 - i0;  // this rank's
   auto name = [&](int64_t e, const char* proj) {
     return prefix + "." + std::to_string(e) + "." + proj + ".weight";
