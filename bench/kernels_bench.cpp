@@ -4,9 +4,11 @@
 //       $(pkg-config --libs libpcre2-8 libutf8proc) -o kernels_bench
 //   ./kernels_bench [--isa scalar|avx2|avx512] [--threads 1,2] [--precision f32|bf16] [--json]
 //                   [--weights bf16,f32,q8_0,q4_1,q5_0,q5_1,q4_k,q5_k,q6_k] [--decode]
+//                   [--shapes MxKxN,...]
 //   ./kernels_bench --gemm [--threads 1,2] [--m 1,8,32,128,512] [--json]
 //
-// --weights picks the weight dtypes (default bf16,f32); --decode keeps the m = 1 shapes only.
+// --weights picks the weight dtypes (default bf16,f32); --decode keeps the m = 1 shapes only;
+// --shapes replaces the default shapes (e.g. 1x2048x1408,512x1408x2048).
 // --gemm: the peak probe (f32 FMA, vdpbf16ps, vpdpbusd; kernels_bench_peak.h), then
 // m = 1, 8, 32, 128, 512 on the Qwen2.5-0.5B projections for f32 weights, bf16 weights (exact)
 // and bf16 weights with bf16 activations, each through the stored matrix ("raw") and packed
@@ -277,6 +279,11 @@ int main(int argc, char** argv) {
   bool decode_only = false;
   bool gemm = false;
   std::vector<int64_t> gemm_ms = {1, 8, 32, 128, 512};
+  struct Shape {
+    int64_t m, k, n;
+  };
+  std::vector<Shape> shapes = {
+      {1, 896, 4864}, {1, 4864, 896}, {4, 896, 4864}, {8, 896, 4864}, {128, 896, 4864}};
   const auto split = [](const std::string& list) {
     std::vector<std::string> out;
     size_t pos = 0;
@@ -310,6 +317,17 @@ int main(int argc, char** argv) {
     } else if (arg == "--m" && i + 1 < argc) {
       gemm_ms.clear();
       for (const std::string& m : split(argv[++i])) gemm_ms.push_back(std::stoll(m));
+    } else if (arg == "--shapes" && i + 1 < argc) {
+      shapes.clear();
+      for (const std::string& shape : split(argv[++i])) {
+        long long m = 0, k = 0, n = 0;
+        if (std::sscanf(shape.c_str(), "%lldx%lldx%lld", &m, &k, &n) != 3 || m < 1 || k < 1 ||
+            n < 1) {
+          std::fprintf(stderr, "--shapes: expected MxKxN, got '%s'\n", shape.c_str());
+          return 2;
+        }
+        shapes.push_back({m, k, n});
+      }
     } else if (arg == "--decode") {
       decode_only = true;
     } else if (arg == "--json") {
@@ -319,6 +337,7 @@ int main(int argc, char** argv) {
           stderr,
           "usage: %s [--isa scalar|avx2|avx512] [--threads 1,2] [--precision f32|bf16] [--json]\n"
           "          [--weights bf16,f32,q8_0,q4_0,q4_1,q5_0,q5_1,q4_k,q5_k,q6_k] [--decode]\n"
+          "          [--shapes MxKxN,...]\n"
           "       %s --gemm [--isa avx2|avx512] [--threads 1,2] [--m 1,8,32,128,512] [--json]\n",
           argv[0], argv[0]);
       return 2;
@@ -340,11 +359,7 @@ int main(int argc, char** argv) {
         static_cast<int>(isa.size()), isa.data(), static_cast<int>(precision.size()),
         precision.data(), "m", "k", "n", "w", "thr", "cache", "us/call", "GFLOP/s", "wGB/s",
         "cpuGFLOP", "cpuwGB/s");
-  struct Shape {
-    int64_t m, k, n;
-  };
-  for (Shape s : {Shape{1, 896, 4864}, Shape{1, 4864, 896}, Shape{4, 896, 4864},
-                  Shape{8, 896, 4864}, Shape{128, 896, 4864}}) {
+  for (const Shape& s : shapes) {
     if (decode_only && s.m != 1) continue;
     for (DType dtype : weight_dtypes) {
       // k-quant rows are whole 256-element super-blocks: not k = 896 (llama.cpp's q4_k_m
