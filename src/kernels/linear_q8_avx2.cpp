@@ -1,8 +1,9 @@
-// AVX2 block-weight linear (q8_0 / q4_1 weights; q4_0 at the end). One 256-bit step is one block:
-// its 8 four-element int32 lanes via vpmaddubsw + vpmaddwd (exact: |products| <= 128 * 127 per
-// pair), scaled into the even-block or odd-block accumulator, so that after
+// AVX2 block-weight linear (q8_0 / q4_1 weights; q4_0 in linear_q40_avx2.h). One 256-bit step
+// is one block: its 8 four-element int32 lanes via vpmaddubsw + vpmaddwd (exact: |products|
+// <= 128 * 127 per pair), scaled into the even-block or odd-block accumulator, so that after
 // hsum(even + odd) the result is bitwise the AVX-512 one (kernels.h states the arithmetic).
 #include "kernels/backend.h"
+#include "kernels/linear_q40_avx2.h"
 #include "kernels/simd_avx2.h"
 
 namespace deepinfer::kernels::detail::avx2 {
@@ -143,39 +144,6 @@ void q_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
   }
 }
 
-inline int32_t hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
-
-// q4_0: one output at a time, each block's whole integer dot before its scale (kernels.h);
-// the start -8 * (x block sum) is in every lane term of the block.
-void q40_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  const int64_t blocks = a.k / kQuantBlock;
-  const int64_t row_bytes = blocks * kBlockBytes<DType::q4_0>;
-  for (int64_t j = n0; j < n1; ++j) {
-    const uint8_t* row = static_cast<const uint8_t*>(a.w) + j * row_bytes;
-    for (int64_t i = m0; i < m1; ++i) {
-      __m128 acc = _mm_setzero_ps();
-      for (int64_t b = 0; b < blocks; ++b) {
-        const uint8_t* block = row + b * kBlockBytes<DType::q4_0>;
-        const int64_t at = (i * blocks + b) * 8;
-        const __m256i xq =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xq + i * a.k + b * kQuantBlock));
-        const __m256i lanes =
-            unsigned_dot(_mm256_setzero_si256(), block_quants<DType::q4_0>(block), xq);
-        const int32_t t = a.xt[at] + hsum_i32(lanes);
-        const float d = f16_at(block) * a.xd[at];
-        acc = _mm_fmadd_ss(_mm_set_ss(d), _mm_cvtsi32_ss(_mm_setzero_ps(), t), acc);
-      }
-      const float v = _mm_cvtss_f32(acc);
-      a.y[i * a.n + j] = a.bias ? v + a.bias[j] : v;
-    }
-  }
-}
-
 }  // namespace
 
 void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
@@ -185,7 +153,7 @@ void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int
       return stream ? q_rows<DType::q8_0, true>(a, m0, m1, n0, n1)
                     : q_rows<DType::q8_0, false>(a, m0, m1, n0, n1);
     case DType::q4_0:
-      return q40_rows(a, m0, m1, n0, n1);
+      return q40_linear_rows(a, m0, m1, n0, n1);
     default:
       return stream ? q_rows<DType::q4_1, true>(a, m0, m1, n0, n1)
                     : q_rows<DType::q4_1, false>(a, m0, m1, n0, n1);

@@ -4,6 +4,7 @@
 // and both AVX-512 variants (VNNI and BW) on CPUs that have them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -86,14 +87,16 @@ TEST_P(KernelsLinearBlocks, EqualsTheReferenceBitwise) {
   }
 }
 
-// q4_0's GEMM transposes panels of 32 weight rows, 32 blocks at a time, from 8 x rows on:
-// k of 70 blocks (3 panel chunks, the last partial), n with a lone group and a partial one.
+// q4_0's GEMM transposes panels of 16 (AVX2) or 32 (AVX-512) weight rows, 32 blocks at a
+// time, from 8 x rows on, and streams smaller calls in tiles of up to 4 rows: k of 70 blocks
+// (3 panel chunks, the last partial); n of one group (8, 16), with a partial group (9, 23, 37,
+// 50); m across the streaming tiles (1 .. 7), the panel threshold and its row tiles (8 .. 33).
 TEST_P(KernelsLinearBlocks, Q40PanelsAndStreamingEqualTheReferenceBitwise) {
   ThreadPool pool(2);
   uint32_t seed = 900;
   const int64_t k = 70 * 32;
-  for (int64_t n : {16, 37, 50}) {
-    for (int64_t m : {1, 2, 7, 8, 12, 21}) {
+  for (int64_t n : {8, 9, 16, 23, 37, 50}) {
+    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 12, 21, 33}) {
       SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n);
       const auto x = random_floats(static_cast<size_t>(m * k), ++seed, -2.0f, 2.0f);
       const auto w = random_blocks(DType::q4_0, n, k, ++seed);
@@ -103,6 +106,39 @@ TEST_P(KernelsLinearBlocks, Q40PanelsAndStreamingEqualTheReferenceBitwise) {
       linear(x.data(), m, k, w.data(), DType::q4_0, n, b, got.data(), pool);
       reference::linear(x.data(), m, k, w.data(), DType::q4_0, n, b, want.data());
       ASSERT_TRUE(bitwise_equal(got.data(), want.data(), got.size()));
+    }
+  }
+}
+
+// The extremes of q4_0's integer dot: every nibble 15 (w = 7) or 0 (w = -8) against x = +-1
+// everywhere (q_x = +-127), where the AVX2 kernel's int16 sums of a block's products reach
+// 16 * 15 * 127 = 30480 and must not wrap. Two blocks with d_w = 0.5 and d_x = 1 / 127 give
+// y = 2 * 0.5 / 127 * 32 * w * 127 = 32 w, up to the rounding of d_x.
+TEST_P(KernelsLinearBlocks, Q40ExtremeQuantsAreExact) {
+  ThreadPool pool(2);
+  const int64_t k = 64, n = 16;
+  std::vector<uint8_t> w(static_cast<size_t>(n * (k / 32) * 18));
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t b = 0; b < k / 32; ++b) {
+      uint8_t* block = w.data() + (j * (k / 32) + b) * 18;
+      put_f16(block, 0.5f);
+      std::fill(block + 2, block + 18, j % 2 == 0 ? uint8_t{0xff} : uint8_t{0x00});
+    }
+  }
+  for (int64_t m : {1, 3, 9}) {
+    std::vector<float> x(static_cast<size_t>(m * k));
+    for (int64_t i = 0; i < m; ++i)
+      std::fill(x.begin() + i * k, x.begin() + (i + 1) * k, i % 2 == 0 ? 1.0f : -1.0f);
+    std::vector<float> got(static_cast<size_t>(m * n), NAN), want(got.size());
+    linear(x.data(), m, k, w.data(), DType::q4_0, n, nullptr, got.data(), pool);
+    reference::linear(x.data(), m, k, w.data(), DType::q4_0, n, nullptr, want.data());
+    ASSERT_TRUE(bitwise_equal(got.data(), want.data(), got.size())) << "m=" << m;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        const float expected = (i % 2 == 0 ? 32.0f : -32.0f) * (j % 2 == 0 ? 7.0f : -8.0f);
+        EXPECT_NEAR(got[i * n + j], expected, 1e-4f * std::fabs(expected))
+            << "m=" << m << " row " << i << " col " << j;
+      }
     }
   }
 }
