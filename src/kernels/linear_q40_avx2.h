@@ -22,7 +22,7 @@ constexpr int kQ40Group = 8;             // weight rows per vector, one per lane
 constexpr int64_t kQ40PanelBlocks = 32;  // blocks per panel chunk
 constexpr int kQ40PanelGroups = 2;       // groups per panel: 2 x 32 x 288 B = 18 KiB, in L1
 constexpr int64_t kQ40PanelMinRows = 8;  // x rows from which transposing a panel pays off
-constexpr int64_t kQ40PrefetchRows = 2;  // streaming calls of at most this many x rows prefetch
+constexpr int64_t kQ40PrefetchRows = 7;  // streaming calls of at most this many x rows prefetch
 // x rows per panel tile of 2 groups (16 outputs) and of a lone group: each (row, group) pair
 // holds an f32 accumulator and an int16 sum in registers, so 2 x 2 leaves room for the weight
 // and x vectors (3 x 2 measured slower here, and 4 x 2 spills).
