@@ -38,6 +38,15 @@ struct alignas(32) Q40Group {
 // The 8 weight rows of a group starting at row j0 of a.w (rows past `cols` repeat the last).
 struct Q40Rows {
   const uint8_t* row[kQ40Group];
+  const uint8_t* at(int r) const { return row[r]; }
+};
+
+// A whole group as its first row and the row stride: the streaming loop then addresses its 8
+// rows from a few registers instead of reloading 8 pointers from the stack every block.
+struct Q40Strided {
+  const uint8_t* base;
+  int64_t stride;
+  const uint8_t* at(int r) const { return base + r * stride; }
 };
 
 inline Q40Rows q40_group_rows(const LinearArgs& a, int64_t j0, int64_t cols, int64_t row_bytes) {
@@ -47,26 +56,20 @@ inline Q40Rows q40_group_rows(const LinearArgs& a, int64_t j0, int64_t cols, int
   return g;
 }
 
-inline uint64_t load_u16(const uint8_t* p) {
+inline int load_u16(const uint8_t* p) {
   uint16_t v;
   __builtin_memcpy(&v, p, sizeof(v));
   return v;
 }
 
-// The f16 scales of block b of rows[0 .. 3], packed in a 64-bit word. Built with scalar loads
-// and shifts, which run beside the vector work (AVX2 has no cheap 16-bit gather).
-inline uint64_t q40_scales4(const uint8_t* const* rows, int64_t at) {
-  return load_u16(rows[0] + at) | load_u16(rows[1] + at) << 16 | load_u16(rows[2] + at) << 32 |
-         load_u16(rows[3] + at) << 48;
-}
-
 // Transposes block b of the group: the 8 x 16 quant bytes as 4 registers of 2 rows each (row z
 // in the low half, row z + 4 in the high half), a 4 x 4 transpose of 32-bit words within each
 // half (word o of rows 0..3 | of rows 4..7), then the nibbles.
-inline void q40_transpose(const Q40Rows& g, int64_t b, Q40Group& out) {
+template <class Rows>
+inline void q40_transpose(const Rows& g, int64_t b, Q40Group& out) {
   const int64_t at = b * kQ40BlockBytes;
   auto quants = [&](int r) {
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.row[r] + at + 2));
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.at(r) + at + 2));
   };
   __m256i z[4];
   DEEPINFER_UNROLL
@@ -82,8 +85,15 @@ inline void q40_transpose(const Q40Rows& g, int64_t b, Q40Group& out) {
     out.u[o] = _mm256_and_si256(words[o], low);                            // elements 4o..
     out.u[o + 4] = _mm256_and_si256(_mm256_srli_epi16(words[o], 4), low);  // 16 + 4o..
   }
-  const __m128i d = _mm_set_epi64x(static_cast<long long>(q40_scales4(g.row + 4, at)),
-                                   static_cast<long long>(q40_scales4(g.row, at)));
+  // The 8 f16 scales (AVX2 has no cheap 16-bit gather): one vpinsrw from memory each.
+  __m128i d = _mm_cvtsi32_si128(load_u16(g.at(0) + at));
+  d = _mm_insert_epi16(d, load_u16(g.at(1) + at), 1);
+  d = _mm_insert_epi16(d, load_u16(g.at(2) + at), 2);
+  d = _mm_insert_epi16(d, load_u16(g.at(3) + at), 3);
+  d = _mm_insert_epi16(d, load_u16(g.at(4) + at), 4);
+  d = _mm_insert_epi16(d, load_u16(g.at(5) + at), 5);
+  d = _mm_insert_epi16(d, load_u16(g.at(6) + at), 6);
+  d = _mm_insert_epi16(d, load_u16(g.at(7) + at), 7);
   out.d = _mm256_cvtph_ps(d);
 }
 
@@ -162,14 +172,14 @@ inline void q40_store(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols,
 // (contiguous after these) at the pace this tile streams them: per block, the 3 lines that
 // cover the next 8 * 18 bytes. (Tiles of 2 groups, which halve the x loads, measured no faster
 // at m = 1 here: decode is bound by DRAM.)
-template <int MR, bool PF>
-void q40_stream_tile(const LinearArgs& a, int64_t i0, const Q40Rows& g, int64_t j0, int64_t cols,
+template <int MR, bool PF, class Rows>
+void q40_stream_tile(const LinearArgs& a, int64_t i0, const Rows& g, int64_t j0, int64_t cols,
                      int64_t blocks, int64_t row_bytes) {
   __m256 acc[MR][1];
   DEEPINFER_UNROLL
   for (int r = 0; r < MR; ++r) acc[r][0] = _mm256_setzero_ps();
   constexpr int64_t stride = kQ40Group * kQ40BlockBytes;
-  const char* next = reinterpret_cast<const char*>(g.row[0] + kQ40Group * row_bytes);
+  const char* next = reinterpret_cast<const char*>(g.at(0) + kQ40Group * row_bytes);
   for (int64_t b = 0; b < blocks; ++b) {
     if constexpr (PF) {
       DEEPINFER_UNROLL
@@ -184,8 +194,8 @@ void q40_stream_tile(const LinearArgs& a, int64_t i0, const Q40Rows& g, int64_t 
 }
 
 // x rows m0 .. m1 in tiles of MR rows, the rest in smaller ones.
-template <int MR, bool PF>
-void q40_stream_rows(const LinearArgs& a, int64_t m0, int64_t m1, const Q40Rows& g, int64_t j,
+template <int MR, bool PF, class Rows>
+void q40_stream_rows(const LinearArgs& a, int64_t m0, int64_t m1, const Rows& g, int64_t j,
                      int64_t cols, int64_t blocks, int64_t row_bytes) {
   int64_t i = m0;
   for (; i + MR <= m1; i += MR) q40_stream_tile<MR, PF>(a, i, g, j, cols, blocks, row_bytes);
@@ -199,8 +209,13 @@ void q40_stream(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t
   const int64_t row_bytes = blocks * kQ40BlockBytes;
   for (int64_t j = n0; j < n1; j += kQ40Group) {
     const int64_t cols = min64(kQ40Group, n1 - j);
-    const Q40Rows g = q40_group_rows(a, j, cols, row_bytes);
-    q40_stream_rows<4, PF>(a, m0, m1, g, j, cols, blocks, row_bytes);
+    if (cols == kQ40Group) {
+      const Q40Strided g{static_cast<const uint8_t*>(a.w) + j * row_bytes, row_bytes};
+      q40_stream_rows<4, PF>(a, m0, m1, g, j, cols, blocks, row_bytes);
+    } else {
+      q40_stream_rows<4, PF>(a, m0, m1, q40_group_rows(a, j, cols, row_bytes), j, cols, blocks,
+                             row_bytes);
+    }
   }
 }
 
