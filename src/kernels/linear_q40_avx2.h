@@ -22,7 +22,6 @@ constexpr int kQ40Group = 8;             // weight rows per vector, one per lane
 constexpr int64_t kQ40PanelBlocks = 32;  // blocks per panel chunk
 constexpr int kQ40PanelGroups = 2;       // groups per panel: 2 x 32 x 288 B = 18 KiB, in L1
 constexpr int64_t kQ40PanelMinRows = 8;  // x rows from which transposing a panel pays off
-constexpr int64_t kQ40PrefetchRows = 7;  // streaming calls of at most this many x rows prefetch
 // x rows per panel tile of 2 groups (16 outputs) and of a lone group: each (row, group) pair
 // holds an f32 accumulator and an int16 sum in registers, so 2 x 2 leaves room for the weight
 // and x vectors (3 x 2 measured slower here, and 4 x 2 spills).
@@ -168,11 +167,11 @@ inline void q40_store(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols,
 }
 
 // Small calls: x rows i0 .. i0 + MR - 1 by one group of weight rows (starting at row j0, cols
-// of them), each block transposed as it streams; PF prefetches the next group's rows
+// of them), each block transposed as it streams, prefetching the next group's rows
 // (contiguous after these) at the pace this tile streams them: per block, the 3 lines that
 // cover the next 8 * 18 bytes. (Tiles of 2 groups, which halve the x loads, measured no faster
 // at m = 1 here: decode is bound by DRAM.)
-template <int MR, bool PF, class Rows>
+template <int MR, class Rows>
 void q40_stream_tile(const LinearArgs& a, int64_t i0, const Rows& g, int64_t j0, int64_t cols,
                      int64_t blocks, int64_t row_bytes) {
   __m256 acc[MR][1];
@@ -181,10 +180,8 @@ void q40_stream_tile(const LinearArgs& a, int64_t i0, const Rows& g, int64_t j0,
   constexpr int64_t stride = kQ40Group * kQ40BlockBytes;
   const char* next = reinterpret_cast<const char*>(g.at(0) + kQ40Group * row_bytes);
   for (int64_t b = 0; b < blocks; ++b) {
-    if constexpr (PF) {
-      DEEPINFER_UNROLL
-      for (int q = 0; q < 3; ++q) _mm_prefetch(next + b * stride + q * 64, _MM_HINT_T0);
-    }
+    DEEPINFER_UNROLL
+    for (int q = 0; q < 3; ++q) _mm_prefetch(next + b * stride + q * 64, _MM_HINT_T0);
     Q40Group w;
     q40_transpose(g, b, w);
     const Q40Group* groups[1] = {&w};
@@ -194,16 +191,15 @@ void q40_stream_tile(const LinearArgs& a, int64_t i0, const Rows& g, int64_t j0,
 }
 
 // x rows m0 .. m1 in tiles of MR rows, the rest in smaller ones.
-template <int MR, bool PF, class Rows>
+template <int MR, class Rows>
 void q40_stream_rows(const LinearArgs& a, int64_t m0, int64_t m1, const Rows& g, int64_t j,
                      int64_t cols, int64_t blocks, int64_t row_bytes) {
   int64_t i = m0;
-  for (; i + MR <= m1; i += MR) q40_stream_tile<MR, PF>(a, i, g, j, cols, blocks, row_bytes);
+  for (; i + MR <= m1; i += MR) q40_stream_tile<MR>(a, i, g, j, cols, blocks, row_bytes);
   if constexpr (MR > 1)
-    if (i < m1) q40_stream_rows<MR - 1, PF>(a, i, m1, g, j, cols, blocks, row_bytes);
+    if (i < m1) q40_stream_rows<MR - 1>(a, i, m1, g, j, cols, blocks, row_bytes);
 }
 
-template <bool PF>
 void q40_stream(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
   const int64_t row_bytes = blocks * kQ40BlockBytes;
@@ -211,10 +207,10 @@ void q40_stream(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t
     const int64_t cols = min64(kQ40Group, n1 - j);
     if (cols == kQ40Group) {
       const Q40Strided g{static_cast<const uint8_t*>(a.w) + j * row_bytes, row_bytes};
-      q40_stream_rows<4, PF>(a, m0, m1, g, j, cols, blocks, row_bytes);
+      q40_stream_rows<4>(a, m0, m1, g, j, cols, blocks, row_bytes);
     } else {
-      q40_stream_rows<4, PF>(a, m0, m1, q40_group_rows(a, j, cols, row_bytes), j, cols, blocks,
-                             row_bytes);
+      q40_stream_rows<4>(a, m0, m1, q40_group_rows(a, j, cols, row_bytes), j, cols, blocks,
+                         row_bytes);
     }
   }
 }
@@ -282,8 +278,7 @@ void q40_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t
 
 void q40_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   if (m1 - m0 >= kQ40PanelMinRows) return q40_panels(a, m0, m1, n0, n1);
-  return m1 - m0 <= kQ40PrefetchRows ? q40_stream<true>(a, m0, m1, n0, n1)
-                                     : q40_stream<false>(a, m0, m1, n0, n1);
+  q40_stream(a, m0, m1, n0, n1);
 }
 
 }  // namespace
