@@ -321,22 +321,27 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
   if (per_expert_split) {
     for (const char* proj : {".gate_proj", ".up_proj", ".down_proj"}) weights.skip(prefix + proj);
   }
-  const Fp8Expert per_expert_fp8 = [&](int64_t e, const char* proj, const Shape& shape) {
-    return weights.matrix(name(e, proj), shape, MatrixUse::expert);
+  // One expert's matrix as WeightLoader::matrix gives it: under a moe tensor group this rank's
+  // rows of gate / up and columns of down (FP8 then quantized per slice, as dense layers are).
+  const Fp8Expert per_expert_fp8 = [&](int64_t e, const char* proj, const Shape&) {
+    const bool is_down = proj == std::string_view("down_proj");
+    const Shape whole = is_down ? Shape{hidden, full} : Shape{full, hidden};
+    const std::optional<Slice> slice =
+        split.split() ? std::optional<Slice>(Slice{is_down ? 1 : 0, i0, i1}) : std::nullopt;
+    return weights.matrix(name(e, proj), whole, MatrixUse::expert, slice);
   };
   const DType stored = weights.has(name(ids[0], "gate_proj"))
                            ? weights.checkpoint().info(name(ids[0], "gate_proj")).dtype
                            : DType::f32;
-  if (weights.fp8() && stored == DType::f8_e4m3) {
-    // Kept in FP8 when the loader keeps it (no --dtype / --quantization); else widened below.
-    // Split over a moe tensor group, each expert's part is widened (WeightLoader::matrix).
-    if (weights.keeps_fp8(MatrixUse::expert) && !split.split())
-      return load_fp8(weights, name, per_expert_fp8, ids, hidden, i);
-  } else if (weights.quantizes_to_fp8() && !split.split() &&
-             (stored == DType::f32 || stored == DType::bf16 || stored == DType::f16)) {
-    // quantized per expert, 128x128 blocks
-    return load_fp8(weights, name, per_expert_fp8, ids, hidden, i);
-  }
+  // FP8 stacks: an FP8 checkpoint kept as stored (no --dtype / --quantization; split over a moe
+  // tensor group, each expert's part is widened instead: WeightLoader::matrix), or
+  // --quantization fp8 of a 16-bit, int8 (dequantized first) or FP8 one, 128x128 blocks.
+  const bool kept_fp8 = weights.fp8() && stored == DType::f8_e4m3 &&
+                        weights.keeps_fp8(MatrixUse::expert) && !split.split();
+  const bool to_fp8 = weights.quantizes_to_fp8() &&
+                      (stored == DType::f32 || stored == DType::bf16 || stored == DType::f16 ||
+                       stored == DType::i8 || stored == DType::f8_e4m3);
+  if (kept_fp8 || to_fp8) return load_fp8(weights, name, per_expert_fp8, ids, hidden, i);
   Tensor gate_up, down, gate_up_scale, down_scale;
   for (int64_t j = 0; j < count; ++j) {
     const int64_t e = ids[j];
