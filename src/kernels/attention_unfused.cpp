@@ -10,26 +10,10 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_element.h"
 
 namespace deepinfer::kernels {
-namespace {
-
-// Element i of the row starting at element `at` of a K or V store, as f32.
-float element(const PagedKv& kv, const void* store, const float* scales, int64_t at, int64_t i) {
-  switch (kv.dtype) {
-    case DType::bf16:
-      return bf16_to_f32(static_cast<const uint16_t*>(store)[at + i]);
-    case DType::f16:
-      return f16_to_f32(static_cast<const uint16_t*>(store)[at + i]);
-    case DType::i8:
-      return scales[(at + i) / kv.quant_group] *
-             static_cast<float>(static_cast<const int8_t*>(store)[at + i]);
-    default:
-      return static_cast<const float*>(store)[at + i];
-  }
-}
-
-}  // namespace
+using detail::kv_element;
 
 void paged_attention_unfused(const float* q, int64_t tokens, const int32_t* positions,
                              int64_t heads, const PagedKv& kv, float scale, float* out,
@@ -66,10 +50,10 @@ void paged_attention_unfused(const float* q, int64_t tokens, const int32_t* posi
         const int64_t block = kv.block_table[static_cast<size_t>(p / kv.block_size)];
         const int64_t slot = (block * kv.block_size + p % kv.block_size) * kv.kv_heads + kvh;
         for (int64_t d = 0; d < hd; ++d)
-          keys[static_cast<size_t>(p * hd + d)] = element(kv, kv.k, kv.k_scale, slot * hd, d);
+          keys[static_cast<size_t>(p * hd + d)] = kv_element(kv, kv.k, kv.k_scale, slot * hd, d);
         for (int64_t d = 0; d < vd; ++d)
           values_t[static_cast<size_t>(d * len + p)] =
-              element(kv, kv.v, kv.v_scale, slot * v_stride, d);
+              kv_element(kv, kv.v, kv.v_scale, slot * v_stride, d);
       }
       const float* q_group = q + (t * heads + kvh * group) * hd;
       // Pass 1: scores [group, len]; pass 2: softmax per head; pass 3: out [group, vd].

@@ -4,6 +4,7 @@
 // hsum(even + odd) the result is bitwise the scalar and AVX-512 one (kernels.h).
 #include "kernels/backend.h"
 #include "kernels/linear_qk_decode.h"
+#include "kernels/linear_qpanel_avx2.h"
 #include "kernels/simd_avx2.h"
 
 namespace deepinfer::kernels::detail::avx2 {
@@ -212,7 +213,7 @@ void q_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
 template <DType W>
 void rows_of(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   if (m1 - m0 <= kQStreamRows) return q_rows<W, true>(a, m0, m1, n0, n1);
-  q_rows<W, false>(a, m0, m1, n0, n1);
+  qpanel::linear_rows<W>(a, m0, m1, n0, n1);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #pragma once
 // 256-bit decoders of one 32-element weight block of q5_0 / q5_1 / q4_k / q5_k / q6_k, shared
-// by linear_qk_avx2.cpp and linear_qk_avx512.h (AVX2 + F16C instructions, which the AVX-512
-// files have too); include it from those files only. Everything has internal linkage.
+// by linear_qk_avx2.cpp, linear_qpanel_avx2.h and linear_qk_avx512.h (AVX2 + F16C
+// instructions, which the AVX-512 files have too); include it from those files only.
+// Everything has internal linkage.
 //
 // A block is given as its unsigned quants in element order (0..31 for the 5-bit types, 0..15
 // for q4_k, 0..63 for q6_k: vpmaddubsw pairs stay below 2 * 63 * 127, no int16 saturation),

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/quant_blocks.h"
+#include "kernels/kv_element.h"
 
 namespace deepinfer::kernels::reference {
 namespace {
@@ -287,19 +288,8 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
                      const PagedKv& kv, float scale, float* out) {
   const int64_t group = heads / kv.kv_heads;
   const int64_t v_stride = kv.v_row_stride ? kv.v_row_stride : kv.v_head_dim;
-  // Element i of the row starting at element `at` of a K or V store, as f32.
-  auto element = [&](const void* store, const float* scales, int64_t at, int64_t i) -> float {
-    switch (kv.dtype) {
-      case DType::bf16:
-        return bf16_to_f32(static_cast<const uint16_t*>(store)[at + i]);
-      case DType::f16:
-        return f16_to_f32(static_cast<const uint16_t*>(store)[at + i]);
-      case DType::i8:
-        return scales[(at + i) / kv.quant_group] *
-               static_cast<float>(static_cast<const int8_t*>(store)[at + i]);
-      default:
-        return static_cast<const float*>(store)[at + i];
-    }
+  auto element = [&](const void* store, const float* scales, int64_t at, int64_t i) {
+    return detail::kv_element(kv, store, scales, at, i);
   };
   std::vector<float> scores;
   for (int64_t t = 0; t < tokens; ++t) {

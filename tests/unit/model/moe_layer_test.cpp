@@ -391,6 +391,26 @@ TEST(MoeDispatchPlan, CapacityDropsInSlotMajorOrder) {
   EXPECT_EQ(all.expert_offsets, (std::vector<int64_t>{0, 4, 6, 7, 8}));
 }
 
+TEST(MoeDispatchPlan, ReceivedRowsGatherAndScatterByExpert) {
+  // 2 sources x 2 local experts: source 0 sent expert 0 one row and expert 1 two rows; source 1
+  // sent expert 1 one row. Rows (h = 1) are numbered by their place in the received buffer.
+  const std::vector<int64_t> counts = {1, 2, 0, 1};
+  const ReceivedRows received(counts, 2, 2);
+  EXPECT_EQ(received.total(0), 1);
+  EXPECT_EQ(received.total(1), 3);
+  EXPECT_EQ(received.contiguous(0), 0);
+  EXPECT_EQ(received.contiguous(1), -1);  // rows 1, 2 from source 0 and row 3 from source 1
+  const float rows[] = {10, 11, 12, 13};
+  float group[3] = {};
+  received.gather(1, rows, 1, group);
+  EXPECT_EQ(std::vector<float>(group, group + 3), (std::vector<float>{11, 12, 13}));
+  float out[4] = {};
+  received.scatter(1, group, 1, out);
+  EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{0, 11, 12, 13}));
+  const std::vector<int64_t> one_source = {0, 2};
+  EXPECT_EQ(ReceivedRows(one_source, 1, 2).contiguous(1), 0);
+}
+
 TEST(MoeLayer, CapacityFactorDropsAssignmentsBeyondCapacity) {
   TempCheckpoint ckpt(15);
   MoeConfig config = glm_like_config();

@@ -1,5 +1,6 @@
 #include "model/layers/moe/dispatch_plan.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -88,6 +89,48 @@ DispatchPlan group_by_target(const int32_t* targets, int64_t tokens, int64_t top
     plan.position[static_cast<size_t>(a)] = static_cast<int32_t>(slot);
   }
   return plan;
+}
+
+ReceivedRows::ReceivedRows(std::span<const int64_t> counts, int64_t sources, int64_t per_rank)
+    : counts_(counts), sources_(sources), per_rank_(per_rank), offset_(counts.size()) {
+  int64_t next = 0;
+  for (size_t b = 0; b < counts.size(); ++b) {
+    offset_[b] = next;
+    next += counts[b];
+  }
+}
+
+int64_t ReceivedRows::total(int64_t expert) const {
+  int64_t total = 0;
+  for (int64_t s = 0; s < sources_; ++s)
+    total += counts_[static_cast<size_t>(s * per_rank_ + expert)];
+  return total;
+}
+
+int64_t ReceivedRows::contiguous(int64_t expert) const {
+  int64_t first = -1;
+  for (int64_t s = 0; s < sources_; ++s) {
+    const auto b = static_cast<size_t>(s * per_rank_ + expert);
+    if (counts_[b] == 0) continue;
+    if (first >= 0) return -1;
+    first = offset_[b];
+  }
+  return first;
+}
+
+void ReceivedRows::gather(int64_t expert, const float* rows, int64_t h, float* group) const {
+  for (int64_t s = 0; s < sources_; ++s) {
+    const auto b = static_cast<size_t>(s * per_rank_ + expert);
+    group = std::copy_n(rows + offset_[b] * h, counts_[b] * h, group);
+  }
+}
+
+void ReceivedRows::scatter(int64_t expert, const float* group, int64_t h, float* out) const {
+  for (int64_t s = 0; s < sources_; ++s) {
+    const auto b = static_cast<size_t>(s * per_rank_ + expert);
+    std::copy_n(group, counts_[b] * h, out + offset_[b] * h);
+    group += counts_[b] * h;
+  }
 }
 
 }  // namespace deepinfer::model

@@ -50,4 +50,26 @@ std::vector<int32_t> assign_targets(const int32_t* experts, int64_t tokens, int6
                                     const std::vector<std::vector<int64_t>>& replicas,
                                     int64_t& dropped);
 
+// The rows an expert rank received from the all-to-all: one block per source rank, each block
+// expert-major; counts[s * per_rank + j] rows of local expert j came from source s. Says where
+// each expert's rows are and moves them between that layout and one contiguous group.
+class ReceivedRows {
+ public:
+  ReceivedRows(std::span<const int64_t> counts, int64_t sources, int64_t per_rank);
+
+  int64_t total(int64_t expert) const;
+  // The first row of the expert's rows when they came in one block (always so at world size
+  // 1: they can be run in place), else -1.
+  int64_t contiguous(int64_t expert) const;
+  // Copies the expert's rows (h floats each) from `rows` into `group`, in source order.
+  void gather(int64_t expert, const float* rows, int64_t h, float* group) const;
+  // The inverse: the expert's `group` rows back to their places in `out`.
+  void scatter(int64_t expert, const float* group, int64_t h, float* out) const;
+
+ private:
+  std::span<const int64_t> counts_;
+  int64_t sources_, per_rank_;
+  std::vector<int64_t> offset_;  // first row of block (s, j)
+};
+
 }  // namespace deepinfer::model

@@ -25,46 +25,21 @@ int64_t experts_per_rank(const MoeConfig& config, const parallel::Communicator& 
 // rows of local expert j came from source s. Outputs go to `out` in the same layout.
 void run_experts(const ExpertStack& experts, const float* rows, std::span<const int64_t> counts,
                  int64_t sources, float* out, ThreadPool& pool) {
-  const int64_t per_rank = experts.count();
   const int64_t h = experts.hidden();
-  std::vector<int64_t> offset(counts.size());  // first row of block (s, j)
-  int64_t next = 0;
-  for (size_t b = 0; b < counts.size(); ++b) {
-    offset[b] = next;
-    next += counts[b];
-  }
+  const ReceivedRows received(counts, sources, experts.count());
   std::vector<float> gathered, result;
-  for (int64_t j = 0; j < per_rank; ++j) {
-    int64_t total = 0, blocks = 0, only = 0;
-    for (int64_t s = 0; s < sources; ++s) {
-      const auto b = static_cast<size_t>(s * per_rank + j);
-      total += counts[b];
-      if (counts[b] > 0) {
-        ++blocks;
-        only = static_cast<int64_t>(b);
-      }
-    }
+  for (int64_t j = 0; j < experts.count(); ++j) {
+    const int64_t total = received.total(j);
     if (total == 0) continue;
-    if (blocks == 1) {  // always so at world size 1: run in place
-      const int64_t row = offset[static_cast<size_t>(only)];
+    if (const int64_t row = received.contiguous(j); row >= 0) {
       experts.forward(j, rows + row * h, total, out + row * h, pool);
       continue;
     }
     gathered.resize(static_cast<size_t>(total * h));
     result.resize(gathered.size());
-    int64_t at = 0;
-    for (int64_t s = 0; s < sources; ++s) {
-      const auto b = static_cast<size_t>(s * per_rank + j);
-      std::copy_n(rows + offset[b] * h, counts[b] * h, gathered.begin() + at * h);
-      at += counts[b];
-    }
+    received.gather(j, rows, h, gathered.data());
     experts.forward(j, gathered.data(), total, result.data(), pool);
-    at = 0;
-    for (int64_t s = 0; s < sources; ++s) {
-      const auto b = static_cast<size_t>(s * per_rank + j);
-      std::copy_n(result.begin() + at * h, counts[b] * h, out + offset[b] * h);
-      at += counts[b];
-    }
+    received.scatter(j, result.data(), h, out);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "model/layers/moe/dispatch_plan.h"
 
 namespace deepinfer::model {
 
@@ -43,12 +44,7 @@ void PackedExperts::run(const float* rows, std::span<const int64_t> counts, int6
   DI_CHECK(static_cast<int64_t>(counts.size()) == sources * per_rank,
            "packed experts: ", counts.size(), " row counts for ", sources, " sources of ", per_rank,
            " experts");
-  std::vector<int64_t> offset(counts.size());  // first row of block (s, j)
-  int64_t next = 0;
-  for (size_t b = 0; b < counts.size(); ++b) {
-    offset[b] = next;
-    next += counts[b];
-  }
+  const ReceivedRows received(counts, sources, per_rank);
   // An expert whose rows came in one block (always so at world size 1) runs in place; rows
   // from several sources are gathered first and scattered back after.
   struct Gathered {
@@ -58,22 +54,14 @@ void PackedExperts::run(const float* rows, std::span<const int64_t> counts, int6
   std::vector<Gathered> gathered;
   int64_t gathered_rows = 0;
   for (int64_t j = 0; j < per_rank; ++j) {
-    int64_t total = 0, blocks = 0, only = 0;
-    for (int64_t s = 0; s < sources; ++s) {
-      const auto b = static_cast<size_t>(s * per_rank + j);
-      total += counts[b];
-      if (counts[b] > 0) {
-        ++blocks;
-        only = static_cast<int64_t>(b);
-      }
-    }
+    const int64_t total = received.total(j);
     if (total == 0) continue;
-    if (blocks == 1) {
-      const int64_t row = offset[static_cast<size_t>(only)];
-      groups.push_back({&experts_[static_cast<size_t>(j)], rows + row * h, total, out + row * h});
+    const kernels::PackedExpert* expert = &experts_[static_cast<size_t>(j)];
+    if (const int64_t row = received.contiguous(j); row >= 0) {
+      groups.push_back({expert, rows + row * h, total, out + row * h});
     } else {
       gathered.push_back({j, gathered_rows});
-      groups.push_back({&experts_[static_cast<size_t>(j)], nullptr, total, nullptr});
+      groups.push_back({expert, nullptr, total, nullptr});
       gathered_rows += total;
     }
   }
@@ -82,24 +70,13 @@ void PackedExperts::run(const float* rows, std::span<const int64_t> counts, int6
   for (kernels::ExpertRows& g : groups) {
     if (g.x != nullptr) continue;
     const Gathered& at = gathered[next_gathered++];
-    int64_t row = at.at;
-    for (int64_t s = 0; s < sources; ++s) {
-      const auto b = static_cast<size_t>(s * per_rank + at.expert);
-      std::copy_n(rows + offset[b] * h, counts[b] * h, in.begin() + row * h);
-      row += counts[b];
-    }
+    received.gather(at.expert, rows, h, in.data() + at.at * h);
     g.x = in.data() + at.at * h;
     g.y = result.data() + at.at * h;
   }
   kernels::expert_mlps(groups, pool);
-  for (const Gathered& at : gathered) {
-    int64_t row = at.at;
-    for (int64_t s = 0; s < sources; ++s) {
-      const auto b = static_cast<size_t>(s * per_rank + at.expert);
-      std::copy_n(result.begin() + row * h, counts[b] * h, out + offset[b] * h);
-      row += counts[b];
-    }
-  }
+  for (const Gathered& at : gathered)
+    received.scatter(at.expert, result.data() + at.at * h, h, out);
 }
 
 }  // namespace deepinfer::model
