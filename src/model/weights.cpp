@@ -153,18 +153,14 @@ std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, cons
   }
   const DType asked = options_.quantization->type;
   if (asked == DType::f8_e4m3) {  // fp8: 128x128 block scales, any shape
-    // Routed experts one matrix at a time (ExpertStack stacks them with their scales); a
-    // checkpoint's fused 3-D stacks keep their dtype (their scales would need whole blocks).
+    // Routed experts one matrix at a time (ExpertStack stacks them with their scales, and cuts
+    // a checkpoint's fused 3-D stacks into matrices through quantize_fp8_expert); a 3-D stack
+    // that reaches here keeps its dtype (its scales would need whole blocks).
     if (tensor.ndim() != 2) {
-      ++kept_["routed-expert (fused stacks: no fp8)"];
+      ++kept_["routed-expert (3-D stacks: no fp8)"];
       return std::nullopt;
     }
-    ++quantized_[std::string(dtype_name(stored))];
-    const io::Fp8BlockQuantization block{128, 128};
-    Fp8Matrix fp8 = quantize_fp8_matrix(tensor, block.block_rows, block.block_cols);
-    loaded_bytes_["f8_e4m3"] += static_cast<int64_t>(fp8.scale.nbytes());  // beside the FP8
-    fp8_scales_[name] = {std::move(fp8.scale), block};
-    return std::move(fp8.q);
+    return to_fp8(name, tensor, stored);
   }
   if (asked == DType::i8) {  // w8a8: any row length; routed experts as matrices or stacks
     ++quantized_[std::string(dtype_name(stored))];
@@ -206,6 +202,35 @@ std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, cons
         .reshape(shape);
   }
   return quantize_matrix(tensor, *target.type);
+}
+
+Tensor WeightLoader::to_fp8(const std::string& name, const Tensor& tensor, DType stored) {
+  ++quantized_[std::string(dtype_name(stored))];
+  const io::Fp8BlockQuantization block{128, 128};
+  Fp8Matrix fp8 = quantize_fp8_matrix(tensor, block.block_rows, block.block_cols);
+  loaded_bytes_["f8_e4m3"] += static_cast<int64_t>(fp8.scale.nbytes());  // beside the FP8
+  fp8_scales_[name] = {std::move(fp8.scale), block};
+  return std::move(fp8.q);
+}
+
+Tensor WeightLoader::stored_stack_rows(const std::string& name, const Shape& full, int64_t begin,
+                                       int64_t end) {
+  DI_CHECK(!full.empty() && begin >= 0 && begin < end && end <= full[0], name, ": rows [", begin,
+           ", ", end, ") outside ", shape_to_string(full));
+  const bool all = begin == 0 && end == full[0];
+  return fetch_part(name, full, all ? std::nullopt : std::optional(Slice{0, begin, end}));
+}
+
+Tensor WeightLoader::quantize_fp8_expert(const std::string& name, const Tensor& matrix) {
+  DI_CHECK(quantizes_to_fp8(), "internal: ", name,
+           ": quantize_fp8_expert without --quantization fp8");
+  const DType stored = matrix.dtype();
+  DI_CHECK(stored == DType::f32 || stored == DType::bf16 || stored == DType::f16, checkpoint_.dir(),
+           ": tensor '", name, "' is ", dtype_name(stored),
+           "; only f32, bf16 and f16 experts are quantized to fp8");
+  Tensor q = loaded(to_fp8(name, matrix, stored));
+  record(name, q, MatrixUse::expert, q.shape(), std::nullopt);
+  return q;
 }
 
 bool WeightLoader::keeps_fp8(MatrixUse use) const {

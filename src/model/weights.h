@@ -125,6 +125,17 @@ class WeightLoader {
                                      down_scale);
     }
   }
+  // --quantization fp8 of routed experts stored as fused 3-D stacks (<prefix>.gate_up_proj
+  // [E, 2I, H] ...): rows [begin, end) of the stack `name` (whole shape `full`) as stored,
+  // marked used but not recorded: what the model holds, and a converter writes, is the FP8
+  // experts quantize_fp8_expert() makes of it.
+  Tensor stored_stack_rows(const std::string& name, const Shape& full, int64_t begin, int64_t end);
+  // One expert's [rows, cols] matrix (a view into such a stack) quantized to FP8 with 128x128
+  // block scales exactly as matrix() quantizes it when the checkpoint stores it per expert,
+  // under that per-expert `name` (<prefix>.<e>.gate_proj.weight): fp8_scale(name) gives its
+  // scales, and the recorder sees it (and `<name>_scale_inv`) so, so a converted checkpoint
+  // holds the experts one matrix each whichever way the source stored them.
+  Tensor quantize_fp8_expert(const std::string& name, const Tensor& matrix);
   // The f32 block scales [ceil(rows / b), ceil(cols / b)] of an F8_E4M3 matrix that matrix()
   // returned as stored (FP8 checkpoints without --dtype / --quantization: projections and
   // lm_head stay FP8 and run through kernels::linear_fp8; --quantization fp8 makes such
@@ -218,6 +229,9 @@ class WeightLoader {
   Tensor loaded(Tensor tensor);  // counts its bytes
   // `slice` of `tensor` (`name` for messages): a view for rows, a copy for columns.
   Tensor take(const std::string& name, const Tensor& tensor, const Slice& slice) const;
+  // `tensor` (2-D, f32 / bf16 / f16, stored as `stored`) in FP8 E4M3 with 128x128 block scales,
+  // the scales kept under `name` and both counted.
+  Tensor to_fp8(const std::string& name, const Tensor& tensor, DType stored);
   // The projection quantized to options_.quantization, or nullopt when the policy keeps it;
   // `stored` is the checkpoint's dtype (FP8 arrives here widened to f32).
   std::optional<Tensor> maybe_quantize(const std::string& name, const Tensor& tensor, MatrixUse use,

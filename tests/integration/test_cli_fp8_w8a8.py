@@ -81,3 +81,13 @@ def test_int8_checkpoint_with_group_wise_scales_is_one_clear_error(run_cli, tmp_
     assert proc.returncode != 0
     assert ("quantization_config.config_groups.group_0.weights.strategy: \"group\" is not supported"
             in proc.stderr), proc.stderr
+
+
+def test_int8_checkpoint_quantized_to_fp8_runs_its_experts_in_fp8(run_cli):
+    # The int8 experts are dequantized (q * scale) and quantized to FP8 blocks like the rest;
+    # they used to be stacked as FP8 without their scales and stop at the first forward.
+    proc = run_cli("generate", "--model", DATA / "tiny-deepseek-v3-w8a8-int8", "--prompt-ids",
+                   "1,2,3", "--max-new-tokens", 2, "--ignore-eos", "--json", "--threads", 2,
+                   "--quantization", "fp8", "--log-level", "info", check=True)
+    assert len(json.loads(proc.stdout)["output_ids"]) == 2
+    assert "quantized at load to fp8: 69 matrices (69 from i8)" in proc.stderr

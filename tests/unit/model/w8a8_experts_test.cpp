@@ -8,10 +8,12 @@
 // stacks, whole and one rank's share. Model level: the tiny MoE goldens of each family
 // (bounds below). EP with EPLB replicas and re-balancing: moe_eplb_test.cpp (MoeEplbWeights).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "io/safetensors.h"
 #include "model/golden_test_util.h"
 #include "model/layers/moe/expert_stack.h"
+#include "model/layers/tensor_parallel.h"
 #include "model/weight_quantization.h"
 
 namespace deepinfer::model {
@@ -207,6 +210,114 @@ TEST(W8a8Experts, OneRanksShareOfFusedStacksQuantizesOnlyItsExperts) {
 
 TEST(W8a8Experts, OneRanksShareOfPerExpertTensorsQuantizesOnlyItsExperts) {
   expect_stack_matches_reference(false, 1, 2);
+}
+
+// An int8 channel-wise checkpoint (SGLang's layout: <name> I8 [rows, cols], <name>_scale F32
+// [rows, 1]) of the random experts, quantized by this file's quantizer.
+class Int8Experts {
+ public:
+  Int8Experts() : source_(false) {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("deepinfer_w8a8_int8_experts_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (int64_t e = 0; e < kExperts; ++e) {
+      const Expert& x = source_.expert(e);
+      const std::pair<const char*, const std::vector<float>*> projs[] = {
+          {"gate_proj", &x.gate}, {"up_proj", &x.up}, {"down_proj", &x.down}};
+      for (const auto& [proj, values] : projs) {
+        const int64_t rows = proj == std::string("down_proj") ? kHidden : kInter;
+        const int64_t cols = kHidden + kInter - rows;
+        Quantized q = quantize_rows(values->data(), rows, cols);
+        Tensor w = Tensor::zeros({rows, cols}, DType::i8);
+        Tensor scale = Tensor::zeros({rows, 1}, DType::f32);
+        for (int64_t k = 0; k < rows * cols; ++k) w.data<int8_t>()[k] = static_cast<int8_t>(q.q[k]);
+        for (int64_t r = 0; r < rows; ++r) scale.data<float>()[r] = static_cast<float>(q.scale[r]);
+        const std::string name = "experts." + std::to_string(e) + "." + proj + ".weight";
+        tensors.emplace_back(name, w);
+        tensors.emplace_back(name + "_scale", scale);
+        stored_[static_cast<size_t>(e)].push_back(std::move(q));
+      }
+    }
+    io::write_safetensors((dir_ / "model.safetensors").string(), tensors);
+    checkpoint_ = std::make_unique<io::Checkpoint>(io::Checkpoint::open(dir_.string()));
+  }
+  ~Int8Experts() { std::filesystem::remove_all(dir_); }
+  const io::Checkpoint& checkpoint() const { return *checkpoint_; }
+  // gate, up, down of expert e as stored: int8 values and their scales (as float, then double).
+  const Quantized& stored(int64_t e, int proj) const {
+    return stored_[static_cast<size_t>(e)][static_cast<size_t>(proj)];
+  }
+
+ private:
+  RandomExperts source_;
+  std::filesystem::path dir_;
+  std::unique_ptr<io::Checkpoint> checkpoint_;
+  std::vector<Quantized> stored_[kExperts];
+};
+
+// Rows [r0, r1) and columns [c0, c1) of a quantized [rows, cols] matrix, each row keeping its
+// scale (a row's scale is for the whole row: a column slice does not change it).
+Quantized part_of(const Quantized& w, int64_t cols, int64_t r0, int64_t r1, int64_t c0,
+                  int64_t c1) {
+  Quantized out;
+  for (int64_t r = r0; r < r1; ++r) {
+    out.scale.push_back(static_cast<double>(static_cast<float>(w.scale[r])));
+    for (int64_t c = c0; c < c1; ++c) out.q.push_back(w.q[r * cols + c]);
+  }
+  return out;
+}
+
+// Moe tensor parallelism (-tp 2 without expert parallelism) on an int8 checkpoint: rank r holds
+// rows [r I/2, (r + 1) I/2) of every expert's gate and up with those rows' scales, and the same
+// columns of down with all of down's row scales (per output row, whole). Each rank's partial
+// output is what the split arithmetic gives, computed here from the stored int8 values: its
+// intermediate half quantized per token on its own (as a row-parallel W8A8 layer does), so the
+// sum of the partials is this rank-wise reference, not one process's bits.
+TEST(W8a8Experts, MoeTensorParallelRanksSplitRowsWithTheirScales) {
+  const Int8Experts experts;
+  constexpr int64_t kRanks = 2, kHalf = kInter / kRanks;
+  std::vector<ExpertStack> ranks;
+  for (int64_t r = 0; r < kRanks; ++r) {
+    WeightLoader weights(experts.checkpoint(), LoadOptions{});
+    ranks.push_back(ExpertStack::load(weights, "experts", kExperts, 0, kExperts, kHidden, kInter,
+                                      TensorSplit{r, kRanks, nullptr}));
+    ASSERT_EQ(ranks.back().dtype(), DType::i8);
+    ASSERT_EQ(ranks.back().intermediate(), kHalf);
+    // This rank's int8 bytes and scales only (down's scales whole).
+    EXPECT_EQ(weights.loaded_bytes().at("i8"),
+              kExperts * (3 * kHalf * kHidden + 4 * (2 * kHalf + kHidden)));
+  }
+  ThreadPool pool(2);
+  double worst = 0;
+  for (int64_t e = 0; e < kExperts; ++e) {
+    for (int64_t rows : {1, 5}) {
+      const std::vector<float> x = random_rows(rows, static_cast<uint32_t>(300 + e + rows));
+      std::vector<float> sum(x.size(), 0.0f), want(x.size(), 0.0f);
+      for (int64_t r = 0; r < kRanks; ++r) {
+        std::vector<float> y(x.size());
+        ranks[static_cast<size_t>(r)].forward(e, x.data(), rows, y.data(), pool);
+        const int64_t i0 = r * kHalf, i1 = i0 + kHalf;
+        const auto g = w8a8_reference(
+            x, rows, kHidden, part_of(experts.stored(e, 0), kHidden, i0, i1, 0, kHidden), kHalf);
+        const auto u = w8a8_reference(
+            x, rows, kHidden, part_of(experts.stored(e, 1), kHidden, i0, i1, 0, kHidden), kHalf);
+        std::vector<float> act(g.size());
+        for (size_t c = 0; c < g.size(); ++c) act[c] = g[c] / (1.0f + std::exp(-g[c])) * u[c];
+        const auto d = w8a8_reference(
+            act, rows, kHalf, part_of(experts.stored(e, 2), kInter, 0, kHidden, i0, i1), kHidden);
+        for (size_t c = 0; c < x.size(); ++c) {
+          sum[c] += y[c];
+          want[c] += d[c];
+        }
+      }
+      const double diff = max_rel(sum, want);
+      EXPECT_LE(diff, 1e-5) << "expert " << e << ", " << rows << " rows";
+      worst = std::max(worst, diff);
+    }
+  }
+  std::printf("[ measured ] moe tp 2: max rel diff of the summed shares vs the reference: %.3g\n",
+              worst);
 }
 
 // The tiny MoE goldens of each family with every projection, routed experts included, in

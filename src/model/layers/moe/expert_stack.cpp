@@ -2,7 +2,9 @@
 
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
@@ -91,12 +93,17 @@ Tensor row_scales(const WeightLoader& weights, const std::string& name, int64_t 
   return weights.w8a8_scale(name).reshape({count, rows, 1});
 }
 
+// The FP8 matrix of expert `e`'s projection `proj` ("gate_proj", "up_proj", "down_proj") of
+// shape `shape`, its block scales then at WeightLoader::fp8_scale under `name(e, proj)`.
+using Fp8Expert = std::function<Tensor(int64_t e, const char* proj, const Shape& shape)>;
+
 // Experts `ids` in FP8 (an FP8 checkpoint kept as stored, or --quantization fp8 of a 16-bit
 // one): per-expert matrices and their scales copied into stacks (gate / up / down apart: a
 // fused gate_up would need I to be whole scale blocks).
 ExpertStack load_fp8(WeightLoader& weights,
                      const std::function<std::string(int64_t, const char*)>& name,
-                     std::span<const int64_t> ids, int64_t hidden, int64_t i) {
+                     const Fp8Expert& matrix, std::span<const int64_t> ids, int64_t hidden,
+                     int64_t i) {
   io::Fp8BlockQuantization block;
   const auto count = static_cast<int64_t>(ids.size());
   Tensor stacks[3], scales[3];
@@ -105,7 +112,7 @@ ExpertStack load_fp8(WeightLoader& weights,
     const Shape shape = p < 2 ? Shape{i, hidden} : Shape{hidden, i};
     for (int64_t j = 0; j < count; ++j) {
       const std::string n = name(ids[j], projs[p]);
-      const Tensor w = weights.matrix(n, shape, MatrixUse::expert);
+      const Tensor w = matrix(ids[j], projs[p], shape);
       DI_CHECK(w.dtype() == DType::f8_e4m3, n, ": ", w.describe(),
                " among FP8 experts (one expert's projections must share one dtype)");
       const WeightLoader::Fp8Scales& fp8 = weights.fp8_scale(n);
@@ -124,6 +131,30 @@ ExpertStack load_fp8(WeightLoader& weights,
   }
   return ExpertStack(stacks[0], stacks[1], stacks[2],
                      {scales[0], scales[1], scales[2], block.block_rows, block.block_cols});
+}
+
+// Rows [row, row + rows) of expert `e` of a stored [experts, R, cols] stack (holding experts
+// [first, ...)), as a 2-D view.
+Tensor expert_rows(const Tensor& stack, int64_t first, int64_t e, int64_t row, int64_t rows) {
+  const int64_t per = stack.dim(1);
+  const int64_t at = (e - first) * per + row;
+  return stack.reshape({stack.dim(0) * per, stack.dim(2)}).slice_rows(at, at + rows);
+}
+
+// A 16-bit checkpoint's fused stacks under --quantization fp8: each expert's gate, up and down
+// cut out of them and quantized as the same experts stored one matrix each would be (bitwise
+// the same FP8 bytes and scales), which is also how a converter then writes them.
+// (A GGUF file may hold some of its stacks in a block type: those keep it, as they would
+// stored per expert.)
+bool quantizes_stacks_to_fp8(const WeightLoader& weights, const std::string& prefix,
+                             std::initializer_list<const char*> stacks) {
+  if (!weights.quantizes_to_fp8()) return false;
+  for (const char* stack : stacks) {
+    if (!weights.has(prefix + stack)) return false;  // refused below, naming it
+    const DType stored = weights.checkpoint().info(prefix + stack).dtype;
+    if (stored != DType::f32 && stored != DType::bf16 && stored != DType::f16) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -191,6 +222,24 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
              split.size, " yet; use expert parallelism (--enable-expert-parallel)");
     skip_experts(true);
     const Shape gate_up_shape{num_experts, 2 * i, hidden}, down_shape{num_experts, hidden, i};
+    if (quantizes_stacks_to_fp8(weights, prefix, {".gate_up_proj", ".down_proj"})) {
+      // This run's rows (a shard may hold only them), every row for any other placement.
+      const int64_t first = run ? ids[0] : 0, end = run ? ids[0] + count : num_experts;
+      const Tensor gate_up =
+          weights.stored_stack_rows(prefix + ".gate_up_proj", gate_up_shape, first, end);
+      const Tensor down = weights.stored_stack_rows(prefix + ".down_proj", down_shape, first, end);
+      const Fp8Expert fused = [&](int64_t e, const char* proj, const Shape& shape) {
+        const bool is_down = proj == std::string_view("down_proj");
+        const int64_t row = proj == std::string_view("up_proj") ? i : 0;
+        return weights.quantize_fp8_expert(
+            name(e, proj), expert_rows(is_down ? down : gate_up, first, e, row, shape[0]));
+      };
+      ExpertStack stack = load_fp8(weights, name, fused, ids, hidden, i);
+      // Quantized copies run: the mapped 16-bit stacks need not stay resident.
+      gate_up.release_pages();
+      down.release_pages();
+      return stack;
+    }
     if (run) {
       // Just this run's rows (a converted per-rank shard may hold only them), recorded as the
       // stacks this rank holds (deepinfer convert).
@@ -230,6 +279,24 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
     DI_CHECK(!split.split(), prefix,
              ".gate_proj: 3-D expert tensors cannot be split over a moe tensor group of ",
              split.size, " yet; use expert parallelism (--enable-expert-parallel)");
+    if (quantizes_stacks_to_fp8(weights, prefix, {".gate_proj", ".up_proj", ".down_proj"})) {
+      skip_experts(true);
+      const Shape gate_shape{num_experts, i, hidden}, down_shape{num_experts, hidden, i};
+      const Tensor stacks[3] = {
+          weights.stored_stack_rows(prefix + ".gate_proj", gate_shape, 0, num_experts),
+          weights.stored_stack_rows(prefix + ".up_proj", gate_shape, 0, num_experts),
+          weights.stored_stack_rows(prefix + ".down_proj", down_shape, 0, num_experts)};
+      const Fp8Expert split_stacks = [&](int64_t e, const char* proj, const Shape& shape) {
+        const int p = proj == std::string_view("gate_proj") ? 0
+                      : proj == std::string_view("up_proj") ? 1
+                                                            : 2;
+        return weights.quantize_fp8_expert(name(e, proj),
+                                           expert_rows(stacks[p], 0, e, 0, shape[0]));
+      };
+      ExpertStack stack = load_fp8(weights, name, split_stacks, ids, hidden, i);
+      for (const Tensor& t : stacks) t.release_pages();
+      return stack;
+    }
     const Tensor gate =
         weights.matrix(prefix + ".gate_proj", {num_experts, i, hidden}, MatrixUse::expert);
     const Tensor up =
@@ -254,18 +321,27 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
   if (per_expert_split) {
     for (const char* proj : {".gate_proj", ".up_proj", ".down_proj"}) weights.skip(prefix + proj);
   }
+  // One expert's matrix as WeightLoader::matrix gives it: under a moe tensor group this rank's
+  // rows of gate / up and columns of down (FP8 then quantized per slice, as dense layers are).
+  const Fp8Expert per_expert_fp8 = [&](int64_t e, const char* proj, const Shape&) {
+    const bool is_down = proj == std::string_view("down_proj");
+    const Shape whole = is_down ? Shape{hidden, full} : Shape{full, hidden};
+    const std::optional<Slice> slice =
+        split.split() ? std::optional<Slice>(Slice{is_down ? 1 : 0, i0, i1}) : std::nullopt;
+    return weights.matrix(name(e, proj), whole, MatrixUse::expert, slice);
+  };
   const DType stored = weights.has(name(ids[0], "gate_proj"))
                            ? weights.checkpoint().info(name(ids[0], "gate_proj")).dtype
                            : DType::f32;
-  if (weights.fp8() && stored == DType::f8_e4m3) {
-    // Kept in FP8 when the loader keeps it (no --dtype / --quantization); else widened below.
-    // Split over a moe tensor group, each expert's part is widened (WeightLoader::matrix).
-    if (weights.keeps_fp8(MatrixUse::expert) && !split.split())
-      return load_fp8(weights, name, ids, hidden, i);
-  } else if (weights.quantizes_to_fp8() && !split.split() &&
-             (stored == DType::f32 || stored == DType::bf16 || stored == DType::f16)) {
-    return load_fp8(weights, name, ids, hidden, i);  // quantized per expert, 128x128 blocks
-  }
+  // FP8 stacks: an FP8 checkpoint kept as stored (no --dtype / --quantization; split over a moe
+  // tensor group, each expert's part is widened instead: WeightLoader::matrix), or
+  // --quantization fp8 of a 16-bit, int8 (dequantized first) or FP8 one, 128x128 blocks.
+  const bool kept_fp8 = weights.fp8() && stored == DType::f8_e4m3 &&
+                        weights.keeps_fp8(MatrixUse::expert) && !split.split();
+  const bool to_fp8 = weights.quantizes_to_fp8() &&
+                      (stored == DType::f32 || stored == DType::bf16 || stored == DType::f16 ||
+                       stored == DType::i8 || stored == DType::f8_e4m3);
+  if (kept_fp8 || to_fp8) return load_fp8(weights, name, per_expert_fp8, ids, hidden, i);
   Tensor gate_up, down, gate_up_scale, down_scale;
   for (int64_t j = 0; j < count; ++j) {
     const int64_t e = ids[j];

@@ -13,7 +13,8 @@
 // copied into the stacks once at load. W8A8 (i8) stacks carry one f32 scale per weight row
 // (RowScales) and run kernels::linear_w8a8 with per-token int8 activations. Checkpoints already
 // holding transformers 5's fused 3-D tensors (<prefix>.gate_up_proj [E, 2I, H], <prefix>.down_proj
-// [E, H, I]) load zero-copy.
+// [E, H, I]) load zero-copy; under --quantization fp8 each expert's matrices are cut out of them
+// and quantized as the same experts stored one matrix each (bitwise the same FP8 stacks).
 #include <cstddef>
 #include <cstdint>
 #include <span>
