@@ -133,9 +133,10 @@ void linear_pack_x_bf16(const float* x, int64_t m, int64_t k, uint16_t* xb);
 void linear_rows_dpbf16(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 }  // namespace avx512
 
-// The block-weight linear (w_dtype q8_0 / q4_0 / q4_1, a.xq/xd/xt set): y[m0:m1, n0:n1],
+// The block-weight linear (w_dtype q8_0 / q4_0 / q4_1 / q5_0, a.xq/xd/xt set): y[m0:m1, n0:n1],
 // single-threaded, bitwise the arithmetic of kernels.h on every ISA. linear_q8_*.cpp; the
-// VNNI one needs cpu_has_avx512_vnni().
+// VNNI one needs cpu_has_avx512_vnni(). The AVX-512 ones take q4_0 and q4_1 only (q8_0 and
+// q5_0 run the AVX2 whole-block kernel there).
 namespace scalar {
 void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 }
@@ -147,7 +148,7 @@ void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int
 void linear_rows_q8_vnni(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 }  // namespace avx512
 
-// The same for q5_0, q5_1 and the k-quants q4_k, q5_k, q6_k (linear_qk_*.cpp): per-lane weight
+// The same for q5_1 and the k-quants q4_k, q5_k, q6_k (linear_qk_*.cpp): per-lane weight
 // scales (kernels.h), bitwise equal on every ISA.
 namespace scalar {
 void linear_rows_qk(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);

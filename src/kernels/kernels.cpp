@@ -102,12 +102,15 @@ QuantizedX& quantized_x_buffer(int64_t m, int64_t k) {
 
 using RowsFn = void (*)(const detail::LinearArgs&, int64_t, int64_t, int64_t, int64_t);
 
-// The 8-bit-activation kernels of q8_0 / q4_0 / q4_1 (linear_q8_*) and of the per-lane-scale
-// types q5_0 / q5_1 / q4_k / q5_k / q6_k (linear_qk_*).
+// The 8-bit-activation kernels of the whole-block types and q4_1 (linear_q8_*) and of the
+// per-lane-scale types q5_1 / q4_k / q5_k / q6_k (linear_qk_*).
 RowsFn block_rows(Isa isa, DType w_dtype) {
-  const bool q8 = w_dtype == DType::q8_0 || w_dtype == DType::q4_0 || w_dtype == DType::q4_1;
+  const bool q8 = is_whole_block_dtype(w_dtype) || w_dtype == DType::q4_1;
   switch (isa) {
     case Isa::avx512:
+      // q8_0's and q5_0's whole-block kernel exists for AVX2 only so far (bitwise the same
+      // arithmetic; AVX-512 CPUs run AVX2 code).
+      if (w_dtype == DType::q8_0 || w_dtype == DType::q5_0) return &detail::avx2::linear_rows_q8;
       if (cpu_has_avx512_vnni())
         return q8 ? &detail::avx512::linear_rows_q8_vnni : &detail::avx512::linear_rows_qk_vnni;
       return q8 ? &detail::avx512::linear_rows_q8 : &detail::avx512::linear_rows_qk;

@@ -29,9 +29,14 @@ namespace deepinfer::kernels {
 // blocks of 32 (q4_k / q5_k: its sub-blocks with their 6-bit scale and min; q6_k: pairs of its
 // 16-element groups), each against its own x block. (llama.cpp quantizes x for the k-quants to
 // q8_K, one f32 scale per 256; one per 32 rounds x no worse and keeps one x format for all.)
-// Exactly, per output (i, j): split each block into 8 lanes of 4 consecutive elements;
-// t[l] = sum of w_int * q_x over lane l (exact in int32), with w_int the int8 of q8_0, the
-// quant minus 8 (q4_0), 16 (q5_0) or 32 (q6_k), or the plain quant (q4_1, q5_1, q4_k, q5_k);
+// Exactly, per output (i, j), for the whole-block types q4_0, q5_0 and q8_0 (whose prefill
+// GEMM puts one weight row in each vector lane, so their f32 work must be per block, not per
+// lane): t = the block's exact integer dot of w_int with q_x, w_int the int8 of q8_0 or the
+// quant minus 8 (q4_0) or 16 (q5_0), and one accumulator per output,
+//   A = fma(d_w * d_x, float(t), A)  in block order from +0, y = A (+ bias[j]);
+// llama.cpp's q4_0 x q8_0 arithmetic. For the others: split each block into 8 lanes of 4
+// consecutive elements; t[l] = sum of w_int * q_x over lane l (exact in int32), with w_int the
+// quant minus 32 (q6_k) or the plain quant (q4_1, q5_1, q4_k, q5_k);
 // d_w[l] is the lane's weight scale: the block's d, or for q4_k / q5_k d * scale of the
 // sub-block and for q6_k d * scale of the lane's 16-element group (an f16 times a small
 // integer: exact in f32); m_w[l] is q4_1's / q5_1's m or the k-quants' -(dmin * min) (exact).
@@ -40,15 +45,17 @@ namespace deepinfer::kernels {
 //   A = fma(m_w[l], d_x * float(s[l]), A)
 // where s[l] is the lane sum of q_x; then with h[l] = A[l] + A[l + 8],
 // y = ((h0 + h4) + (h2 + h6)) + ((h1 + h5) + (h3 + h7)) (+ bias[j]), the horizontal-sum
-// tree of every ISA. q4_0 (whose prefill GEMM puts one weight row in each vector lane, so its
-// f32 work must be per block, not per lane) is simpler: t = the whole block's exact integer dot
-// of (quant - 8) with q_x, and one accumulator per output, A = fma(d_w * d_x, float(t), A) in
-// block order from +0, y = A (+ bias[j]); llama.cpp's q4_0 x q8_0 arithmetic.
+// tree of every ISA.
 // Every ISA path computes exactly this (reference::linear spells it out),
 // so results are bitwise the same on scalar, AVX2, AVX-512 and AVX-512 VNNI, and batch
 // invariant. k must be a multiple of the type's block size (32, or 256 for the k-quants).
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
             const float* bias, float* y, ThreadPool& pool);
+
+// The block types whose linear() takes whole-block integer dots (above).
+constexpr bool is_whole_block_dtype(DType w_dtype) {
+  return w_dtype == DType::q4_0 || w_dtype == DType::q5_0 || w_dtype == DType::q8_0;
+}
 
 // The same product with f32 / bf16 weights packed at load (pack_weights(), packed_weights.h;
 // layout in gemm_packed.h): register tiles of up to 14 rows x 32 outputs (AVX2: 6 x 16), k in

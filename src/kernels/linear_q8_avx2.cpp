@@ -1,9 +1,10 @@
-// AVX2 block-weight linear (q8_0 / q4_1 weights; q4_0 in linear_q40_avx2.h). One 256-bit step
-// is one block: its 8 four-element int32 lanes via vpmaddubsw + vpmaddwd (exact: |products|
-// <= 128 * 127 per pair), scaled into the even-block or odd-block accumulator, so that after
-// hsum(even + odd) the result is bitwise the AVX-512 one (kernels.h states the arithmetic).
+// AVX2 block-weight linear for the 32-element types with one scale per block: q4_1 here (one
+// 256-bit step is one block: its 8 four-element int32 lanes via vpmaddubsw + vpmaddwd, exact,
+// scaled into the even-block or odd-block accumulator, so that after hsum(even + odd) the
+// result is bitwise the AVX-512 one; kernels.h states the arithmetic), the whole-block types
+// q4_0 / q5_0 / q8_0 in linear_whole_block_avx2.h.
 #include "kernels/backend.h"
-#include "kernels/linear_q40_avx2.h"
+#include "kernels/linear_whole_block_avx2.h"
 #include "kernels/simd_avx2.h"
 
 namespace deepinfer::kernels::detail::avx2 {
@@ -12,12 +13,8 @@ namespace {
 constexpr int64_t kQPanelRows = 64;
 constexpr int64_t kQStreamRows = 8;
 
-template <DType W>
-constexpr int64_t kBlockBytes = W == DType::q8_0   ? 34
-                                : W == DType::q4_0 ? 18
-                                                   : 20;
-template <DType W>
-constexpr int64_t kQuantsAt = W == DType::q4_1 ? 4 : 2;
+constexpr int64_t kQ41BlockBytes = 20;
+constexpr int64_t kQ41QuantsAt = 4;
 
 inline float f16_at(const uint8_t* p) {
   return _cvtsh_ss(static_cast<unsigned short>(p[0] | (p[1] << 8)));
@@ -28,54 +25,34 @@ inline __m256i unsigned_dot(__m256i acc, __m256i u, __m256i s) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 }
 
-// The 32 weight integers of a block in element order: q8_0 as stored; q4 as unsigned nibbles
-// (q4_0's -8 enters through the x lane term).
-template <DType W>
+// The 32 weight nibbles of a q4_1 block in element order, as unsigned bytes.
 inline __m256i block_quants(const uint8_t* block) {
-  if constexpr (W == DType::q8_0) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
-  } else {
-    const __m256i qs = _mm256_broadcastsi128_si256(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQuantsAt<W>)));
-    return _mm256_and_si256(_mm256_srlv_epi64(qs, _mm256_set_epi64x(4, 4, 0, 0)),
-                            _mm256_set1_epi8(0x0f));
-  }
+  const __m256i qs = _mm256_broadcastsi128_si256(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ41QuantsAt)));
+  return _mm256_and_si256(_mm256_srlv_epi64(qs, _mm256_set_epi64x(4, 4, 0, 0)),
+                          _mm256_set1_epi8(0x0f));
 }
 
-// The lane dot products of a block's quants (block_quants; |w| for q8_0 in wabs) with x.
-template <DType W>
-inline __m256i block_dot(__m256i w, __m256i wabs, __m256i xq, __m256i offset) {
-  if constexpr (W == DType::q8_0) {
-    return unsigned_dot(offset, wabs, _mm256_sign_epi8(xq, w));
-  } else {
-    return unsigned_dot(offset, w, xq);
-  }
-}
-
-// One x block: quants, d_x broadcast and its lane term (q4_0: -8 s offsets; q4_1: d_x * s).
+// One x block: quants, d_x broadcast and its lane term d_x * s.
 struct XBlock {
   __m256i q;
   __m256 d;
-  __m256i offset;
   __m256 ds;
 };
 
-template <DType W>
 inline XBlock x_block(const LinearArgs& a, int64_t i, int64_t b, int64_t blocks) {
   XBlock x;
   const int64_t at = (i * blocks + b) * 8;
   x.q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xq + i * a.k + b * kQuantBlock));
   x.d = _mm256_loadu_ps(a.xd + at);
-  const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xt + at));
-  x.offset = W == DType::q4_0 ? t : _mm256_setzero_si256();
-  x.ds = _mm256_castsi256_ps(t);
+  x.ds = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xt + at)));
   return x;
 }
 
-template <DType W, int MR, int NR, bool PF>
+template <int MR, int NR, bool PF>
 void q_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   const int64_t blocks = a.k / kQuantBlock;
-  const int64_t row_bytes = blocks * kBlockBytes<W>;
+  const int64_t row_bytes = blocks * kQ41BlockBytes;
   const uint8_t* wr[NR];
   DEEPINFER_UNROLL
   for (int c = 0; c < NR; ++c)
@@ -89,22 +66,21 @@ void q_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   auto step = [&](int64_t b, __m256(*into)[NR]) {
     XBlock x[MR];
     DEEPINFER_UNROLL
-    for (int r = 0; r < MR; ++r) x[r] = x_block<W>(a, i0 + r, b, blocks);
+    for (int r = 0; r < MR; ++r) x[r] = x_block(a, i0 + r, b, blocks);
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
-      const uint8_t* block = wr[c] + b * kBlockBytes<W>;
+      const uint8_t* block = wr[c] + b * kQ41BlockBytes;
       if constexpr (PF)
         _mm_prefetch(reinterpret_cast<const char*>(block + NR * row_bytes), _MM_HINT_T0);
       const float dw = f16_at(block);
-      const __m256 mw = W == DType::q4_1 ? _mm256_set1_ps(f16_at(block + 2)) : _mm256_setzero_ps();
-      const __m256i w = block_quants<W>(block);
-      const __m256i wabs = W == DType::q8_0 ? _mm256_sign_epi8(w, w) : w;
+      const __m256 mw = _mm256_set1_ps(f16_at(block + 2));
+      const __m256i w = block_quants(block);
       DEEPINFER_UNROLL
       for (int r = 0; r < MR; ++r) {
-        const __m256i t = block_dot<W>(w, wabs, x[r].q, x[r].offset);
+        const __m256i t = unsigned_dot(_mm256_setzero_si256(), w, x[r].q);
         const __m256 d = _mm256_mul_ps(_mm256_set1_ps(dw), x[r].d);
         into[r][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(t), into[r][c]);
-        if constexpr (W == DType::q4_1) into[r][c] = _mm256_fmadd_ps(mw, x[r].ds, into[r][c]);
+        into[r][c] = _mm256_fmadd_ps(mw, x[r].ds, into[r][c]);
       }
     }
   };
@@ -128,36 +104,27 @@ void q_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   }
 }
 
-template <DType W, int MR, int NR, bool PF>
+template <int MR, int NR, bool PF>
 void q_tiles(const LinearArgs& a, int64_t i0, int64_t j_begin, int64_t j_end) {
-  for (int64_t j = j_begin; j < j_end; j += NR)
-    q_tile<W, MR, NR, PF>(a, i0, j, min64(NR, j_end - j));
+  for (int64_t j = j_begin; j < j_end; j += NR) q_tile<MR, NR, PF>(a, i0, j, min64(NR, j_end - j));
 }
 
-template <DType W, bool PF>
+template <bool PF>
 void q_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   for (int64_t jp = n0; jp < n1; jp += kQPanelRows) {
     const int64_t jp_end = min64(jp + kQPanelRows, n1);
     int64_t i = m0;
-    for (; i + 2 <= m1; i += 2) q_tiles<W, 2, 2, PF>(a, i, jp, jp_end);
-    if (i < m1) q_tiles<W, 1, 2, true>(a, i, jp, jp_end);
+    for (; i + 2 <= m1; i += 2) q_tiles<2, 2, PF>(a, i, jp, jp_end);
+    if (i < m1) q_tiles<1, 2, true>(a, i, jp, jp_end);
   }
 }
 
 }  // namespace
 
 void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  if (a.w_dtype != DType::q4_1) return whole_block_linear_rows(a, m0, m1, n0, n1);
   const bool stream = m1 - m0 <= kQStreamRows;
-  switch (a.w_dtype) {
-    case DType::q8_0:
-      return stream ? q_rows<DType::q8_0, true>(a, m0, m1, n0, n1)
-                    : q_rows<DType::q8_0, false>(a, m0, m1, n0, n1);
-    case DType::q4_0:
-      return q40_linear_rows(a, m0, m1, n0, n1);
-    default:
-      return stream ? q_rows<DType::q4_1, true>(a, m0, m1, n0, n1)
-                    : q_rows<DType::q4_1, false>(a, m0, m1, n0, n1);
-  }
+  return stream ? q_rows<true>(a, m0, m1, n0, n1) : q_rows<false>(a, m0, m1, n0, n1);
 }
 
 }  // namespace deepinfer::kernels::detail::avx2

@@ -183,9 +183,6 @@ template <class Dot>
 void q_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const bool stream = m1 - m0 <= kQStreamRows;
   switch (a.w_dtype) {
-    case DType::q8_0:
-      return stream ? q_rows<Dot, DType::q8_0, true>(a, m0, m1, n0, n1)
-                    : q_rows<Dot, DType::q8_0, false>(a, m0, m1, n0, n1);
     case DType::q4_0:
       return q40_linear_rows<Dot>(a, m0, m1, n0, n1);
     default:

@@ -1,6 +1,6 @@
-// Portable block-weight linear (q8_0 / q4_0 / q4_1 weights, x quantized by quantize_x_blocks):
-// the fallback when the CPU has no AVX2, and the plainest statement of the arithmetic in
-// kernels.h that the SIMD paths reproduce bit for bit.
+// Portable block-weight linear (q8_0 / q4_0 / q5_0 / q4_1 weights, x quantized by
+// quantize_x_blocks): the fallback when the CPU has no AVX2, and the plainest statement of the
+// arithmetic in kernels.h that the SIMD paths reproduce bit for bit.
 #include <cmath>
 #include <cstring>
 
@@ -9,45 +9,56 @@
 namespace deepinfer::kernels::detail::scalar {
 namespace {
 
-// Bytes per block and offset of the quants in it (ggml's block_q8_0 / q4_0 / q4_1).
+// Bytes per block (ggml's block_q8_0 / q4_0 / q5_0 / q4_1).
 int64_t block_bytes(DType dtype) {
-  return dtype == DType::q8_0 ? 34 : dtype == DType::q4_0 ? 18 : 20;
+  switch (dtype) {
+    case DType::q8_0:
+      return 34;
+    case DType::q4_0:
+      return 18;
+    case DType::q5_0:
+      return 22;
+    default:
+      return 20;
+  }
 }
 
 float f16_at(const uint8_t* p) {
   return f16_to_f32(static_cast<uint16_t>(p[0] | (p[1] << 8)));
 }
 
-// The 32 weight integers of a block, in element order.
-void block_ints(const uint8_t* block, DType dtype, int32_t* out) {
+// The 32 quants of a block in element order as the dot products take them: q8_0's int8, q4_0's
+// and q5_0's unsigned quants (their -8 / -16 enters through the x block term), q4_1's nibbles.
+void block_quants(const uint8_t* block, DType dtype, int32_t* out) {
   if (dtype == DType::q8_0) {
     for (int e = 0; e < 32; ++e) out[e] = static_cast<int8_t>(block[2 + e]);
     return;
   }
-  const int32_t offset = dtype == DType::q4_0 ? 8 : 0;
-  const uint8_t* qs = block + (dtype == DType::q4_0 ? 2 : 4);
+  const uint8_t* qs = block + (dtype == DType::q4_0 ? 2 : dtype == DType::q5_0 ? 6 : 4);
+  uint32_t qh = 0;  // q5_0's fifth bits, bit e for element e
+  if (dtype == DType::q5_0) std::memcpy(&qh, block + 2, sizeof(qh));
   for (int e = 0; e < 16; ++e) {
-    out[e] = (qs[e] & 0x0f) - offset;
-    out[e + 16] = (qs[e] >> 4) - offset;
+    out[e] = static_cast<int32_t>((qs[e] & 0x0fu) | (((qh >> e) & 1u) << 4));
+    out[e + 16] = static_cast<int32_t>((qs[e] >> 4) | (((qh >> (e + 16)) & 1u) << 4));
   }
 }
 
-// q4_0: per block the whole 32-element integer dot (from -8 * the x block sum, the lane term
+// q4_0 / q5_0 / q8_0: per block the whole 32-element integer dot (from the x block term
 // quantize_x_blocks stores), then one scale and FMA per block, in block order.
-void q40_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+void whole_block_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
+  const int64_t bb = block_bytes(a.w_dtype);
   for (int64_t j = n0; j < n1; ++j) {
-    const auto* row = static_cast<const uint8_t*>(a.w) + j * blocks * 18;
+    const auto* row = static_cast<const uint8_t*>(a.w) + j * blocks * bb;
     for (int64_t i = m0; i < m1; ++i) {
       const int8_t* xq = a.xq + i * a.k;
       float acc = 0.0f;
       for (int64_t b = 0; b < blocks; ++b) {
-        const uint8_t* block = row + b * 18;
+        const uint8_t* block = row + b * bb;
+        int32_t w[32];
+        block_quants(block, a.w_dtype, w);
         int32_t t = a.xt[(i * blocks + b) * 8];
-        for (int e = 0; e < 16; ++e) {
-          t += (block[2 + e] & 0x0f) * xq[b * kQuantBlock + e];
-          t += (block[2 + e] >> 4) * xq[b * kQuantBlock + e + 16];
-        }
+        for (int e = 0; e < 32; ++e) t += w[e] * xq[b * kQuantBlock + e];
         const float d = f16_at(block) * a.xd[(i * blocks + b) * 8];
         acc = std::fma(d, static_cast<float>(t), acc);
       }
@@ -59,10 +70,10 @@ void q40_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n
 }  // namespace
 
 void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  if (a.w_dtype == DType::q4_0) return q40_rows(a, m0, m1, n0, n1);
+  if (is_whole_block_dtype(a.w_dtype)) return whole_block_rows(a, m0, m1, n0, n1);
+  // q4_1: per-lane scales and mins (kernels.h).
   const int64_t blocks = a.k / kQuantBlock;
   const int64_t bb = block_bytes(a.w_dtype);
-  const bool with_min = a.w_dtype == DType::q4_1;
   for (int64_t j = n0; j < n1; ++j) {
     const auto* row = static_cast<const uint8_t*>(a.w) + j * blocks * bb;
     for (int64_t i = m0; i < m1; ++i) {
@@ -73,19 +84,17 @@ void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int
       for (int64_t b = 0; b < blocks; ++b) {
         const uint8_t* block = row + b * bb;
         int32_t w[32];
-        block_ints(block, a.w_dtype, w);
+        block_quants(block, a.w_dtype, w);
         const float d = f16_at(block) * xd[b * 8];
-        const float mw = with_min ? f16_at(block + 2) : 0.0f;
+        const float mw = f16_at(block + 2);
         for (int l = 0; l < 8; ++l) {
           int32_t t = 0;
           for (int e = 4 * l; e < 4 * l + 4; ++e) t += w[e] * xq[b * kQuantBlock + e];
           float& lane = acc[8 * (b % 2) + l];
           lane = std::fma(d, static_cast<float>(t), lane);
-          if (with_min) {
-            float ds;  // d_x * float(s[l]), as quantize_x_blocks computed it
-            std::memcpy(&ds, &xt[b * 8 + l], sizeof(ds));
-            lane = std::fma(mw, ds, lane);
-          }
+          float ds;  // d_x * float(s[l]), as quantize_x_blocks computed it
+          std::memcpy(&ds, &xt[b * 8 + l], sizeof(ds));
+          lane = std::fma(mw, ds, lane);
         }
       }
       float h[8];

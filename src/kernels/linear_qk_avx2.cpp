@@ -220,8 +220,6 @@ void rows_of(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1
 
 void linear_rows_qk(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   switch (a.w_dtype) {
-    case DType::q5_0:
-      return rows_of<DType::q5_0>(a, m0, m1, n0, n1);
     case DType::q5_1:
       return rows_of<DType::q5_1>(a, m0, m1, n0, n1);
     case DType::q4_k:

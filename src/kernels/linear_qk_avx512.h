@@ -296,8 +296,6 @@ void qk_rows_of(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t
 template <class Dot>
 void qk_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   switch (a.w_dtype) {
-    case DType::q5_0:
-      return qk_rows_of<Dot, DType::q5_0>(a, m0, m1, n0, n1);
     case DType::q5_1:
       return qk_rows_of<Dot, DType::q5_1>(a, m0, m1, n0, n1);
     case DType::q4_k:

@@ -1,4 +1,4 @@
-// Portable block-weight linear for q5_0 / q5_1 and the k-quants q4_k / q5_k / q6_k: the
+// Portable block-weight linear for q5_1 and the k-quants q4_k / q5_k / q6_k: the
 // fallback when the CPU has no AVX2, and the plainest statement of the per-lane arithmetic of
 // kernels.h that the SIMD paths (linear_qk_avx2.cpp, linear_qk_avx512.h) reproduce bit for bit.
 #include <cmath>
@@ -19,7 +19,7 @@ uint32_t u32_at(const uint8_t* p) {
 }
 
 // One 32-element weight block as the dot products see it: its integers (offset taken out, so
-// q5_0 is q - 16 and q6_k q - 32), the scale of each 4-element lane and, for the types with a
+// q6_k is q - 32), the scale of each 4-element lane and, for the types with a
 // min, the lane's min term (-dmin * min for the k-quants). Every scale is an f16 times a small
 // integer, exact in f32.
 struct Block {
@@ -47,19 +47,15 @@ void fill(float* lanes, float v) {
 void decode(const uint8_t* row, DType dtype, int64_t b, Block& out) {
   fill(out.m, 0.0f);
   switch (dtype) {
-    case DType::q5_0:
     case DType::q5_1: {
-      const bool with_min = dtype == DType::q5_1;
-      const uint8_t* block = row + b * (with_min ? 24 : 22);
+      const uint8_t* block = row + b * 24;
       fill(out.d, f16_at(block));
-      if (with_min) fill(out.m, f16_at(block + 2));
-      const uint32_t qh = u32_at(block + (with_min ? 4 : 2));
-      const uint8_t* qs = block + (with_min ? 8 : 6);
-      const int32_t offset = with_min ? 0 : 16;
+      fill(out.m, f16_at(block + 2));
+      const uint32_t qh = u32_at(block + 4);
+      const uint8_t* qs = block + 8;
       for (int e = 0; e < 16; ++e) {
-        out.q[e] = static_cast<int32_t>((qs[e] & 0x0fu) | (((qh >> e) & 1u) << 4)) - offset;
-        out.q[e + 16] =
-            static_cast<int32_t>((qs[e] >> 4) | (((qh >> (e + 16)) & 1u) << 4)) - offset;
+        out.q[e] = static_cast<int32_t>((qs[e] & 0x0fu) | (((qh >> e) & 1u) << 4));
+        out.q[e + 16] = static_cast<int32_t>((qs[e] >> 4) | (((qh >> (e + 16)) & 1u) << 4));
       }
       return;
     }

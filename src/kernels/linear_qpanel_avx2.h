@@ -1,10 +1,9 @@
 #pragma once
-// AVX2 prefill GEMM for the block types whose f32 work is per 4-element lane (kernels.h: q8_0,
-// q4_1, q5_0, q5_1, q4_k, q5_k, q6_k; q4_0's is per block): the weight blocks of a panel of
-// kPanelCols rows are decoded once (quants, lane scales, lane mins: qk::WBlock) into a thread-local
-// buffer and every x row of the call runs over them, 4 rows x 2 outputs per register tile. The
-// streaming tile decodes a block again for every pair of x rows; here the decode is paid once per
-// panel.
+// AVX2 prefill GEMM for the k-quants and q5_1, whose f32 work is per 4-element lane (kernels.h):
+// the weight blocks of a panel of kPanelCols rows are decoded once (quants, lane scales, lane mins:
+// qk::WBlock) into a thread-local buffer and every x row of the call runs over them, 4 rows x 2
+// outputs per register tile. The streaming tile decodes a block again for every pair of x rows;
+// here the decode is paid once per panel.
 //
 // The arithmetic is kernels.h's exactly: per output, lane accumulators for the even blocks
 // and for the odd blocks, each in block order. The even blocks run first, then the odd ones
@@ -24,31 +23,11 @@ constexpr int64_t kPanelCols = 4;  // weight rows decoded at a time
 constexpr int kTileRows = 4;
 
 template <DType W>
-constexpr bool kWithMin = W == DType::q4_1 || qk::kWithMin<W>;
+constexpr bool kWithMin = qk::kWithMin<W>;
 // Bytes of one weight row of `blocks` 32-element blocks.
 template <DType W>
 constexpr int64_t row_bytes(int64_t blocks) {
-  if constexpr (W == DType::q8_0) return blocks * 34;
-  if constexpr (W == DType::q4_1) return blocks * 20;
   return blocks / qk::kSubBlocks<W> * qk::kStoredBytes<W>;
-}
-
-// Block b of a weight row as the tile multiplies it: q8_0's magnitudes in q and its signed
-// quants in m (it has no min; the signs move onto x), q4_1's nibbles, d and m, the others as
-// qk::decode gives them.
-template <DType W>
-inline qk::WBlock decode(const uint8_t* row, int64_t b) {
-  if constexpr (W == DType::q8_0) {
-    const uint8_t* block = row + row_bytes<W>(b);
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
-    return {_mm256_sign_epi8(w, w), _mm256_set1_ps(qk::f16_at(block)), _mm256_castsi256_ps(w)};
-  } else if constexpr (W == DType::q4_1) {
-    const uint8_t* block = row + row_bytes<W>(b);
-    return {qk::split_nibbles(block + 4), _mm256_set1_ps(qk::f16_at(block)),
-            _mm256_set1_ps(qk::f16_at(block + 2))};
-  } else {
-    return qk::decode<W>(row, b);
-  }
 }
 
 // acc + per 32-bit lane the sum of 4 products u8 (<= 63) by s8 (exact: no int16 saturation).
@@ -75,13 +54,12 @@ inline void parity_chain(const LinearArgs& a, const qk::WBlock* const* w, int64_
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xq + row * a.k + b * kQuantBlock));
       const __m256 xd = _mm256_broadcast_ss(a.xd + at);  // one d_x per 32-element block
       const __m256i xt = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xt + at));
-      // q8_0 and the types with a min have no integer start (quantize_x_blocks).
-      const __m256i offset = kWithMin<W> || W == DType::q8_0 ? _mm256_setzero_si256() : xt;
+      // The types with a min have no integer start (quantize_x_blocks).
+      const __m256i offset = kWithMin<W> ? _mm256_setzero_si256() : xt;
       DEEPINFER_UNROLL
       for (int n = 0; n < kTileCols; ++n) {
         const qk::WBlock& wb = w[n][b];
-        const __m256i s = W == DType::q8_0 ? _mm256_sign_epi8(xq, _mm256_castps_si256(wb.m)) : xq;
-        const __m256i t = lane_dot(offset, wb.q, s);
+        const __m256i t = lane_dot(offset, wb.q, xq);
         acc[r][n] = _mm256_fmadd_ps(_mm256_mul_ps(wb.d, xd), _mm256_cvtepi32_ps(t), acc[r][n]);
         if constexpr (kWithMin<W>)
           acc[r][n] = _mm256_fmadd_ps(wb.m, _mm256_castsi256_ps(xt), acc[r][n]);
@@ -132,7 +110,7 @@ void linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_
     const int64_t cols = min64(kPanelCols, n1 - j);
     for (int64_t c = 0; c < cols; ++c) {
       const auto* row = static_cast<const uint8_t*>(a.w) + (j + c) * stride;
-      for (int64_t b = 0; b < blocks; ++b) panel[c * blocks + b] = decode<W>(row, b);
+      for (int64_t b = 0; b < blocks; ++b) panel[c * blocks + b] = qk::decode<W>(row, b);
     }
     int64_t i = m0;
     for (; i + kTileRows <= m1; i += kTileRows)

@@ -174,7 +174,7 @@ void linear_blocks(const float* x, int64_t m, int64_t k, const void* w, DType w_
     std::vector<XBlock> xb;
     for (int64_t b = 0; b < blocks; ++b) xb.push_back(quantize_block(x + i * k + b * 32));
     for (int64_t j = 0; j < n; ++j) {
-      if (w_dtype == DType::q4_0) {
+      if (is_whole_block_dtype(w_dtype)) {
         // Whole-block integer dots, one FMA per block in block order (kernels.h).
         float a = 0.0f;
         for (int64_t b = 0; b < blocks; ++b) {

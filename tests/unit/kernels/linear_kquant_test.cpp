@@ -223,6 +223,7 @@ TEST(KernelsLinearKQuantsAvx512, BwAndVnniVariantsEqualTheReference) {
   if (cpu_has_avx512_vnni()) variants.push_back(&detail::avx512::linear_rows_qk_vnni);
   uint32_t seed = 60;
   for (DType dtype : kTypes) {
+    if (dtype == DType::q5_0) continue;  // AVX-512 runs the AVX2 whole-block kernel for it
     const int64_t k = is_k_quant(dtype) ? 768 : 160;
     for (auto [m, n] : {std::tuple<int64_t, int64_t>{1, 9}, {5, 7}, {9, 4}}) {
       SCOPED_TRACE(::testing::Message()

@@ -87,57 +87,75 @@ TEST_P(KernelsLinearBlocks, EqualsTheReferenceBitwise) {
   }
 }
 
-// q4_0's GEMM transposes panels of 16 (AVX2) or 32 (AVX-512) weight rows, 32 blocks at a
-// time, from 8 x rows on, and streams smaller calls in tiles of up to 4 rows: k of 70 blocks
-// (3 panel chunks, the last partial); n of one group (8, 16), with a partial group (9, 23, 37,
-// 50); m across the streaming tiles (1 .. 7), the panel threshold and its row tiles (8 .. 33).
-TEST_P(KernelsLinearBlocks, Q40PanelsAndStreamingEqualTheReferenceBitwise) {
+// The whole-block types' GEMM (q4_0, q5_0, q8_0) transposes panels of 16 (AVX2) or 32 (AVX-512
+// q4_0) weight rows, 16 or 32 blocks at a time, from 8 x rows on, and streams smaller calls in
+// tiles of up to 4 rows: k of 70 blocks (several panel chunks, the last partial); n of one group
+// (8, 16), with a partial group (9, 23, 37, 50); m across the streaming tiles (1 .. 7), the
+// panel threshold and its row tiles (8 .. 33).
+TEST_P(KernelsLinearBlocks, WholeBlockPanelsAndStreamingEqualTheReferenceBitwise) {
   ThreadPool pool(2);
   uint32_t seed = 900;
   const int64_t k = 70 * 32;
-  for (int64_t n : {8, 9, 16, 23, 37, 50}) {
-    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 12, 21, 33}) {
-      SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n);
-      const auto x = random_floats(static_cast<size_t>(m * k), ++seed, -2.0f, 2.0f);
-      const auto w = random_blocks(DType::q4_0, n, k, ++seed);
-      const auto bias = random_floats(static_cast<size_t>(n), ++seed);
-      const float* b = m % 2 == 0 ? bias.data() : nullptr;
-      std::vector<float> got(static_cast<size_t>(m * n), NAN), want(got.size());
-      linear(x.data(), m, k, w.data(), DType::q4_0, n, b, got.data(), pool);
-      reference::linear(x.data(), m, k, w.data(), DType::q4_0, n, b, want.data());
-      ASSERT_TRUE(bitwise_equal(got.data(), want.data(), got.size()));
+  for (DType dtype : {DType::q4_0, DType::q5_0, DType::q8_0}) {
+    for (int64_t n : {8, 9, 16, 23, 37, 50}) {
+      for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 12, 21, 33}) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " m=" << m << " n=" << n);
+        const auto x = random_floats(static_cast<size_t>(m * k), ++seed, -2.0f, 2.0f);
+        const auto w = random_blocks(dtype, n, k, ++seed);
+        const auto bias = random_floats(static_cast<size_t>(n), ++seed);
+        const float* b = m % 2 == 0 ? bias.data() : nullptr;
+        std::vector<float> got(static_cast<size_t>(m * n), NAN), want(got.size());
+        linear(x.data(), m, k, w.data(), dtype, n, b, got.data(), pool);
+        reference::linear(x.data(), m, k, w.data(), dtype, n, b, want.data());
+        ASSERT_TRUE(bitwise_equal(got.data(), want.data(), got.size()));
+      }
     }
   }
 }
 
-// The extremes of q4_0's integer dot: every nibble 15 (w = 7) or 0 (w = -8) against x = +-1
-// everywhere (q_x = +-127), where the AVX2 kernel's int16 sums of a block's products reach
-// 16 * 15 * 127 = 30480 and must not wrap. Two blocks with d_w = 0.5 and d_x = 1 / 127 give
-// y = 2 * 0.5 / 127 * 32 * w * 127 = 32 w, up to the rounding of d_x.
-TEST_P(KernelsLinearBlocks, Q40ExtremeQuantsAreExact) {
+// One block of the largest (even rows) or smallest (odd rows) quants of a whole-block type, with
+// d = 0.5, and that quant's integer value: q4_0 nibbles 15 / 0 (7 / -8), q5_0 31 / 0 (15 / -16),
+// q8_0 127 / -128.
+int extreme_block(DType dtype, bool largest, uint8_t* block) {
+  const QuantTraits& traits = *block_traits(dtype);
+  put_f16(block, 0.5f);
+  const uint8_t fill = dtype == DType::q8_0 ? (largest ? 0x7f : 0x80) : (largest ? 0xff : 0x00);
+  std::fill(block + 2, block + traits.block_bytes, fill);
+  if (dtype == DType::q4_0) return largest ? 7 : -8;
+  if (dtype == DType::q5_0) return largest ? 15 : -16;
+  return largest ? 127 : -128;
+}
+
+// The extremes of the whole-block integer dots against x = +-1 everywhere (q_x = +-127), where
+// the AVX2 kernel's int16 partial sums reach 16 * 15 * 127 = 30480 (q4_0) and 8 * 31 * 127 =
+// 31496 (q5_0) and q8_0's -128 * -127 must not wrap. Two blocks with d_w = 0.5 and d_x = 1 / 127
+// give y = 2 * 0.5 / 127 * 32 * w * 127 = 32 w (w the quant's value), up to the rounding of d_x.
+TEST_P(KernelsLinearBlocks, WholeBlockExtremeQuantsAreExact) {
   ThreadPool pool(2);
   const int64_t k = 64, n = 16;
-  std::vector<uint8_t> w(static_cast<size_t>(n * (k / 32) * 18));
-  for (int64_t j = 0; j < n; ++j) {
-    for (int64_t b = 0; b < k / 32; ++b) {
-      uint8_t* block = w.data() + (j * (k / 32) + b) * 18;
-      put_f16(block, 0.5f);
-      std::fill(block + 2, block + 18, j % 2 == 0 ? uint8_t{0xff} : uint8_t{0x00});
-    }
-  }
-  for (int64_t m : {1, 3, 9}) {
-    std::vector<float> x(static_cast<size_t>(m * k));
-    for (int64_t i = 0; i < m; ++i)
-      std::fill(x.begin() + i * k, x.begin() + (i + 1) * k, i % 2 == 0 ? 1.0f : -1.0f);
-    std::vector<float> got(static_cast<size_t>(m * n), NAN), want(got.size());
-    linear(x.data(), m, k, w.data(), DType::q4_0, n, nullptr, got.data(), pool);
-    reference::linear(x.data(), m, k, w.data(), DType::q4_0, n, nullptr, want.data());
-    ASSERT_TRUE(bitwise_equal(got.data(), want.data(), got.size())) << "m=" << m;
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        const float expected = (i % 2 == 0 ? 32.0f : -32.0f) * (j % 2 == 0 ? 7.0f : -8.0f);
-        EXPECT_NEAR(got[i * n + j], expected, 1e-4f * std::fabs(expected))
-            << "m=" << m << " row " << i << " col " << j;
+  for (DType dtype : {DType::q4_0, DType::q5_0, DType::q8_0}) {
+    const size_t bytes = block_traits(dtype)->block_bytes;
+    std::vector<uint8_t> w(static_cast<size_t>(n * (k / 32)) * bytes);
+    int value[2] = {};
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t b = 0; b < k / 32; ++b)
+        value[j % 2] = extreme_block(dtype, j % 2 == 0,
+                                     w.data() + static_cast<size_t>(j * (k / 32) + b) * bytes);
+    for (int64_t m : {1, 3, 9}) {
+      std::vector<float> x(static_cast<size_t>(m * k));
+      for (int64_t i = 0; i < m; ++i)
+        std::fill(x.begin() + i * k, x.begin() + (i + 1) * k, i % 2 == 0 ? 1.0f : -1.0f);
+      std::vector<float> got(static_cast<size_t>(m * n), NAN), want(got.size());
+      linear(x.data(), m, k, w.data(), dtype, n, nullptr, got.data(), pool);
+      reference::linear(x.data(), m, k, w.data(), dtype, n, nullptr, want.data());
+      ASSERT_TRUE(bitwise_equal(got.data(), want.data(), got.size()))
+          << dtype_name(dtype) << " m=" << m;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          const float expected = (i % 2 == 0 ? 32.0f : -32.0f) * static_cast<float>(value[j % 2]);
+          EXPECT_NEAR(got[i * n + j], expected, 1e-4f * std::fabs(expected))
+              << dtype_name(dtype) << " m=" << m << " row " << i << " col " << j;
+        }
       }
     }
   }
@@ -247,7 +265,7 @@ TEST(KernelsLinearBlocksAvx512, BwAndVnniVariantsEqualTheReference) {
   std::vector<RowsFn> variants = {&detail::avx512::linear_rows_q8};
   if (cpu_has_avx512_vnni()) variants.push_back(&detail::avx512::linear_rows_q8_vnni);
   uint32_t seed = 40;
-  for (DType dtype : kBlockTypes) {
+  for (DType dtype : {DType::q4_0, DType::q4_1}) {  // q8_0 runs the AVX2 kernel there
     for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 96, 9},
                            {5, 160, 7},
                            {9, 576, 4},

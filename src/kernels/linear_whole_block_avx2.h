@@ -1,0 +1,386 @@
+#pragma once
+// AVX2 linear for the block types whose f32 work is per whole 32-element block (kernels.h:
+// q4_0, q5_0, q8_0), included by linear_q8_avx2.cpp. One vector lane per weight row: block b of
+// a group of 8 weight rows is transposed into 8 vectors u[o] (lane r: the 4 quants of elements
+// 4o .. 4o + 3 of row r as unsigned bytes: q4_0's nibbles, q5_0's nibbles with their fifth bit,
+// q8_0's magnitudes, whose signs s[o] move onto x) and the 8 scales, so one vpmaddubsw against
+// 4 x bytes broadcast does 4 elements of 8 outputs. Each row's 32 products are summed exactly:
+// q4_0 in int16 (each vpmaddubsw lane is at most 2 * 15 * 127 and 8 of them 30480 < 2^15), q5_0
+// in int16 per 4 of them (4 * 2 * 31 * 127 < 2^15), q8_0 in int32; then the whole block's dot
+// in int32 gets its one f32 scale and FMA (kernels.h).
+// The transposition is shared by every x row of a tile: small calls (decode) transpose each
+// block as they stream it; calls of kWbPanelMinRows rows or more transpose a panel of
+// kWbPanelGroups groups once per kWbPanelBlocks<W> blocks and run all their x rows over it.
+// Each output's FMAs run in block order whatever the path, so results do not depend on m, on
+// the row's place in the batch or on the thread split.
+#include "kernels/backend.h"
+#include "kernels/simd_avx2.h"
+
+namespace deepinfer::kernels::detail::avx2 {
+namespace {
+
+template <DType W>
+constexpr int64_t kWbBlockBytes = W == DType::q4_0   ? 18
+                                  : W == DType::q5_0 ? 22
+                                                     : 34;
+// Where the 16 nibble bytes (q4_0, q5_0) or the 32 int8 quants (q8_0) of a block start.
+template <DType W>
+constexpr int64_t kWbQuantsAt = W == DType::q5_0 ? 6 : 2;
+constexpr int kWbGroup = 8;  // weight rows per vector, one per lane
+// Blocks per panel chunk: 2 groups of 32 blocks of 288 B (q4_0, q5_0) = 18 KiB, of 16 blocks of
+// q8_0's 544 B = 17 KiB, in L1.
+template <DType W>
+constexpr int64_t kWbPanelBlocks = W == DType::q8_0 ? 16 : 32;
+constexpr int kWbPanelGroups = 2;
+constexpr int64_t kWbPanelMinRows = 8;  // x rows from which transposing a panel pays off
+// x rows per panel tile of 2 groups (16 outputs) and of a lone group: each (row, group) pair
+// holds an f32 accumulator and an integer sum in registers, so 2 x 2 leaves room for the
+// weight and x vectors (3 x 2 measured slower here, and 4 x 2 spills).
+constexpr int kWbTileRows2 = 2;
+constexpr int kWbTileRows1 = 4;
+
+// Block b of 8 weight rows, transposed (see the top of the file); q8_0 keeps the signed quants
+// beside their magnitudes.
+template <DType W>
+struct alignas(32) WbGroup {
+  __m256i u[8];
+  __m256 d;
+};
+template <>
+struct alignas(32) WbGroup<DType::q8_0> {
+  __m256i u[8];
+  __m256i s[8];
+  __m256 d;
+};
+
+// The 8 weight rows of a group starting at row j0 of a.w (rows past `cols` repeat the last).
+struct WbRows {
+  const uint8_t* row[kWbGroup];
+  const uint8_t* at(int r) const { return row[r]; }
+};
+
+// A whole group as its first row and the row stride: the streaming loop then addresses its 8
+// rows from a few registers instead of reloading 8 pointers from the stack every block.
+struct WbStrided {
+  const uint8_t* base;
+  int64_t stride;
+  const uint8_t* at(int r) const { return base + r * stride; }
+};
+
+inline WbRows wb_group_rows(const LinearArgs& a, int64_t j0, int64_t cols, int64_t row_bytes) {
+  WbRows g;
+  const auto* base = static_cast<const uint8_t*>(a.w) + j0 * row_bytes;
+  for (int r = 0; r < kWbGroup; ++r) g.row[r] = base + min64(r, cols - 1) * row_bytes;
+  return g;
+}
+
+inline int load_u16(const uint8_t* p) {
+  uint16_t v;
+  __builtin_memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline int32_t load_i32(const void* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// The 16 bytes at offset `at` of the group's 8 rows as 32-bit words: words[o] lane r is word o
+// of row r. Loaded as 4 registers of 2 rows each (row z in the low half, row z + 4 in the high
+// half), then a 4 x 4 transpose of words within each half.
+template <class Rows>
+inline void wb_words(const Rows& g, int64_t at, __m256i (&words)[4]) {
+  auto bytes = [&](int r) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.at(r) + at));
+  };
+  __m256i z[4];
+  DEEPINFER_UNROLL
+  for (int r = 0; r < 4; ++r)
+    z[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(bytes(r)), bytes(r + 4), 1);
+  const __m256i t0 = _mm256_unpacklo_epi32(z[0], z[1]), t1 = _mm256_unpackhi_epi32(z[0], z[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(z[2], z[3]), t3 = _mm256_unpackhi_epi32(z[2], z[3]);
+  words[0] = _mm256_unpacklo_epi64(t0, t2);
+  words[1] = _mm256_unpackhi_epi64(t0, t2);
+  words[2] = _mm256_unpacklo_epi64(t1, t3);
+  words[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+// q5_0's fifth bits as 0x10 in the bytes of u[o]: byte c of lane r is element 4o + c of row r,
+// whose bit sits in byte o / 2 of the row's 32-bit qh at bit 4 (o % 2) + c. A byte shuffle
+// copies that qh byte into the lane's 4 bytes, and a per-byte bit test picks bit c.
+template <class Rows>
+inline void q50_high_bits(const Rows& g, int64_t at, __m256i (&u)[8]) {
+  const __m256i qh =
+      _mm256_setr_epi32(load_i32(g.at(0) + at), load_i32(g.at(1) + at), load_i32(g.at(2) + at),
+                        load_i32(g.at(3) + at), load_i32(g.at(4) + at), load_i32(g.at(5) + at),
+                        load_i32(g.at(6) + at), load_i32(g.at(7) + at));
+  const __m256i fifth = _mm256_set1_epi8(0x10);
+  DEEPINFER_UNROLL
+  for (int o = 0; o < 8; ++o) {
+    const char s = static_cast<char>(o / 2);
+    const __m256i spread = _mm256_shuffle_epi8(
+        qh, _mm256_setr_epi8(s, s, s, s, s + 4, s + 4, s + 4, s + 4, s + 8, s + 8, s + 8, s + 8,
+                             s + 12, s + 12, s + 12, s + 12, s, s, s, s, s + 4, s + 4, s + 4, s + 4,
+                             s + 8, s + 8, s + 8, s + 8, s + 12, s + 12, s + 12, s + 12));
+    const __m256i bit = _mm256_set1_epi32(o % 2 == 0 ? 0x08040201 : static_cast<int>(0x80402010));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    u[o] = _mm256_or_si256(u[o], _mm256_and_si256(set, fifth));
+  }
+}
+
+// Transposes block b of the group (see the top of the file).
+template <DType W, class Rows>
+inline void wb_transpose(const Rows& g, int64_t b, WbGroup<W>& out) {
+  const int64_t at = b * kWbBlockBytes<W>;
+  if constexpr (W == DType::q8_0) {
+    __m256i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31
+    wb_words(g, at + 2, lo);
+    wb_words(g, at + 18, hi);
+    DEEPINFER_UNROLL
+    for (int o = 0; o < 4; ++o) {
+      out.s[o] = lo[o];
+      out.s[o + 4] = hi[o];
+    }
+    DEEPINFER_UNROLL
+    for (int o = 0; o < 8; ++o) out.u[o] = _mm256_sign_epi8(out.s[o], out.s[o]);
+  } else {
+    __m256i words[4];
+    wb_words(g, at + kWbQuantsAt<W>, words);
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    DEEPINFER_UNROLL
+    for (int o = 0; o < 4; ++o) {
+      out.u[o] = _mm256_and_si256(words[o], low);                            // elements 4o..
+      out.u[o + 4] = _mm256_and_si256(_mm256_srli_epi16(words[o], 4), low);  // 16 + 4o..
+    }
+    if constexpr (W == DType::q5_0) q50_high_bits(g, at + 2, out.u);
+  }
+  // The 8 f16 scales (AVX2 has no cheap 16-bit gather): one vpinsrw from memory each.
+  __m128i d = _mm_cvtsi32_si128(load_u16(g.at(0) + at));
+  d = _mm_insert_epi16(d, load_u16(g.at(1) + at), 1);
+  d = _mm_insert_epi16(d, load_u16(g.at(2) + at), 2);
+  d = _mm_insert_epi16(d, load_u16(g.at(3) + at), 3);
+  d = _mm_insert_epi16(d, load_u16(g.at(4) + at), 4);
+  d = _mm_insert_epi16(d, load_u16(g.at(5) + at), 5);
+  d = _mm_insert_epi16(d, load_u16(g.at(6) + at), 6);
+  d = _mm_insert_epi16(d, load_u16(g.at(7) + at), 7);
+  out.d = _mm256_cvtph_ps(d);
+}
+
+// Keeps a sum a running one: GCC otherwise reassociates the integer adds into a tree over all
+// 8 products of every (row, group), which spills them to the stack (1.5x slower prefill). A
+// lone output vector (decode) has the registers for the tree.
+template <int Live>
+inline void keep_running(__m256i& v) {
+  if constexpr (Live > 1) asm("" : "+x"(v));
+}
+
+// Block b of x rows i0 .. i0 + MR - 1 against NG transposed groups, into acc.
+template <DType W, int MR, int NG>
+inline void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64_t blocks,
+                     const WbGroup<W>* const* w, __m256 (&acc)[MR][NG]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i t[MR][NG];    // int16 sums of products, 2 per row lane (q8_0: int32 sums)
+  __m256i t32[MR][NG];  // q5_0: the int32 dot of the first 16 elements
+  const int8_t* xq = a.xq + i0 * a.k + b * kQuantBlock;
+  DEEPINFER_UNROLL
+  for (int o = 0; o < 8; ++o) {
+    DEEPINFER_UNROLL
+    for (int r = 0; r < MR; ++r) {
+      const __m256i xb = _mm256_set1_epi32(load_i32(xq + r * a.k + 4 * o));
+      DEEPINFER_UNROLL
+      for (int g = 0; g < NG; ++g) {
+        if constexpr (W == DType::q8_0) {
+          const __m256i p = _mm256_madd_epi16(
+              _mm256_maddubs_epi16(w[g]->u[o], _mm256_sign_epi8(xb, w[g]->s[o])), ones);
+          t[r][g] = o == 0 ? p : _mm256_add_epi32(t[r][g], p);
+        } else {
+          const __m256i p = _mm256_maddubs_epi16(w[g]->u[o], xb);
+          const bool first = o == 0 || (W == DType::q5_0 && o == 4);
+          t[r][g] = first ? p : _mm256_add_epi16(t[r][g], p);
+          if constexpr (W == DType::q5_0)
+            if (o == 3) t32[r][g] = _mm256_madd_epi16(t[r][g], ones);
+        }
+        keep_running<MR * NG>(t[r][g]);
+      }
+    }
+  }
+  DEEPINFER_UNROLL
+  for (int r = 0; r < MR; ++r) {
+    const int64_t at = ((i0 + r) * blocks + b) * 8;
+    // q4_0 / q5_0: -8 / -16 * (the block's x sum), the offset of the unsigned quants
+    // (quantize_x_blocks); q8_0's signed quants need none.
+    const __m256i start = W == DType::q8_0 ? _mm256_setzero_si256() : _mm256_set1_epi32(a.xt[at]);
+    const __m256 dx = _mm256_set1_ps(a.xd[at]);
+    DEEPINFER_UNROLL
+    for (int g = 0; g < NG; ++g) {
+      __m256i dot;
+      if constexpr (W == DType::q8_0) {
+        dot = t[r][g];
+      } else {
+        dot = _mm256_add_epi32(start, _mm256_madd_epi16(t[r][g], ones));
+        if constexpr (W == DType::q5_0) dot = _mm256_add_epi32(dot, t32[r][g]);
+      }
+      acc[r][g] = _mm256_fmadd_ps(_mm256_mul_ps(w[g]->d, dx), _mm256_cvtepi32_ps(dot), acc[r][g]);
+    }
+  }
+}
+
+// acc into y[i0 : i0 + MR, j0 : j0 + cols] (cols <= 8 * NG); with the bias when `last`.
+template <int MR, int NG>
+inline void wb_store(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols, bool last,
+                     __m256 (&acc)[MR][NG]) {
+  DEEPINFER_UNROLL
+  for (int g = 0; g < NG; ++g) {
+    const int64_t jg = j0 + g * kWbGroup;
+    const int64_t width = cols - g * kWbGroup;
+    const __m256i mask = first_lanes(width);
+    const bool full = width >= kWbGroup;
+    const bool bias = last && a.bias;
+    const __m256 b = !bias  ? _mm256_setzero_ps()
+                     : full ? _mm256_loadu_ps(a.bias + jg)
+                            : _mm256_maskload_ps(a.bias + jg, mask);
+    DEEPINFER_UNROLL
+    for (int r = 0; r < MR; ++r) {
+      const __m256 v = bias ? _mm256_add_ps(acc[r][g], b) : acc[r][g];
+      float* out = a.y + (i0 + r) * a.n + jg;
+      if (full) {
+        _mm256_storeu_ps(out, v);
+      } else {
+        _mm256_maskstore_ps(out, mask, v);
+      }
+    }
+  }
+}
+
+// Small calls: x rows i0 .. i0 + MR - 1 by one group of weight rows (starting at row j0, cols
+// of them), each block transposed as it streams, prefetching the next group's rows
+// (contiguous after these) at the pace this tile streams them: per block, the lines that cover
+// the next 8 blocks' bytes. (Tiles of 2 groups, which halve the x loads, measured no faster
+// at m = 1 here: decode is bound by DRAM.)
+template <DType W, int MR, class Rows>
+void wb_stream_tile(const LinearArgs& a, int64_t i0, const Rows& g, int64_t j0, int64_t cols,
+                    int64_t blocks, int64_t row_bytes) {
+  __m256 acc[MR][1];
+  DEEPINFER_UNROLL
+  for (int r = 0; r < MR; ++r) acc[r][0] = _mm256_setzero_ps();
+  constexpr int64_t stride = kWbGroup * kWbBlockBytes<W>;
+  constexpr int lines = static_cast<int>((stride + 63) / 64);
+  const char* next = reinterpret_cast<const char*>(g.at(0) + kWbGroup * row_bytes);
+  for (int64_t b = 0; b < blocks; ++b) {
+    DEEPINFER_UNROLL
+    for (int q = 0; q < lines; ++q) _mm_prefetch(next + b * stride + q * 64, _MM_HINT_T0);
+    WbGroup<W> w;
+    wb_transpose<W>(g, b, w);
+    const WbGroup<W>* groups[1] = {&w};
+    wb_block<W, MR, 1>(a, i0, b, blocks, groups, acc);
+  }
+  wb_store<MR, 1>(a, i0, j0, cols, true, acc);
+}
+
+// x rows m0 .. m1 in tiles of MR rows, the rest in smaller ones.
+template <DType W, int MR, class Rows>
+void wb_stream_rows(const LinearArgs& a, int64_t m0, int64_t m1, const Rows& g, int64_t j,
+                    int64_t cols, int64_t blocks, int64_t row_bytes) {
+  int64_t i = m0;
+  for (; i + MR <= m1; i += MR) wb_stream_tile<W, MR>(a, i, g, j, cols, blocks, row_bytes);
+  if constexpr (MR > 1)
+    if (i < m1) wb_stream_rows<W, MR - 1>(a, i, m1, g, j, cols, blocks, row_bytes);
+}
+
+template <DType W>
+void wb_stream(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const int64_t blocks = a.k / kQuantBlock;
+  const int64_t row_bytes = blocks * kWbBlockBytes<W>;
+  for (int64_t j = n0; j < n1; j += kWbGroup) {
+    const int64_t cols = min64(kWbGroup, n1 - j);
+    if (cols == kWbGroup) {
+      const WbStrided g{static_cast<const uint8_t*>(a.w) + j * row_bytes, row_bytes};
+      wb_stream_rows<W, 4>(a, m0, m1, g, j, cols, blocks, row_bytes);
+    } else {
+      wb_stream_rows<W, 4>(a, m0, m1, wb_group_rows(a, j, cols, row_bytes), j, cols, blocks,
+                           row_bytes);
+    }
+  }
+}
+
+// Blocks [b0, b1) of x rows i0 .. i0 + MR - 1 by the NG transposed groups of panel (indexed
+// [g][b - b0]); starts from y unless b0 == 0, and adds the bias when b1 is the last block.
+template <DType W, int MR, int NG>
+void wb_panel_tile(const LinearArgs& a, int64_t i0, const WbGroup<W>* panel, int64_t j0,
+                   int64_t cols, int64_t b0, int64_t b1, int64_t blocks) {
+  __m256 acc[MR][NG];
+  DEEPINFER_UNROLL
+  for (int g = 0; g < NG; ++g) {
+    const int64_t width = cols - g * kWbGroup;
+    const __m256i mask = first_lanes(width);
+    DEEPINFER_UNROLL
+    for (int r = 0; r < MR; ++r) {
+      const float* from = a.y + (i0 + r) * a.n + j0 + g * kWbGroup;
+      acc[r][g] = b0 == 0             ? _mm256_setzero_ps()
+                  : width >= kWbGroup ? _mm256_loadu_ps(from)
+                                      : _mm256_maskload_ps(from, mask);
+    }
+  }
+  for (int64_t b = b0; b < b1; ++b) {
+    const WbGroup<W>* groups[NG];
+    DEEPINFER_UNROLL
+    for (int g = 0; g < NG; ++g) groups[g] = panel + g * kWbPanelBlocks<W> + (b - b0);
+    wb_block<W, MR, NG>(a, i0, b, blocks, groups, acc);
+  }
+  wb_store<MR, NG>(a, i0, j0, cols, b1 == blocks, acc);
+}
+
+template <DType W, int MR, int NG>
+void wb_panel_rows(const LinearArgs& a, int64_t m0, int64_t m1, const WbGroup<W>* panel, int64_t j0,
+                   int64_t cols, int64_t b0, int64_t b1, int64_t blocks) {
+  int64_t i = m0;
+  for (; i + MR <= m1; i += MR) wb_panel_tile<W, MR, NG>(a, i, panel, j0, cols, b0, b1, blocks);
+  if constexpr (MR > 1)
+    if (i < m1) wb_panel_rows<W, MR - 1, NG>(a, i, m1, panel, j0, cols, b0, b1, blocks);
+}
+
+template <DType W>
+void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const int64_t blocks = a.k / kQuantBlock;
+  const int64_t row_bytes = blocks * kWbBlockBytes<W>;
+  constexpr int64_t chunk = kWbPanelBlocks<W>;
+  WbGroup<W> panel[kWbPanelGroups * chunk];
+  for (int64_t j = n0; j < n1; j += kWbPanelGroups * kWbGroup) {
+    const int64_t cols = min64(kWbPanelGroups * kWbGroup, n1 - j);
+    const int ng = static_cast<int>((cols + kWbGroup - 1) / kWbGroup);
+    WbRows g[kWbPanelGroups];
+    for (int p = 0; p < ng; ++p)
+      g[p] = wb_group_rows(a, j + p * kWbGroup, min64(kWbGroup, cols - p * kWbGroup), row_bytes);
+    for (int64_t b0 = 0; b0 < blocks; b0 += chunk) {
+      const int64_t b1 = min64(blocks, b0 + chunk);
+      for (int p = 0; p < ng; ++p)
+        for (int64_t b = b0; b < b1; ++b) wb_transpose<W>(g[p], b, panel[p * chunk + b - b0]);
+      if (ng == 2) {
+        wb_panel_rows<W, kWbTileRows2, 2>(a, m0, m1, panel, j, cols, b0, b1, blocks);
+      } else {
+        wb_panel_rows<W, kWbTileRows1, 1>(a, m0, m1, panel, j, cols, b0, b1, blocks);
+      }
+    }
+  }
+}
+
+// The whole-block types' linear (q4_0, q5_0, q8_0) over rows m0 .. m1, outputs n0 .. n1.
+inline void whole_block_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0,
+                                    int64_t n1) {
+  const bool panels = m1 - m0 >= kWbPanelMinRows;
+  switch (a.w_dtype) {
+    case DType::q4_0:
+      return panels ? wb_panels<DType::q4_0>(a, m0, m1, n0, n1)
+                    : wb_stream<DType::q4_0>(a, m0, m1, n0, n1);
+    case DType::q5_0:
+      return panels ? wb_panels<DType::q5_0>(a, m0, m1, n0, n1)
+                    : wb_stream<DType::q5_0>(a, m0, m1, n0, n1);
+    default:
+      return panels ? wb_panels<DType::q8_0>(a, m0, m1, n0, n1)
+                    : wb_stream<DType::q8_0>(a, m0, m1, n0, n1);
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::kernels::detail::avx2
