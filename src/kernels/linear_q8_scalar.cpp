@@ -4,23 +4,15 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/quant_blocks.h"
 #include "kernels/backend.h"
 
 namespace deepinfer::kernels::detail::scalar {
 namespace {
 
-// Bytes per block (ggml's block_q8_0 / q4_0 / q5_0 / q4_1).
+// Bytes per block (ggml's block_q8_0 / q4_0 / q5_0 / q4_1), from the type-traits table.
 int64_t block_bytes(DType dtype) {
-  switch (dtype) {
-    case DType::q8_0:
-      return 34;
-    case DType::q4_0:
-      return 18;
-    case DType::q5_0:
-      return 22;
-    default:
-      return 20;
-  }
+  return static_cast<int64_t>(block_traits(dtype)->block_bytes);
 }
 
 float f16_at(const uint8_t* p) {
