@@ -135,8 +135,7 @@ void linear_rows_dpbf16(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0,
 
 // The block-weight linear (w_dtype q8_0 / q4_0 / q4_1 / q5_0, a.xq/xd/xt set): y[m0:m1, n0:n1],
 // single-threaded, bitwise the arithmetic of kernels.h on every ISA. linear_q8_*.cpp; the
-// VNNI one needs cpu_has_avx512_vnni(). The AVX-512 ones take q4_0 and q4_1 only (q8_0 and
-// q5_0 run the AVX2 whole-block kernel there).
+// VNNI one needs cpu_has_avx512_vnni().
 namespace scalar {
 void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 }

@@ -108,9 +108,6 @@ RowsFn block_rows(Isa isa, DType w_dtype) {
   const bool q8 = is_whole_block_dtype(w_dtype) || w_dtype == DType::q4_1;
   switch (isa) {
     case Isa::avx512:
-      // q8_0's and q5_0's whole-block kernel exists for AVX2 only so far (bitwise the same
-      // arithmetic; AVX-512 CPUs run AVX2 code).
-      if (w_dtype == DType::q8_0 || w_dtype == DType::q5_0) return &detail::avx2::linear_rows_q8;
       if (cpu_has_avx512_vnni())
         return q8 ? &detail::avx512::linear_rows_q8_vnni : &detail::avx512::linear_rows_qk_vnni;
       return q8 ? &detail::avx512::linear_rows_q8 : &detail::avx512::linear_rows_qk;

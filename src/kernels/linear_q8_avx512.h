@@ -1,13 +1,15 @@
 #pragma once
-// AVX-512 block-weight linear (q8_0 / q4_1 weights; q4_0: linear_q40_avx512.h), shared by
-// linear_q8_avx512.cpp (AVX-512BW: vpmaddubsw + vpmaddwd) and linear_q8_avx512vnni.cpp (vpdpbusd);
-// include it from those files only (it needs their flags; everything has internal linkage).
+// AVX-512 block-weight linear, shared by linear_q8_avx512.cpp (AVX-512BW: vpmaddubsw +
+// vpmaddwd) and linear_q8_avx512vnni.cpp (vpdpbusd); include it from those files only (it needs
+// their flags; everything has internal linkage). q4_0, q5_0 and q8_0 run the whole-block kernel
+// of linear_whole_block_avx512.h; q4_1, whose f32 work is per 4-element lane (kernels.h), runs
+// here.
 //
 // One 512-bit step covers two blocks: 16 int32 lanes, lanes 0-7 the 8 four-element lanes of
 // block b and lanes 8-15 those of block b + 1, which is the accumulator layout of kernels.h, so
-// the f32 work per step, x row and weight row is one multiply (d_w * d_x) and one FMA (two for
-// q4_1; masked to lanes 0-7 for a lone last block), and the final reduction is hsum(). The
-// integer dot products are exact in every variant.
+// the f32 work per step, x row and weight row is two FMAs (d_w * d_x times the lane dot, m_w
+// times d_x * the lane's x sum; masked to lanes 0-7 for a lone last block), and the final
+// reduction is hsum(). The integer dot products are exact in every variant.
 //
 // GCC 12 also reports the _mm512_undefined_*() idiom behind the 256 -> 512-bit casts used
 // here as plainly uninitialized (the same bug as in simd_avx512.h), so before any include:
@@ -17,7 +19,7 @@
 #include "kernels/simd_avx512.h"  // first: see the note there
 
 #include "kernels/backend.h"
-#include "kernels/linear_q40_avx512.h"
+#include "kernels/linear_whole_block_avx512.h"
 #include "kernels/linear_xblock_avx512.h"
 
 namespace deepinfer::kernels::detail::avx512 {
@@ -30,66 +32,39 @@ struct Flag {
   static constexpr bool value = V;
 };  // weight rows kept in L2 while every x tile passes over them
 
-// ggml's block layouts: bytes per block, offset of the quants; d (f16) at 0, q4_1's m at 2.
-template <DType W>
-constexpr int64_t kBlockBytes = W == DType::q8_0   ? 34
-                                : W == DType::q4_0 ? 18
-                                                   : 20;
-template <DType W>
-constexpr int64_t kQuantsAt = W == DType::q4_1 ? 4 : 2;
+// ggml's block_q4_1: d (f16) at 0, m (f16) at 2, 16 bytes of nibbles at 4.
+constexpr int64_t kQ41BlockBytes = 20;
+constexpr int64_t kQ41QuantsAt = 4;
 
 // The weight scales of blocks p0, p1 as 16 lanes (the first 8 from p0, the last 8 from p1):
-// d, and for q4_1 m (the f16 after d), from one 32-bit load per block.
-template <DType W>
+// d and m from one 32-bit load per block.
 inline void pair_scales(const uint8_t* p0, const uint8_t* p1, __m512& d, __m512& m) {
   const __m128i h = _mm_unpacklo_epi32(_mm_loadu_si32(p0), _mm_loadu_si32(p1));  // d0 m0 d1 m1
   const __m512 f = _mm512_castps128_ps512(_mm_cvtph_ps(h));
   d = _mm512_permutexvar_ps(_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0), f);
-  if constexpr (W == DType::q4_1)
-    m = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1), f);
+  m = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1), f);
 }
 
-// The 64 weight integers of blocks p0, p1 in element order: q8_0 as stored (signed); q4 as
-// unsigned nibbles (q4_0's -8 enters through the x lane sums).
-template <DType W>
+// The 64 unsigned nibbles of blocks p0, p1 in element order.
 inline __m512i pair_quants(const uint8_t* p0, const uint8_t* p1) {
-  if constexpr (W == DType::q8_0) {
-    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0 + 2));
-    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1 + 2));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-  } else {
-    // 128-bit lanes [qs0, qs0, qs1, qs1]; the 2nd and 4th shifted by 4 give the high nibbles.
-    const __m256i lo = _mm256_broadcastsi128_si256(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + kQuantsAt<W>)));
-    const __m256i hi = _mm256_broadcastsi128_si256(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + kQuantsAt<W>)));
-    const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-    const __m512i shifted = _mm512_srlv_epi64(both, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0));
-    return _mm512_and_si512(shifted, _mm512_set1_epi8(0x0f));
-  }
-}
-
-// What one x row contributes to a step (XStep, linear_xblock_avx512.h): its quants, d_x per
-// block half, and the lane term as the accumulator's integer start (q4_0: -8 s; q8_0 with
-// Dot::kQ8Offset: -128 s) or, for q4_1, d_x * s.
-template <class Dot, DType W, bool Lone>
-inline XStep x_step(const LinearArgs& a, int64_t i, int64_t b, int64_t blocks) {
-  XStep x;
-  const __m512i t = load_x_block<Lone>(a, i, b, blocks, x);
-  const bool offset = W == DType::q4_0 || (W == DType::q8_0 && Dot::kQ8Offset);
-  x.offset = offset ? t : _mm512_setzero_si512();
-  x.ds = _mm512_castsi512_ps(t);
-  return x;
+  // 128-bit lanes [qs0, qs0, qs1, qs1]; the 2nd and 4th shifted by 4 give the high nibbles.
+  const __m256i lo = _mm256_broadcastsi128_si256(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + kQ41QuantsAt)));
+  const __m256i hi = _mm256_broadcastsi128_si256(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + kQ41QuantsAt)));
+  const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  const __m512i shifted = _mm512_srlv_epi64(both, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0));
+  return _mm512_and_si512(shifted, _mm512_set1_epi8(0x0f));
 }
 
 // Decode prefetch of the next tile's rows (see linear_avx512.cpp), calls of few x rows only.
 constexpr int64_t kQStreamRows = 8;
 
-// y[i0 : i0 + MR, j0 : j0 + cols] (cols <= NR; missing weight rows repeat the last one).
-template <class Dot, DType W, int MR, int NR, bool PF>
-void q_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
+// q4_1: y[i0 : i0 + MR, j0 : j0 + cols] (cols <= NR; missing weight rows repeat the last one).
+template <class Dot, int MR, int NR, bool PF>
+void q41_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   const int64_t blocks = a.k / kQuantBlock;
-  const int64_t row_bytes = blocks * kBlockBytes<W>;
+  const int64_t row_bytes = blocks * kQ41BlockBytes;
   const uint8_t* wr[NR];
   DEEPINFER_UNROLL
   for (int c = 0; c < NR; ++c)
@@ -100,37 +75,32 @@ void q_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   for (int c = 0; c < NR; ++c) acc[r][c] = _mm512_setzero_ps();
 
   // Blocks b, b + 1 (Lone: b only, into lanes 0-7; its lanes 8-15 read block b again and
-  // are masked off).
+  // are masked off). The x lane terms are d_x * s (XStep::ds).
   auto step = [&](int64_t b, auto lone) {
     constexpr bool kLone = decltype(lone)::value;
     XStep x[MR];
     DEEPINFER_UNROLL
-    for (int r = 0; r < MR; ++r) x[r] = x_step<Dot, W, kLone>(a, i0 + r, b, blocks);
+    for (int r = 0; r < MR; ++r)
+      x[r].ds = _mm512_castsi512_ps(load_x_block<kLone>(a, i0 + r, b, blocks, x[r]));
     DEEPINFER_UNROLL
     for (int c = 0; c < NR; ++c) {
-      const uint8_t* p0 = wr[c] + b * kBlockBytes<W>;
-      const uint8_t* p1 = kLone ? p0 : p0 + kBlockBytes<W>;
+      const uint8_t* p0 = wr[c] + b * kQ41BlockBytes;
+      const uint8_t* p1 = kLone ? p0 : p0 + kQ41BlockBytes;
       if constexpr (PF)
         _mm_prefetch(reinterpret_cast<const char*>(p0 + NR * row_bytes), _MM_HINT_T0);
-      const __m512i wq = pair_quants<W>(p0, p1);
-      __m512 dw, mw = _mm512_setzero_ps();
-      pair_scales<W>(p0, p1, dw, mw);
+      const __m512i wq = pair_quants(p0, p1);
+      __m512 dw, mw;
+      pair_scales(p0, p1, dw, mw);
       DEEPINFER_UNROLL
       for (int r = 0; r < MR; ++r) {
-        __m512i t;
-        if constexpr (W == DType::q8_0) {
-          t = Dot::signed_dot(x[r].offset, wq, x[r].q);
-        } else {
-          t = Dot::unsigned_dot(x[r].offset, wq, x[r].q);
-        }
+        const __m512i t = Dot::unsigned_dot(_mm512_setzero_si512(), wq, x[r].q);
         const __m512 d = _mm512_mul_ps(dw, x[r].d);
         if constexpr (kLone) {
           acc[r][c] = _mm512_mask3_fmadd_ps(d, _mm512_cvtepi32_ps(t), acc[r][c], 0x00ff);
-          if constexpr (W == DType::q4_1)
-            acc[r][c] = _mm512_mask3_fmadd_ps(mw, x[r].ds, acc[r][c], 0x00ff);
+          acc[r][c] = _mm512_mask3_fmadd_ps(mw, x[r].ds, acc[r][c], 0x00ff);
         } else {
           acc[r][c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(t), acc[r][c]);
-          if constexpr (W == DType::q4_1) acc[r][c] = _mm512_fmadd_ps(mw, x[r].ds, acc[r][c]);
+          acc[r][c] = _mm512_fmadd_ps(mw, x[r].ds, acc[r][c]);
         }
       }
     }
@@ -151,27 +121,27 @@ void q_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   }
 }
 
-template <class Dot, DType W, int MR, int NR, bool PF>
-void q_tiles(const LinearArgs& a, int64_t i0, int64_t j_begin, int64_t j_end) {
+template <class Dot, int MR, int NR, bool PF>
+void q41_tiles(const LinearArgs& a, int64_t i0, int64_t j_begin, int64_t j_end) {
   for (int64_t j = j_begin; j < j_end; j += NR)
-    q_tile<Dot, W, MR, NR, PF>(a, i0, j, min64(NR, j_end - j));
+    q41_tile<Dot, MR, NR, PF>(a, i0, j, min64(NR, j_end - j));
 }
 
-template <class Dot, DType W, bool PF>
-void q_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+template <class Dot, bool PF>
+void q41_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   for (int64_t jp = n0; jp < n1; jp += kQPanelRows) {
     const int64_t jp_end = min64(jp + kQPanelRows, n1);
     int64_t i = m0;
-    for (; i + 4 <= m1; i += 4) q_tiles<Dot, W, 4, 4, PF>(a, i, jp, jp_end);
+    for (; i + 4 <= m1; i += 4) q41_tiles<Dot, 4, 4, PF>(a, i, jp, jp_end);
     switch (m1 - i) {
       case 3:
-        q_tiles<Dot, W, 3, 4, PF>(a, i, jp, jp_end);
+        q41_tiles<Dot, 3, 4, PF>(a, i, jp, jp_end);
         break;
       case 2:
-        q_tiles<Dot, W, 2, 4, PF>(a, i, jp, jp_end);
+        q41_tiles<Dot, 2, 4, PF>(a, i, jp, jp_end);
         break;
       case 1:
-        q_tiles<Dot, W, 1, 4, true>(a, i, jp, jp_end);
+        q41_tiles<Dot, 1, 4, true>(a, i, jp, jp_end);
         break;
       default:
         break;
@@ -179,16 +149,12 @@ void q_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
   }
 }
 
+// q4_0 / q5_0 / q8_0 (whole blocks) and q4_1 over rows m0 .. m1, outputs n0 .. n1.
 template <class Dot>
 void q_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  const bool stream = m1 - m0 <= kQStreamRows;
-  switch (a.w_dtype) {
-    case DType::q4_0:
-      return q40_linear_rows<Dot>(a, m0, m1, n0, n1);
-    default:
-      return stream ? q_rows<Dot, DType::q4_1, true>(a, m0, m1, n0, n1)
-                    : q_rows<Dot, DType::q4_1, false>(a, m0, m1, n0, n1);
-  }
+  if (a.w_dtype != DType::q4_1) return whole_block_linear_rows<Dot>(a, m0, m1, n0, n1);
+  return m1 - m0 <= kQStreamRows ? q41_rows<Dot, true>(a, m0, m1, n0, n1)
+                                 : q41_rows<Dot, false>(a, m0, m1, n0, n1);
 }
 
 }  // namespace

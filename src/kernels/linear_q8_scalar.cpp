@@ -49,7 +49,8 @@ void whole_block_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, i
         const uint8_t* block = row + b * bb;
         int32_t w[32];
         block_quants(block, a.w_dtype, w);
-        int32_t t = a.xt[(i * blocks + b) * 8];
+        // q8_0's quants are taken signed here, so its term (-128 s, for w + 128) is not.
+        int32_t t = a.w_dtype == DType::q8_0 ? 0 : a.xt[(i * blocks + b) * 8];
         for (int e = 0; e < 32; ++e) t += w[e] * xq[b * kQuantBlock + e];
         const float d = f16_at(block) * a.xd[(i * blocks + b) * 8];
         acc = std::fma(d, static_cast<float>(t), acc);

@@ -209,7 +209,7 @@ inline void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64_t blocks,
   for (int r = 0; r < MR; ++r) {
     const int64_t at = ((i0 + r) * blocks + b) * 8;
     // q4_0 / q5_0: -8 / -16 * (the block's x sum), the offset of the unsigned quants
-    // (quantize_x_blocks); q8_0's signed quants need none.
+    // (quantize_x_blocks); q8_0's signed quants take none (its term is for VNNI).
     const __m256i start = W == DType::q8_0 ? _mm256_setzero_si256() : _mm256_set1_epi32(a.xt[at]);
     const __m256 dx = _mm256_set1_ps(a.xd[at]);
     DEEPINFER_UNROLL

@@ -8,8 +8,9 @@
 namespace deepinfer::kernels::detail {
 namespace {
 
-// The offset o of the unsigned weight quants (the term is -o s), or 0 for q8_0 (signed) and the
-// types whose lane term is d * float(s) (weights with a min).
+// The offset o of the unsigned weight quants (the term is -o s; q8_0's 128 serves the kernels
+// that take its signed quants as w + 128, VNNI's vpdpbusd), or 0 for the types whose lane term
+// is d * float(s) (weights with a min).
 int32_t quant_offset(DType w_dtype) {
   switch (w_dtype) {
     case DType::q4_0:
@@ -18,6 +19,8 @@ int32_t quant_offset(DType w_dtype) {
       return 16;
     case DType::q6_k:
       return 32;
+    case DType::q8_0:
+      return 128;
     default:
       return 0;
   }
@@ -55,8 +58,7 @@ void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8
       }
       const int64_t at = (i * blocks + b) * 8;
       if (is_whole_block_dtype(w_dtype)) {
-        // Whole-block dot products (kernels.h): the term is -offset * the block's sum (q8_0's
-        // signed quants have none).
+        // Whole-block dot products (kernels.h): the term is -offset * the block's sum.
         int32_t sum = 0;
         for (int64_t e = 0; e < kQuantBlock; ++e) sum += out[e];
         for (int64_t l = 0; l < 8; ++l) {

@@ -87,8 +87,8 @@ TEST_P(KernelsLinearBlocks, EqualsTheReferenceBitwise) {
   }
 }
 
-// The whole-block types' GEMM (q4_0, q5_0, q8_0) transposes panels of 16 (AVX2) or 32 (AVX-512
-// q4_0) weight rows, 16 or 32 blocks at a time, from 8 x rows on, and streams smaller calls in
+// The whole-block types' GEMM (q4_0, q5_0, q8_0) transposes panels of 16 (AVX2) or 32 (AVX-512)
+// weight rows, 16 or 32 blocks at a time, from 8 x rows on, and streams smaller calls in
 // tiles of up to 4 rows: k of 70 blocks (several panel chunks, the last partial); n of one group
 // (8, 16), with a partial group (9, 23, 37, 50); m across the streaming tiles (1 .. 7), the
 // panel threshold and its row tiles (8 .. 33).
@@ -265,12 +265,13 @@ TEST(KernelsLinearBlocksAvx512, BwAndVnniVariantsEqualTheReference) {
   std::vector<RowsFn> variants = {&detail::avx512::linear_rows_q8};
   if (cpu_has_avx512_vnni()) variants.push_back(&detail::avx512::linear_rows_q8_vnni);
   uint32_t seed = 40;
-  for (DType dtype : {DType::q4_0, DType::q4_1}) {  // q8_0 runs the AVX2 kernel there
+  for (DType dtype : {DType::q4_0, DType::q5_0, DType::q8_0, DType::q4_1}) {
     for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 96, 9},
                            {5, 160, 7},
                            {9, 576, 4},
                            {2, 2240, 20},
-                           {12, 2240, 37}}) {
+                           {12, 2240, 37},
+                           {33, 1088, 50}}) {
       SCOPED_TRACE(::testing::Message()
                    << dtype_name(dtype) << " m=" << m << " k=" << k << " n=" << n);
       const auto x = random_floats(static_cast<size_t>(m * k), ++seed, -2.0f, 2.0f);

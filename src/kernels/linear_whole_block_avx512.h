@@ -1,0 +1,321 @@
+#pragma once
+// AVX-512 linear for the block types whose f32 work is per whole 32-element block (kernels.h:
+// q4_0, q5_0, q8_0), included by linear_q8_avx512.h (both of its translation units: BW and
+// VNNI supply Dot). One vector lane per weight row: block b of a group of 16 weight rows is
+// transposed into 8 vectors u[o] (lane r: the 4 quants of elements 4o .. 4o + 3 of row r: q4_0's
+// nibbles, q5_0's nibbles with their fifth bit, q8_0's int8 as Dot::q8_weights prepares them)
+// and the 16 scales, so one vpdpbusd (BW: vpmaddubsw + vpmaddwd) against 4 x bytes broadcast
+// does 4 elements of 16 outputs, and a block's whole 32-element integer dot is done before its
+// one f32 scale and FMA. The integer start of a block is the x block term quantize_x_blocks
+// stores (-8 / -16 times the x sum for q4_0 / q5_0; for q8_0 -128 times it where VNNI takes the
+// weights as w + 128, and 0 where BW moves their signs onto x).
+// The transposition is shared by every x row of a tile: small calls (decode) transpose each
+// block as they stream it; calls of kWbPanelMinRows rows or more transpose a panel of 32
+// weight rows once per kWbPanelBlocks blocks and run all their x rows over it, 4 rows x 32
+// outputs per tile. Each output's FMAs run in block order whatever the path, so results do
+// not depend on m, on the row's place in the batch or on the thread split.
+#include "kernels/simd_avx512.h"  // first: see the note there
+
+#include "kernels/backend.h"
+
+namespace deepinfer::kernels::detail::avx512 {
+namespace {
+
+template <DType W>
+constexpr int64_t kWbBlockBytes = W == DType::q4_0   ? 18
+                                  : W == DType::q5_0 ? 22
+                                                     : 34;
+// Where the 16 nibble bytes (q4_0, q5_0) or the 32 int8 quants (q8_0) of a block start.
+template <DType W>
+constexpr int64_t kWbQuantsAt = W == DType::q5_0 ? 6 : 2;
+constexpr int kWbGroup = 16;            // weight rows per vector, one per lane
+constexpr int64_t kWbPanelBlocks = 32;  // blocks per panel chunk: 2 x 32 x 576 B = 36 KiB
+constexpr int64_t kWbPanelMinRows = 8;  // x rows from which transposing a panel pays off
+
+// Block b of 16 weight rows, transposed (see the top of the file).
+struct alignas(64) WbGroup {
+  __m512i u[8];
+  __m512 d;
+};
+
+// The 16 weight rows of a group starting at row j0 of a.w (rows past `cols` repeat the last).
+struct WbRows {
+  const uint8_t* row[kWbGroup];
+  __m512i offsets;  // byte offset of each row from row[0], for the gathers
+};
+
+inline WbRows wb_rows(const LinearArgs& a, int64_t j0, int64_t cols, int64_t row_bytes) {
+  WbRows g;
+  const auto* base = static_cast<const uint8_t*>(a.w) + j0 * row_bytes;
+  alignas(64) int32_t off[kWbGroup];
+  for (int r = 0; r < kWbGroup; ++r) {
+    const int64_t at = min64(r, cols - 1) * row_bytes;
+    g.row[r] = base + at;
+    off[r] = static_cast<int32_t>(at);
+  }
+  g.offsets = _mm512_load_si512(off);
+  return g;
+}
+
+// The 16 bytes at offset `at` of the group's 16 rows as 32-bit words: words[o] lane r is word
+// o of row r. Loaded as 4 registers of 4 rows each (lane group l of register z holds row
+// z + 4l), then a 4 x 4 transpose of 32-bit words within every 128-bit lane group.
+inline void wb_words(const WbRows& g, int64_t at, __m512i (&words)[4]) {
+  auto bytes = [&](int r) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.row[r] + at));
+  };
+  __m512i z[4];
+  DEEPINFER_UNROLL
+  for (int r = 0; r < 4; ++r) {
+    __m512i v = _mm512_castsi128_si512(bytes(r));
+    v = _mm512_inserti32x4(v, bytes(r + 4), 1);
+    v = _mm512_inserti32x4(v, bytes(r + 8), 2);
+    z[r] = _mm512_inserti32x4(v, bytes(r + 12), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  words[0] = _mm512_unpacklo_epi64(t0, t2);
+  words[1] = _mm512_unpackhi_epi64(t0, t2);
+  words[2] = _mm512_unpacklo_epi64(t1, t3);
+  words[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// q5_0's fifth bits as 0x10 in the bytes of u[o]: byte c of lane r is element 4o + c of row r,
+// whose bit sits in byte o / 2 of the row's 32-bit qh at bit 4 (o % 2) + c. One gather brings
+// the 16 qh words (lane r: row r), a byte shuffle copies the lane's qh byte into its 4 bytes,
+// and a per-byte bit test picks bit c.
+inline void q50_high_bits(const WbRows& g, int64_t at, __m512i (&u)[8]) {
+  const __m512i qh = _mm512_i32gather_epi32(g.offsets, g.row[0] + at, 1);
+  DEEPINFER_UNROLL
+  for (int o = 0; o < 8; ++o) {
+    const char s = static_cast<char>(o / 2);
+    const __m128i lane = _mm_setr_epi8(s, s, s, s, s + 4, s + 4, s + 4, s + 4, s + 8, s + 8, s + 8,
+                                       s + 8, s + 12, s + 12, s + 12, s + 12);
+    const __m512i spread = _mm512_shuffle_epi8(qh, _mm512_broadcast_i32x4(lane));
+    const __m512i bit = _mm512_set1_epi32(o % 2 == 0 ? 0x08040201 : static_cast<int>(0x80402010));
+    const __mmask64 set = _mm512_test_epi8_mask(spread, bit);
+    u[o] = _mm512_mask_add_epi8(u[o], set, u[o], _mm512_set1_epi8(0x10));  // bit 4 is clear
+  }
+}
+
+// Transposes block b of the group (see the top of the file).
+template <class Dot, DType W>
+inline void wb_transpose(const WbRows& g, int64_t b, WbGroup& out) {
+  const int64_t at = b * kWbBlockBytes<W>;
+  if constexpr (W == DType::q8_0) {
+    __m512i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31
+    wb_words(g, at + 2, lo);
+    wb_words(g, at + 18, hi);
+    DEEPINFER_UNROLL
+    for (int o = 0; o < 4; ++o) {
+      out.u[o] = Dot::q8_weights(lo[o]);
+      out.u[o + 4] = Dot::q8_weights(hi[o]);
+    }
+  } else {
+    __m512i words[4];
+    wb_words(g, at + kWbQuantsAt<W>, words);
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    DEEPINFER_UNROLL
+    for (int o = 0; o < 4; ++o) {
+      out.u[o] = _mm512_and_si512(words[o], low);                            // elements 4o..
+      out.u[o + 4] = _mm512_and_si512(_mm512_srli_epi32(words[o], 4), low);  // 16 + 4o..
+    }
+    if constexpr (W == DType::q5_0) q50_high_bits(g, at + 2, out.u);
+  }
+  const __m512i d = _mm512_i32gather_epi32(g.offsets, g.row[0] + at, 1);
+  out.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d));
+}
+
+inline int32_t load_i32(const int8_t* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Block b of x rows i0 .. i0 + MR - 1 against NG transposed groups, into acc.
+template <class Dot, DType W, int MR, int NG>
+inline void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64_t blocks,
+                     const WbGroup* const* w, __m512 (&acc)[MR][NG]) {
+  constexpr bool kStart = W != DType::q8_0 || Dot::kQ8Offset;
+  __m512i t[MR][NG];
+  DEEPINFER_UNROLL
+  for (int r = 0; r < MR; ++r) {
+    const __m512i start =
+        kStart ? _mm512_set1_epi32(a.xt[((i0 + r) * blocks + b) * 8]) : _mm512_setzero_si512();
+    DEEPINFER_UNROLL
+    for (int g = 0; g < NG; ++g) t[r][g] = start;
+  }
+  DEEPINFER_UNROLL
+  for (int o = 0; o < 8; ++o) {
+    DEEPINFER_UNROLL
+    for (int r = 0; r < MR; ++r) {
+      const __m512i xb =
+          _mm512_set1_epi32(load_i32(a.xq + (i0 + r) * a.k + b * kQuantBlock + 4 * o));
+      DEEPINFER_UNROLL
+      for (int g = 0; g < NG; ++g) {
+        if constexpr (W == DType::q8_0) {
+          t[r][g] = Dot::q8_dot(t[r][g], w[g]->u[o], xb);
+        } else {
+          t[r][g] = Dot::unsigned_dot(t[r][g], w[g]->u[o], xb);
+        }
+      }
+    }
+  }
+  DEEPINFER_UNROLL
+  for (int r = 0; r < MR; ++r) {
+    const __m512 dx = _mm512_set1_ps(a.xd[((i0 + r) * blocks + b) * 8]);
+    DEEPINFER_UNROLL
+    for (int g = 0; g < NG; ++g)
+      acc[r][g] =
+          _mm512_fmadd_ps(_mm512_mul_ps(w[g]->d, dx), _mm512_cvtepi32_ps(t[r][g]), acc[r][g]);
+  }
+}
+
+inline __mmask16 wb_mask(int64_t cols) {
+  return cols >= kWbGroup ? __mmask16{0xffff} : static_cast<__mmask16>((1u << cols) - 1);
+}
+
+// acc into y[i0 : i0 + MR, j0 : j0 + cols] (cols <= 16 * NG); with the bias when `last`.
+template <int MR, int NG>
+inline void wb_store(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols, bool last,
+                     __m512 (&acc)[MR][NG]) {
+  DEEPINFER_UNROLL
+  for (int g = 0; g < NG; ++g) {
+    const int64_t jg = j0 + g * kWbGroup;
+    const __mmask16 mask = wb_mask(cols - g * kWbGroup);
+    const __m512 bias =
+        last && a.bias ? _mm512_maskz_loadu_ps(mask, a.bias + jg) : _mm512_setzero_ps();
+    DEEPINFER_UNROLL
+    for (int r = 0; r < MR; ++r) {
+      const __m512 v = last && a.bias ? _mm512_add_ps(acc[r][g], bias) : acc[r][g];
+      _mm512_mask_storeu_ps(a.y + (i0 + r) * a.n + jg, mask, v);
+    }
+  }
+}
+
+// Small calls: rows i0 .. i0 + MR - 1 by one group of weight rows, each block transposed as it
+// streams; PF prefetches the next group's rows (contiguous after these) at the pace this tile
+// streams them: per block, the lines that cover the next 16 rows' bytes of one block.
+template <class Dot, DType W, int MR, bool PF>
+void wb_stream_tile(const LinearArgs& a, int64_t i0, const WbRows& g, int64_t j0, int64_t cols,
+                    int64_t blocks, int64_t row_bytes) {
+  __m512 acc[MR][1];
+  DEEPINFER_UNROLL
+  for (int r = 0; r < MR; ++r) acc[r][0] = _mm512_setzero_ps();
+  constexpr int64_t stride = kWbGroup * kWbBlockBytes<W>;
+  constexpr int lines = static_cast<int>((stride + 63) / 64);
+  const char* next = reinterpret_cast<const char*>(g.row[0] + kWbGroup * row_bytes);
+  for (int64_t b = 0; b < blocks; ++b) {
+    if constexpr (PF) {
+      DEEPINFER_UNROLL
+      for (int q = 0; q < lines; ++q) _mm_prefetch(next + b * stride + q * 64, _MM_HINT_T0);
+    }
+    WbGroup w;
+    wb_transpose<Dot, W>(g, b, w);
+    const WbGroup* groups[1] = {&w};
+    wb_block<Dot, W, MR, 1>(a, i0, b, blocks, groups, acc);
+  }
+  wb_store<MR, 1>(a, i0, j0, cols, true, acc);
+}
+
+// x rows m0 .. m1 in tiles of MR rows, the rest in smaller ones.
+template <class Dot, DType W, int MR, bool PF>
+void wb_stream_rows(const LinearArgs& a, int64_t m0, int64_t m1, const WbRows& g, int64_t j,
+                    int64_t cols, int64_t blocks, int64_t row_bytes) {
+  int64_t i = m0;
+  for (; i + MR <= m1; i += MR) wb_stream_tile<Dot, W, MR, PF>(a, i, g, j, cols, blocks, row_bytes);
+  if constexpr (MR > 1)
+    if (i < m1) wb_stream_rows<Dot, W, MR - 1, PF>(a, i, m1, g, j, cols, blocks, row_bytes);
+}
+
+template <class Dot, DType W, bool PF>
+void wb_stream(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const int64_t blocks = a.k / kQuantBlock;
+  const int64_t row_bytes = blocks * kWbBlockBytes<W>;
+  for (int64_t j = n0; j < n1; j += kWbGroup) {
+    const int64_t cols = min64(kWbGroup, n1 - j);
+    wb_stream_rows<Dot, W, 4, PF>(a, m0, m1, wb_rows(a, j, cols, row_bytes), j, cols, blocks,
+                                  row_bytes);
+  }
+}
+
+// Blocks [b0, b1) of x rows i0 .. i0 + MR - 1 by the NG transposed groups of panel (indexed
+// [g][b - b0]); starts from y unless b0 == 0, and adds the bias when b1 is the last block.
+template <class Dot, DType W, int MR, int NG>
+void wb_panel_tile(const LinearArgs& a, int64_t i0, const WbGroup* panel, int64_t j0, int64_t cols,
+                   int64_t b0, int64_t b1, int64_t blocks) {
+  __m512 acc[MR][NG];
+  DEEPINFER_UNROLL
+  for (int g = 0; g < NG; ++g) {
+    const __mmask16 mask = wb_mask(cols - g * kWbGroup);
+    DEEPINFER_UNROLL
+    for (int r = 0; r < MR; ++r)
+      acc[r][g] = b0 == 0 ? _mm512_setzero_ps()
+                          : _mm512_maskz_loadu_ps(mask, a.y + (i0 + r) * a.n + j0 + g * kWbGroup);
+  }
+  for (int64_t b = b0; b < b1; ++b) {
+    const WbGroup* groups[NG];
+    DEEPINFER_UNROLL
+    for (int g = 0; g < NG; ++g) groups[g] = panel + g * kWbPanelBlocks + (b - b0);
+    wb_block<Dot, W, MR, NG>(a, i0, b, blocks, groups, acc);
+  }
+  wb_store<MR, NG>(a, i0, j0, cols, b1 == blocks, acc);
+}
+
+template <class Dot, DType W, int MR, int NG>
+void wb_panel_rows(const LinearArgs& a, int64_t m0, int64_t m1, const WbGroup* panel, int64_t j0,
+                   int64_t cols, int64_t b0, int64_t b1, int64_t blocks) {
+  int64_t i = m0;
+  for (; i + MR <= m1; i += MR)
+    wb_panel_tile<Dot, W, MR, NG>(a, i, panel, j0, cols, b0, b1, blocks);
+  if constexpr (MR > 1)
+    if (i < m1) wb_panel_rows<Dot, W, MR - 1, NG>(a, i, m1, panel, j0, cols, b0, b1, blocks);
+}
+
+template <class Dot, DType W>
+void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const int64_t blocks = a.k / kQuantBlock;
+  const int64_t row_bytes = blocks * kWbBlockBytes<W>;
+  WbGroup panel[2 * kWbPanelBlocks];
+  for (int64_t j = n0; j < n1; j += 2 * kWbGroup) {
+    const int64_t cols = min64(2 * kWbGroup, n1 - j);
+    const int ng = cols > kWbGroup ? 2 : 1;
+    WbRows g[2];
+    for (int p = 0; p < ng; ++p)
+      g[p] = wb_rows(a, j + p * kWbGroup, min64(kWbGroup, cols - p * kWbGroup), row_bytes);
+    for (int64_t b0 = 0; b0 < blocks; b0 += kWbPanelBlocks) {
+      const int64_t b1 = min64(blocks, b0 + kWbPanelBlocks);
+      for (int p = 0; p < ng; ++p)
+        for (int64_t b = b0; b < b1; ++b)
+          wb_transpose<Dot, W>(g[p], b, panel[p * kWbPanelBlocks + b - b0]);
+      if (ng == 2) {
+        wb_panel_rows<Dot, W, 4, 2>(a, m0, m1, panel, j, cols, b0, b1, blocks);
+      } else {
+        wb_panel_rows<Dot, W, 4, 1>(a, m0, m1, panel, j, cols, b0, b1, blocks);
+      }
+    }
+  }
+}
+
+template <class Dot, DType W>
+void wb_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  if (m1 - m0 >= kWbPanelMinRows) return wb_panels<Dot, W>(a, m0, m1, n0, n1);
+  return m1 - m0 <= 2 ? wb_stream<Dot, W, true>(a, m0, m1, n0, n1)
+                      : wb_stream<Dot, W, false>(a, m0, m1, n0, n1);
+}
+
+// The whole-block types' linear (q4_0, q5_0, q8_0) over rows m0 .. m1, outputs n0 .. n1.
+template <class Dot>
+void whole_block_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  switch (a.w_dtype) {
+    case DType::q4_0:
+      return wb_linear_rows<Dot, DType::q4_0>(a, m0, m1, n0, n1);
+    case DType::q5_0:
+      return wb_linear_rows<Dot, DType::q5_0>(a, m0, m1, n0, n1);
+    default:
+      return wb_linear_rows<Dot, DType::q8_0>(a, m0, m1, n0, n1);
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::kernels::detail::avx512
