@@ -103,7 +103,7 @@ QuantizedX& quantized_x_buffer(int64_t m, int64_t k) {
 using RowsFn = void (*)(const detail::LinearArgs&, int64_t, int64_t, int64_t, int64_t);
 
 // The 8-bit-activation kernels of the whole-block types and q4_1 (linear_q8_*) and of the
-// per-lane-scale types q5_1 / q4_k / q5_k / q6_k (linear_qk_*).
+// per-lane-scale types q5_1 / q6_k (linear_qk_*).
 RowsFn block_rows(Isa isa, DType w_dtype) {
   const bool q8 = is_whole_block_dtype(w_dtype) || w_dtype == DType::q4_1;
   switch (isa) {

@@ -29,17 +29,19 @@ namespace deepinfer::kernels {
 // blocks of 32 (q4_k / q5_k: its sub-blocks with their 6-bit scale and min; q6_k: pairs of its
 // 16-element groups), each against its own x block. (llama.cpp quantizes x for the k-quants to
 // q8_K, one f32 scale per 256; one per 32 rounds x no worse and keeps one x format for all.)
-// Exactly, per output (i, j), for the whole-block types q4_0, q5_0 and q8_0 (whose prefill
-// GEMM puts one weight row in each vector lane, so their f32 work must be per block, not per
-// lane): t = the block's exact integer dot of w_int with q_x, w_int the int8 of q8_0 or the
-// quant minus 8 (q4_0) or 16 (q5_0), and one accumulator per output,
-//   A = fma(d_w * d_x, float(t), A)  in block order from +0, y = A (+ bias[j]);
+// Exactly, per output (i, j), for the whole-block types q4_0, q5_0, q8_0, q4_k and q5_k (whose
+// prefill GEMM puts one weight row in each vector lane, so their f32 work must be per block,
+// not per lane): t = the block's exact integer dot of w_int with q_x, w_int the int8 of q8_0 or
+// the quant minus 8 (q4_0) or 16 (q5_0) or the plain quant (q4_k, q5_k), and one accumulator
+// per output,
+//   A = fma(d_w * d_x, float(t), A)  and for q4_k / q5_k then  A = fma(m_w, d_x * float(s), A)
+// in block order from +0, y = A (+ bias[j]), where d_w is the block's d (q4_k / q5_k: d * the
+// sub-block's scale), m_w = -(dmin * the sub-block's min) and s the block's sum of q_x;
 // llama.cpp's q4_0 x q8_0 arithmetic. For the others: split each block into 8 lanes of 4
 // consecutive elements; t[l] = sum of w_int * q_x over lane l (exact in int32), with w_int the
-// quant minus 32 (q6_k) or the plain quant (q4_1, q5_1, q4_k, q5_k);
-// d_w[l] is the lane's weight scale: the block's d, or for q4_k / q5_k d * scale of the
-// sub-block and for q6_k d * scale of the lane's 16-element group (an f16 times a small
-// integer: exact in f32); m_w[l] is q4_1's / q5_1's m or the k-quants' -(dmin * min) (exact).
+// quant minus 32 (q6_k) or the plain quant (q4_1, q5_1);
+// d_w[l] is the lane's weight scale: the block's d, or for q6_k d * scale of the lane's
+// 16-element group (an f16 times a small integer: exact in f32); m_w[l] is q4_1's / q5_1's m.
 // Block b adds into accumulator A[8 (b % 2) + l] (16 f32, from +0), in block order,
 //   A = fma(d_w[l] * d_x, float(t[l]), A)  and for types with a min then
 //   A = fma(m_w[l], d_x * float(s[l]), A)
@@ -54,7 +56,8 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
 
 // The block types whose linear() takes whole-block integer dots (above).
 constexpr bool is_whole_block_dtype(DType w_dtype) {
-  return w_dtype == DType::q4_0 || w_dtype == DType::q5_0 || w_dtype == DType::q8_0;
+  return w_dtype == DType::q4_0 || w_dtype == DType::q5_0 || w_dtype == DType::q8_0 ||
+         w_dtype == DType::q4_k || w_dtype == DType::q5_k;
 }
 
 // The same product with f32 / bf16 weights packed at load (pack_weights(), packed_weights.h;

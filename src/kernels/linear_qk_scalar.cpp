@@ -1,4 +1,4 @@
-// Portable block-weight linear for q5_1 and the k-quants q4_k / q5_k / q6_k: the
+// Portable block-weight linear for q5_1 and q6_k (per-lane scales, kernels.h): the
 // fallback when the CPU has no AVX2, and the plainest statement of the per-lane arithmetic of
 // kernels.h that the SIMD paths (linear_qk_avx2.cpp, linear_qk_avx512.h) reproduce bit for bit.
 #include <cmath>
@@ -19,25 +19,13 @@ uint32_t u32_at(const uint8_t* p) {
 }
 
 // One 32-element weight block as the dot products see it: its integers (offset taken out, so
-// q6_k is q - 32), the scale of each 4-element lane and, for the types with a
-// min, the lane's min term (-dmin * min for the k-quants). Every scale is an f16 times a small
-// integer, exact in f32.
+// q6_k is q - 32), the scale of each 4-element lane and, for q5_1, the lane's min term. Every scale
+// is an f16 times a small integer, exact in f32.
 struct Block {
   int32_t q[32];
   float d[8];
   float m[8];
 };
-
-// Scale and min (6 bits each) of sub-block j of a q4_k / q5_k super-block (12 packed bytes).
-void k4_scale_min(const uint8_t* packed, int j, int* scale, int* min) {
-  if (j < 4) {
-    *scale = packed[j] & 63;
-    *min = packed[j + 4] & 63;
-  } else {
-    *scale = (packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4);
-    *min = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
-  }
-}
 
 void fill(float* lanes, float v) {
   for (int l = 0; l < 8; ++l) lanes[l] = v;
@@ -56,23 +44,6 @@ void decode(const uint8_t* row, DType dtype, int64_t b, Block& out) {
       for (int e = 0; e < 16; ++e) {
         out.q[e] = static_cast<int32_t>((qs[e] & 0x0fu) | (((qh >> e) & 1u) << 4));
         out.q[e + 16] = static_cast<int32_t>((qs[e] >> 4) | (((qh >> (e + 16)) & 1u) << 4));
-      }
-      return;
-    }
-    case DType::q4_k:
-    case DType::q5_k: {
-      const bool five = dtype == DType::q5_k;
-      const uint8_t* super = row + (b / 8) * (five ? 176 : 144);
-      const int j = static_cast<int>(b % 8);
-      int scale, min;
-      k4_scale_min(super + 4, j, &scale, &min);
-      fill(out.d, f16_at(super) * static_cast<float>(scale));
-      fill(out.m, -(f16_at(super + 2) * static_cast<float>(min)));
-      const uint8_t* qs = super + (five ? 48 : 16) + 32 * (j / 2);
-      const int shift = 4 * (j % 2);
-      for (int e = 0; e < 32; ++e) {
-        out.q[e] = (qs[e] >> shift) & 0x0f;
-        if (five) out.q[e] |= ((super[16 + e] >> j) & 1) << 4;
       }
       return;
     }
@@ -99,8 +70,7 @@ void decode(const uint8_t* row, DType dtype, int64_t b, Block& out) {
 void linear_rows_qk(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
   const size_t row_bytes = dtype_bytes(a.w_dtype, a.k);
-  const bool with_min =
-      a.w_dtype == DType::q5_1 || a.w_dtype == DType::q4_k || a.w_dtype == DType::q5_k;
+  const bool with_min = a.w_dtype == DType::q5_1;
   Block w;
   for (int64_t j = n0; j < n1; ++j) {
     const auto* row = static_cast<const uint8_t*>(a.w) + static_cast<size_t>(j) * row_bytes;

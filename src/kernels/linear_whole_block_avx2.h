@@ -1,31 +1,50 @@
 #pragma once
 // AVX2 linear for the block types whose f32 work is per whole 32-element block (kernels.h:
-// q4_0, q5_0, q8_0), included by linear_q8_avx2.cpp. One vector lane per weight row: block b of
-// a group of 8 weight rows is transposed into 8 vectors u[o] (lane r: the 4 quants of elements
-// 4o .. 4o + 3 of row r as unsigned bytes: q4_0's nibbles, q5_0's nibbles with their fifth bit,
-// q8_0's magnitudes, whose signs s[o] move onto x) and the 8 scales, so one vpmaddubsw against
-// 4 x bytes broadcast does 4 elements of 8 outputs. Each row's 32 products are summed exactly:
-// q4_0 in int16 (each vpmaddubsw lane is at most 2 * 15 * 127 and 8 of them 30480 < 2^15), q5_0
-// in int16 per 4 of them (4 * 2 * 31 * 127 < 2^15), q8_0 in int32; then the whole block's dot
-// in int32 gets its one f32 scale and FMA (kernels.h).
+// q4_0, q5_0, q8_0, and the sub-blocks of q4_k / q5_k), included by linear_q8_avx2.cpp. One
+// vector lane per weight row: block b of a group of 8 weight rows is transposed into 8 vectors
+// u[o] (lane r: the 4 quants of elements 4o .. 4o + 3 of row r as unsigned bytes: q4_0's /
+// q4_k's nibbles, q5_0's / q5_k's nibbles with their fifth bit, q8_0's magnitudes, whose signs
+// s[o] move onto x) and the 8 scales (q4_k / q5_k: d * the sub-block's scale, and the min term
+// -dmin * its min), so one vpmaddubsw against 4 x bytes broadcast does 4 elements of 8 outputs.
+// Each row's 32 products are summed exactly: 4-bit quants in int16 (each vpmaddubsw lane is at
+// most 2 * 15 * 127 and 8 of them 30480 < 2^15), 5-bit ones in int16 per 4 of them
+// (4 * 2 * 31 * 127 < 2^15), q8_0 in int32; then the whole block's dot in int32 gets its one f32
+// scale and FMA (kernels.h; the k-quants a second FMA for the min term). A k-quant super-block is
+// transposed whole: its 8 sub-blocks share the scale bytes.
 // The transposition is shared by every x row of a tile: small calls (decode) transpose each
 // block as they stream it; calls of kWbPanelMinRows rows or more transpose a panel of
 // kWbPanelGroups groups once per kWbPanelBlocks<W> blocks and run all their x rows over it.
 // Each output's FMAs run in block order whatever the path, so results do not depend on m, on
 // the row's place in the batch or on the thread split.
+#include <climits>
+
 #include "kernels/backend.h"
 #include "kernels/simd_avx2.h"
 
 namespace deepinfer::kernels::detail::avx2 {
 namespace {
 
+// Bytes of a stored block: a 32-element block, or a k-quant super-block of 8 of them.
 template <DType W>
-constexpr int64_t kWbBlockBytes = W == DType::q4_0   ? 18
-                                  : W == DType::q5_0 ? 22
-                                                     : 34;
-// Where the 16 nibble bytes (q4_0, q5_0) or the 32 int8 quants (q8_0) of a block start.
+constexpr int64_t kWbStoredBytes = W == DType::q4_0   ? 18
+                                   : W == DType::q5_0 ? 22
+                                   : W == DType::q8_0 ? 34
+                                   : W == DType::q4_k ? 144
+                                                      : 176;
 template <DType W>
-constexpr int64_t kWbQuantsAt = W == DType::q5_0 ? 6 : 2;
+constexpr int kWbSub = W == DType::q4_k || W == DType::q5_k ? 8 : 1;  // 32-element blocks in it
+template <DType W>
+constexpr bool kWbWithMin = kWbSub<W> == 8;
+// 5-bit quants: their int16 sums hold 4 products per lane, not 8.
+template <DType W>
+constexpr bool kWbFiveBits = W == DType::q5_0 || W == DType::q5_k;
+// Where the 16 nibble bytes (q4_0, q5_0), the 32 int8 quants (q8_0) or the 128 nibble bytes
+// (q4_k, q5_k) start.
+template <DType W>
+constexpr int64_t kWbQuantsAt = W == DType::q5_0   ? 6
+                                : W == DType::q4_k ? 16
+                                : W == DType::q5_k ? 48
+                                                   : 2;
 constexpr int kWbGroup = 8;  // weight rows per vector, one per lane
 // Blocks per panel chunk: 2 groups of 32 blocks of 288 B (q4_0, q5_0) = 18 KiB, of 16 blocks of
 // q8_0's 544 B = 17 KiB, in L1.
@@ -52,6 +71,14 @@ struct alignas(32) WbGroup<DType::q8_0> {
   __m256i s[8];
   __m256 d;
 };
+template <>
+struct alignas(32) WbGroup<DType::q4_k> {
+  __m256i u[8];
+  __m256 d;
+  __m256 m;
+};
+template <>
+struct alignas(32) WbGroup<DType::q5_k> : WbGroup<DType::q4_k> {};
 
 // The 8 weight rows of a group starting at row j0 of a.w (rows past `cols` repeat the last).
 struct WbRows {
@@ -129,33 +156,10 @@ inline void q50_high_bits(const Rows& g, int64_t at, __m256i (&u)[8]) {
   }
 }
 
-// Transposes block b of the group (see the top of the file).
-template <DType W, class Rows>
-inline void wb_transpose(const Rows& g, int64_t b, WbGroup<W>& out) {
-  const int64_t at = b * kWbBlockBytes<W>;
-  if constexpr (W == DType::q8_0) {
-    __m256i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31
-    wb_words(g, at + 2, lo);
-    wb_words(g, at + 18, hi);
-    DEEPINFER_UNROLL
-    for (int o = 0; o < 4; ++o) {
-      out.s[o] = lo[o];
-      out.s[o + 4] = hi[o];
-    }
-    DEEPINFER_UNROLL
-    for (int o = 0; o < 8; ++o) out.u[o] = _mm256_sign_epi8(out.s[o], out.s[o]);
-  } else {
-    __m256i words[4];
-    wb_words(g, at + kWbQuantsAt<W>, words);
-    const __m256i low = _mm256_set1_epi8(0x0f);
-    DEEPINFER_UNROLL
-    for (int o = 0; o < 4; ++o) {
-      out.u[o] = _mm256_and_si256(words[o], low);                            // elements 4o..
-      out.u[o + 4] = _mm256_and_si256(_mm256_srli_epi16(words[o], 4), low);  // 16 + 4o..
-    }
-    if constexpr (W == DType::q5_0) q50_high_bits(g, at + 2, out.u);
-  }
-  // The 8 f16 scales (AVX2 has no cheap 16-bit gather): one vpinsrw from memory each.
+// The 8 f16 at offset `at` of the group's rows as f32 (AVX2 has no cheap 16-bit gather: one
+// vpinsrw from memory each).
+template <class Rows>
+inline __m256 wb_f16s(const Rows& g, int64_t at) {
   __m128i d = _mm_cvtsi32_si128(load_u16(g.at(0) + at));
   d = _mm_insert_epi16(d, load_u16(g.at(1) + at), 1);
   d = _mm_insert_epi16(d, load_u16(g.at(2) + at), 2);
@@ -164,7 +168,113 @@ inline void wb_transpose(const Rows& g, int64_t b, WbGroup<W>& out) {
   d = _mm_insert_epi16(d, load_u16(g.at(5) + at), 5);
   d = _mm_insert_epi16(d, load_u16(g.at(6) + at), 6);
   d = _mm_insert_epi16(d, load_u16(g.at(7) + at), 7);
-  out.d = _mm256_cvtph_ps(d);
+  return _mm256_cvtph_ps(d);
+}
+
+// The 32-bit word at offset `at` of each of the group's 8 rows (lane r: row r).
+template <class Rows>
+inline __m256i wb_u32s(const Rows& g, int64_t at) {
+  return _mm256_setr_epi32(load_i32(g.at(0) + at), load_i32(g.at(1) + at), load_i32(g.at(2) + at),
+                           load_i32(g.at(3) + at), load_i32(g.at(4) + at), load_i32(g.at(5) + at),
+                           load_i32(g.at(6) + at), load_i32(g.at(7) + at));
+}
+
+// Sub-block scales and min terms of a q4_k / q5_k super-block at `at` for the 8 rows (as the
+// AVX-512 k4_scales: ggml's get_scale_min_k4 per lane, d * float(scale), -(dmin * float(min))).
+template <DType W, class Rows>
+inline void k4_scales(const Rows& g, int64_t at, WbGroup<W>* out) {
+  const __m256 d = wb_f16s(g, at), dmin = wb_f16s(g, at + 2);
+  const __m256i s0 = wb_u32s(g, at + 4), s1 = wb_u32s(g, at + 8), s2 = wb_u32s(g, at + 12);
+  const __m256i six = _mm256_set1_epi32(63), four = _mm256_set1_epi32(15);
+  const __m256i two = _mm256_set1_epi32(3), sign = _mm256_set1_epi32(INT32_MIN);
+  DEEPINFER_UNROLL
+  for (int j = 0; j < 8; ++j) {
+    __m256i scale, min;
+    if (j < 4) {
+      scale = _mm256_and_si256(_mm256_srli_epi32(s0, 8 * j), six);
+      min = _mm256_and_si256(_mm256_srli_epi32(s1, 8 * j), six);
+    } else {
+      const int q = 8 * (j - 4);
+      const __m256i top_scale = _mm256_and_si256(_mm256_srli_epi32(s0, q + 6), two);
+      const __m256i top_min = _mm256_and_si256(_mm256_srli_epi32(s1, q + 6), two);
+      scale = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(s2, q), four),
+                              _mm256_slli_epi32(top_scale, 4));
+      min = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(s2, q + 4), four),
+                            _mm256_slli_epi32(top_min, 4));
+    }
+    out[j].d = _mm256_mul_ps(d, _mm256_cvtepi32_ps(scale));
+    const __m256 m = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(min));
+    out[j].m = _mm256_castsi256_ps(_mm256_xor_si256(_mm256_castps_si256(m), sign));  // -m exactly
+  }
+}
+
+// The 8 sub-blocks of a q4_k / q5_k super-block at `at` (as the AVX-512 k4_quants).
+template <DType W, class Rows>
+inline void k4_quants(const Rows& g, int64_t at, WbGroup<W>* out) {
+  const __m256i low = _mm256_set1_epi8(0x0f);
+  DEEPINFER_UNROLL
+  for (int p = 0; p < 4; ++p) {
+    __m256i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31 of the pair
+    wb_words(g, at + kWbQuantsAt<W> + 32 * p, lo);
+    wb_words(g, at + kWbQuantsAt<W> + 32 * p + 16, hi);
+    DEEPINFER_UNROLL
+    for (int o = 0; o < 4; ++o) {
+      out[2 * p].u[o] = _mm256_and_si256(lo[o], low);
+      out[2 * p].u[o + 4] = _mm256_and_si256(hi[o], low);
+      out[2 * p + 1].u[o] = _mm256_and_si256(_mm256_srli_epi16(lo[o], 4), low);
+      out[2 * p + 1].u[o + 4] = _mm256_and_si256(_mm256_srli_epi16(hi[o], 4), low);
+    }
+  }
+  if constexpr (W == DType::q5_k) {
+    __m256i lo[4], hi[4];  // the 32 bytes of fifth bits: elements 4o .., then 16 + 4o ..
+    wb_words(g, at + 16, lo);
+    wb_words(g, at + 32, hi);
+    const __m256i fifth = _mm256_set1_epi8(0x10);
+    DEEPINFER_UNROLL
+    for (int j = 0; j < 8; ++j) {
+      const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
+      DEEPINFER_UNROLL
+      for (int o = 0; o < 8; ++o) {
+        const __m256i bits = o < 4 ? lo[o] : hi[o - 4];
+        const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bits, bit), bit);
+        out[j].u[o] = _mm256_or_si256(out[j].u[o], _mm256_and_si256(set, fifth));
+      }
+    }
+  }
+}
+
+// Transposes stored block sb of the group into out[0 .. kWbSub<W>) (see the top of the file).
+template <DType W, class Rows>
+inline void wb_transpose(const Rows& g, int64_t sb, WbGroup<W>* out) {
+  const int64_t at = sb * kWbStoredBytes<W>;
+  if constexpr (kWbWithMin<W>) {
+    k4_scales<W>(g, at, out);
+    k4_quants<W>(g, at, out);
+  } else {
+    if constexpr (W == DType::q8_0) {
+      __m256i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31
+      wb_words(g, at + 2, lo);
+      wb_words(g, at + 18, hi);
+      DEEPINFER_UNROLL
+      for (int o = 0; o < 4; ++o) {
+        out->s[o] = lo[o];
+        out->s[o + 4] = hi[o];
+      }
+      DEEPINFER_UNROLL
+      for (int o = 0; o < 8; ++o) out->u[o] = _mm256_sign_epi8(out->s[o], out->s[o]);
+    } else {
+      __m256i words[4];
+      wb_words(g, at + kWbQuantsAt<W>, words);
+      const __m256i low = _mm256_set1_epi8(0x0f);
+      DEEPINFER_UNROLL
+      for (int o = 0; o < 4; ++o) {
+        out->u[o] = _mm256_and_si256(words[o], low);                            // elements 4o..
+        out->u[o + 4] = _mm256_and_si256(_mm256_srli_epi16(words[o], 4), low);  // 16 + 4o..
+      }
+      if constexpr (W == DType::q5_0) q50_high_bits(g, at + 2, out->u);
+    }
+    out->d = wb_f16s(g, at);
+  }
 }
 
 // Keeps a sum a running one: GCC otherwise reassociates the integer adds into a tree over all
@@ -181,7 +291,7 @@ inline void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64_t blocks,
                      const WbGroup<W>* const* w, __m256 (&acc)[MR][NG]) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i t[MR][NG];    // int16 sums of products, 2 per row lane (q8_0: int32 sums)
-  __m256i t32[MR][NG];  // q5_0: the int32 dot of the first 16 elements
+  __m256i t32[MR][NG];  // 5-bit quants: the int32 dot of the first 16 elements
   const int8_t* xq = a.xq + i0 * a.k + b * kQuantBlock;
   DEEPINFER_UNROLL
   for (int o = 0; o < 8; ++o) {
@@ -196,9 +306,9 @@ inline void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64_t blocks,
           t[r][g] = o == 0 ? p : _mm256_add_epi32(t[r][g], p);
         } else {
           const __m256i p = _mm256_maddubs_epi16(w[g]->u[o], xb);
-          const bool first = o == 0 || (W == DType::q5_0 && o == 4);
+          const bool first = o == 0 || (kWbFiveBits<W> && o == 4);
           t[r][g] = first ? p : _mm256_add_epi16(t[r][g], p);
-          if constexpr (W == DType::q5_0)
+          if constexpr (kWbFiveBits<W>)
             if (o == 3) t32[r][g] = _mm256_madd_epi16(t[r][g], ones);
         }
         keep_running<MR * NG>(t[r][g]);
@@ -209,8 +319,10 @@ inline void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64_t blocks,
   for (int r = 0; r < MR; ++r) {
     const int64_t at = ((i0 + r) * blocks + b) * 8;
     // q4_0 / q5_0: -8 / -16 * (the block's x sum), the offset of the unsigned quants
-    // (quantize_x_blocks); q8_0's signed quants take none (its term is for VNNI).
-    const __m256i start = W == DType::q8_0 ? _mm256_setzero_si256() : _mm256_set1_epi32(a.xt[at]);
+    // (quantize_x_blocks); q8_0's signed quants take none (its term is for VNNI), nor do the
+    // k-quants' plain ones (theirs is the f32 d_x * the x sum of the min term).
+    const bool offset = W == DType::q4_0 || W == DType::q5_0;
+    const __m256i start = offset ? _mm256_set1_epi32(a.xt[at]) : _mm256_setzero_si256();
     const __m256 dx = _mm256_set1_ps(a.xd[at]);
     DEEPINFER_UNROLL
     for (int g = 0; g < NG; ++g) {
@@ -219,9 +331,13 @@ inline void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64_t blocks,
         dot = t[r][g];
       } else {
         dot = _mm256_add_epi32(start, _mm256_madd_epi16(t[r][g], ones));
-        if constexpr (W == DType::q5_0) dot = _mm256_add_epi32(dot, t32[r][g]);
+        if constexpr (kWbFiveBits<W>) dot = _mm256_add_epi32(dot, t32[r][g]);
       }
       acc[r][g] = _mm256_fmadd_ps(_mm256_mul_ps(w[g]->d, dx), _mm256_cvtepi32_ps(dot), acc[r][g]);
+      if constexpr (kWbWithMin<W>) {
+        const __m256 dxs = _mm256_castsi256_ps(_mm256_set1_epi32(a.xt[at]));
+        acc[r][g] = _mm256_fmadd_ps(w[g]->m, dxs, acc[r][g]);
+      }
     }
   }
 }
@@ -264,16 +380,17 @@ void wb_stream_tile(const LinearArgs& a, int64_t i0, const Rows& g, int64_t j0, 
   __m256 acc[MR][1];
   DEEPINFER_UNROLL
   for (int r = 0; r < MR; ++r) acc[r][0] = _mm256_setzero_ps();
-  constexpr int64_t stride = kWbGroup * kWbBlockBytes<W>;
+  constexpr int64_t stride = kWbGroup * kWbStoredBytes<W>;
   constexpr int lines = static_cast<int>((stride + 63) / 64);
   const char* next = reinterpret_cast<const char*>(g.at(0) + kWbGroup * row_bytes);
-  for (int64_t b = 0; b < blocks; ++b) {
-    DEEPINFER_UNROLL
-    for (int q = 0; q < lines; ++q) _mm_prefetch(next + b * stride + q * 64, _MM_HINT_T0);
-    WbGroup<W> w;
-    wb_transpose<W>(g, b, w);
-    const WbGroup<W>* groups[1] = {&w};
-    wb_block<W, MR, 1>(a, i0, b, blocks, groups, acc);
+  for (int64_t sb = 0; sb < blocks / kWbSub<W>; ++sb) {
+    for (int q = 0; q < lines; ++q) _mm_prefetch(next + sb * stride + q * 64, _MM_HINT_T0);
+    WbGroup<W> w[kWbSub<W>];
+    wb_transpose<W>(g, sb, w);
+    for (int s = 0; s < kWbSub<W>; ++s) {
+      const WbGroup<W>* groups[1] = {&w[s]};
+      wb_block<W, MR, 1>(a, i0, sb * kWbSub<W> + s, blocks, groups, acc);
+    }
   }
   wb_store<MR, 1>(a, i0, j0, cols, true, acc);
 }
@@ -291,7 +408,7 @@ void wb_stream_rows(const LinearArgs& a, int64_t m0, int64_t m1, const Rows& g, 
 template <DType W>
 void wb_stream(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
-  const int64_t row_bytes = blocks * kWbBlockBytes<W>;
+  const int64_t row_bytes = blocks / kWbSub<W> * kWbStoredBytes<W>;
   for (int64_t j = n0; j < n1; j += kWbGroup) {
     const int64_t cols = min64(kWbGroup, n1 - j);
     if (cols == kWbGroup) {
@@ -343,7 +460,7 @@ void wb_panel_rows(const LinearArgs& a, int64_t m0, int64_t m1, const WbGroup<W>
 template <DType W>
 void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
-  const int64_t row_bytes = blocks * kWbBlockBytes<W>;
+  const int64_t row_bytes = blocks / kWbSub<W> * kWbStoredBytes<W>;
   constexpr int64_t chunk = kWbPanelBlocks<W>;
   WbGroup<W> panel[kWbPanelGroups * chunk];
   for (int64_t j = n0; j < n1; j += kWbPanelGroups * kWbGroup) {
@@ -355,7 +472,8 @@ void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
     for (int64_t b0 = 0; b0 < blocks; b0 += chunk) {
       const int64_t b1 = min64(blocks, b0 + chunk);
       for (int p = 0; p < ng; ++p)
-        for (int64_t b = b0; b < b1; ++b) wb_transpose<W>(g[p], b, panel[p * chunk + b - b0]);
+        for (int64_t b = b0; b < b1; b += kWbSub<W>)
+          wb_transpose<W>(g[p], b / kWbSub<W>, &panel[p * chunk + b - b0]);
       if (ng == 2) {
         wb_panel_rows<W, kWbTileRows2, 2>(a, m0, m1, panel, j, cols, b0, b1, blocks);
       } else {
@@ -365,11 +483,18 @@ void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
   }
 }
 
-// The whole-block types' linear (q4_0, q5_0, q8_0) over rows m0 .. m1, outputs n0 .. n1.
+// The whole-block types' linear (q4_0, q5_0, q8_0, q4_k, q5_k) over rows m0 .. m1, outputs
+// n0 .. n1.
 inline void whole_block_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0,
                                     int64_t n1) {
   const bool panels = m1 - m0 >= kWbPanelMinRows;
   switch (a.w_dtype) {
+    case DType::q4_k:
+      return panels ? wb_panels<DType::q4_k>(a, m0, m1, n0, n1)
+                    : wb_stream<DType::q4_k>(a, m0, m1, n0, n1);
+    case DType::q5_k:
+      return panels ? wb_panels<DType::q5_k>(a, m0, m1, n0, n1)
+                    : wb_stream<DType::q5_k>(a, m0, m1, n0, n1);
     case DType::q4_0:
       return panels ? wb_panels<DType::q4_0>(a, m0, m1, n0, n1)
                     : wb_stream<DType::q4_0>(a, m0, m1, n0, n1);

@@ -1,14 +1,18 @@
 #pragma once
 // AVX-512 linear for the block types whose f32 work is per whole 32-element block (kernels.h:
-// q4_0, q5_0, q8_0), included by linear_q8_avx512.h (both of its translation units: BW and
-// VNNI supply Dot). One vector lane per weight row: block b of a group of 16 weight rows is
-// transposed into 8 vectors u[o] (lane r: the 4 quants of elements 4o .. 4o + 3 of row r: q4_0's
-// nibbles, q5_0's nibbles with their fifth bit, q8_0's int8 as Dot::q8_weights prepares them)
-// and the 16 scales, so one vpdpbusd (BW: vpmaddubsw + vpmaddwd) against 4 x bytes broadcast
-// does 4 elements of 16 outputs, and a block's whole 32-element integer dot is done before its
-// one f32 scale and FMA. The integer start of a block is the x block term quantize_x_blocks
-// stores (-8 / -16 times the x sum for q4_0 / q5_0; for q8_0 -128 times it where VNNI takes the
-// weights as w + 128, and 0 where BW moves their signs onto x).
+// q4_0, q5_0, q8_0, and the sub-blocks of q4_k / q5_k), included by linear_q8_avx512.h (both of
+// its translation units: BW and VNNI supply Dot). One vector lane per weight row: block b of a
+// group of 16 weight rows is transposed into 8 vectors u[o] (lane r: the 4 quants of elements
+// 4o .. 4o + 3 of row r: q4_0's / q4_k's nibbles, q5_0's / q5_k's nibbles with their fifth bit,
+// q8_0's int8 as Dot::q8_weights prepares them) and the 16 scales (q4_k / q5_k: d * the
+// sub-block's scale, and the min term -dmin * its min), so one vpdpbusd (BW: vpmaddubsw +
+// vpmaddwd) against 4 x bytes broadcast does 4 elements of 16 outputs, and a block's whole
+// 32-element integer dot is done before its one f32 scale and FMA (a second FMA adds the min
+// term times d_x * the x sum). The integer start of a block is the x block term
+// quantize_x_blocks stores (-8 / -16 times the x sum for q4_0 / q5_0; for q8_0 -128 times it
+// where VNNI takes the weights as w + 128, and 0 where BW moves their signs onto x; 0 for the
+// k-quants, whose term is the f32 d_x * the x sum). A k-quant super-block is transposed whole:
+// its 8 sub-blocks share the scale bytes.
 // The transposition is shared by every x row of a tile: small calls (decode) transpose each
 // block as they stream it; calls of kWbPanelMinRows rows or more transpose a panel of 32
 // weight rows once per kWbPanelBlocks blocks and run all their x rows over it, 4 rows x 32
@@ -16,27 +20,47 @@
 // not depend on m, on the row's place in the batch or on the thread split.
 #include "kernels/simd_avx512.h"  // first: see the note there
 
+#include <climits>
+#include <type_traits>
+
 #include "kernels/backend.h"
 
 namespace deepinfer::kernels::detail::avx512 {
 namespace {
 
+// Bytes of a stored block: a 32-element block, or a k-quant super-block of 8 of them.
 template <DType W>
-constexpr int64_t kWbBlockBytes = W == DType::q4_0   ? 18
-                                  : W == DType::q5_0 ? 22
-                                                     : 34;
-// Where the 16 nibble bytes (q4_0, q5_0) or the 32 int8 quants (q8_0) of a block start.
+constexpr int64_t kWbStoredBytes = W == DType::q4_0   ? 18
+                                   : W == DType::q5_0 ? 22
+                                   : W == DType::q8_0 ? 34
+                                   : W == DType::q4_k ? 144
+                                                      : 176;
 template <DType W>
-constexpr int64_t kWbQuantsAt = W == DType::q5_0 ? 6 : 2;
+constexpr int kWbSub = W == DType::q4_k || W == DType::q5_k ? 8 : 1;  // 32-element blocks in it
+template <DType W>
+constexpr bool kWbWithMin = kWbSub<W> == 8;
+// Where the 16 nibble bytes (q4_0, q5_0), the 32 int8 quants (q8_0) or the 128 nibble bytes
+// (q4_k, q5_k) start.
+template <DType W>
+constexpr int64_t kWbQuantsAt = W == DType::q5_0   ? 6
+                                : W == DType::q4_k ? 16
+                                : W == DType::q5_k ? 48
+                                                   : 2;
 constexpr int kWbGroup = 16;            // weight rows per vector, one per lane
 constexpr int64_t kWbPanelBlocks = 32;  // blocks per panel chunk: 2 x 32 x 576 B = 36 KiB
 constexpr int64_t kWbPanelMinRows = 8;  // x rows from which transposing a panel pays off
 
-// Block b of 16 weight rows, transposed (see the top of the file).
+// Block b of 16 weight rows, transposed (see the top of the file); with the min term for the
+// k-quants.
 struct alignas(64) WbGroup {
   __m512i u[8];
   __m512 d;
 };
+struct alignas(64) WbGroupMin : WbGroup {
+  __m512 m;
+};
+template <DType W>
+using WbGroupOf = std::conditional_t<kWbWithMin<W>, WbGroupMin, WbGroup>;
 
 // The 16 weight rows of a group starting at row j0 of a.w (rows past `cols` repeat the last).
 struct WbRows {
@@ -98,18 +122,97 @@ inline void q50_high_bits(const WbRows& g, int64_t at, __m512i (&u)[8]) {
   }
 }
 
-// Transposes block b of the group (see the top of the file).
+// Sub-block scales and min terms of a q4_k / q5_k super-block at `at` for the 16 rows: d and
+// dmin (f16) at 0 and 2, then 12 bytes of 6-bit scales and mins as ggml's get_scale_min_k4
+// packs them (sub-block j < 4: the low 6 bits of bytes j and j + 4; j >= 4: the nibbles of byte
+// j + 4 with the top 2 bits of bytes j - 4 and j). Each lane does its row's arithmetic of the
+// scalar decoder: d * float(scale) and -(dmin * float(min)), exact in f32.
+template <DType W>
+inline void k4_scales(const WbRows& g, int64_t at, WbGroupOf<W>* out) {
+  const uint8_t* base = g.row[0] + at;
+  const __m512i dd = _mm512_i32gather_epi32(g.offsets, base, 1);
+  const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+  const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+  const __m512i s0 = _mm512_i32gather_epi32(g.offsets, base + 4, 1);
+  const __m512i s1 = _mm512_i32gather_epi32(g.offsets, base + 8, 1);
+  const __m512i s2 = _mm512_i32gather_epi32(g.offsets, base + 12, 1);
+  const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(15);
+  const __m512i two = _mm512_set1_epi32(3), sign = _mm512_set1_epi32(INT32_MIN);
+  DEEPINFER_UNROLL
+  for (int j = 0; j < 8; ++j) {
+    __m512i scale, min;
+    if (j < 4) {
+      scale = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), six);
+      min = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), six);
+    } else {
+      const int q = 8 * (j - 4);
+      const __m512i top_scale = _mm512_and_si512(_mm512_srli_epi32(s0, q + 6), two);
+      const __m512i top_min = _mm512_and_si512(_mm512_srli_epi32(s1, q + 6), two);
+      scale = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, q), four),
+                              _mm512_slli_epi32(top_scale, 4));
+      min = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, q + 4), four),
+                            _mm512_slli_epi32(top_min, 4));
+    }
+    out[j].d = _mm512_mul_ps(d, _mm512_cvtepi32_ps(scale));
+    const __m512 m = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(min));
+    out[j].m = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(m), sign));  // -m exactly
+  }
+}
+
+// The 8 sub-blocks of a q4_k / q5_k super-block at `at`: sub-blocks 2p and 2p + 1 are the low and
+// high nibbles of the 32 bytes at kWbQuantsAt + 32 p; q5_k's fifth bit of element e of sub-block j
+// is bit j of byte e of the 32 bytes at 16.
+template <DType W>
+inline void k4_quants(const WbRows& g, int64_t at, WbGroupOf<W>* out) {
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  DEEPINFER_UNROLL
+  for (int p = 0; p < 4; ++p) {
+    __m512i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31 of the pair
+    wb_words(g, at + kWbQuantsAt<W> + 32 * p, lo);
+    wb_words(g, at + kWbQuantsAt<W> + 32 * p + 16, hi);
+    DEEPINFER_UNROLL
+    for (int o = 0; o < 4; ++o) {
+      out[2 * p].u[o] = _mm512_and_si512(lo[o], low);
+      out[2 * p].u[o + 4] = _mm512_and_si512(hi[o], low);
+      out[2 * p + 1].u[o] = _mm512_and_si512(_mm512_srli_epi32(lo[o], 4), low);
+      out[2 * p + 1].u[o + 4] = _mm512_and_si512(_mm512_srli_epi32(hi[o], 4), low);
+    }
+  }
+  if constexpr (W == DType::q5_k) {
+    __m512i lo[4], hi[4];
+    wb_words(g, at + 16, lo);
+    wb_words(g, at + 32, hi);
+    const __m512i fifth = _mm512_set1_epi8(0x10);
+    DEEPINFER_UNROLL
+    for (int j = 0; j < 8; ++j) {
+      const __m512i bit = _mm512_set1_epi8(static_cast<char>(1 << j));
+      DEEPINFER_UNROLL
+      for (int o = 0; o < 4; ++o) {
+        WbGroup& w = out[j];
+        w.u[o] = _mm512_mask_add_epi8(w.u[o], _mm512_test_epi8_mask(lo[o], bit), w.u[o], fifth);
+        w.u[o + 4] =
+            _mm512_mask_add_epi8(w.u[o + 4], _mm512_test_epi8_mask(hi[o], bit), w.u[o + 4], fifth);
+      }
+    }
+  }
+}
+
+// Transposes stored block sb of the group into out[0 .. kWbSub<W>) (see the top of the file).
 template <class Dot, DType W>
-inline void wb_transpose(const WbRows& g, int64_t b, WbGroup& out) {
-  const int64_t at = b * kWbBlockBytes<W>;
-  if constexpr (W == DType::q8_0) {
+inline void wb_transpose(const WbRows& g, int64_t sb, WbGroupOf<W>* out) {
+  const int64_t at = sb * kWbStoredBytes<W>;
+  if constexpr (kWbWithMin<W>) {
+    k4_scales<W>(g, at, out);
+    k4_quants<W>(g, at, out);
+    return;
+  } else if constexpr (W == DType::q8_0) {
     __m512i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31
     wb_words(g, at + 2, lo);
     wb_words(g, at + 18, hi);
     DEEPINFER_UNROLL
     for (int o = 0; o < 4; ++o) {
-      out.u[o] = Dot::q8_weights(lo[o]);
-      out.u[o + 4] = Dot::q8_weights(hi[o]);
+      out->u[o] = Dot::q8_weights(lo[o]);
+      out->u[o + 4] = Dot::q8_weights(hi[o]);
     }
   } else {
     __m512i words[4];
@@ -117,13 +220,13 @@ inline void wb_transpose(const WbRows& g, int64_t b, WbGroup& out) {
     const __m512i low = _mm512_set1_epi8(0x0f);
     DEEPINFER_UNROLL
     for (int o = 0; o < 4; ++o) {
-      out.u[o] = _mm512_and_si512(words[o], low);                            // elements 4o..
-      out.u[o + 4] = _mm512_and_si512(_mm512_srli_epi32(words[o], 4), low);  // 16 + 4o..
+      out->u[o] = _mm512_and_si512(words[o], low);                            // elements 4o..
+      out->u[o + 4] = _mm512_and_si512(_mm512_srli_epi32(words[o], 4), low);  // 16 + 4o..
     }
-    if constexpr (W == DType::q5_0) q50_high_bits(g, at + 2, out.u);
+    if constexpr (W == DType::q5_0) q50_high_bits(g, at + 2, out->u);
   }
   const __m512i d = _mm512_i32gather_epi32(g.offsets, g.row[0] + at, 1);
-  out.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d));
+  out->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d));
 }
 
 inline int32_t load_i32(const int8_t* p) {
@@ -135,8 +238,9 @@ inline int32_t load_i32(const int8_t* p) {
 // Block b of x rows i0 .. i0 + MR - 1 against NG transposed groups, into acc.
 template <class Dot, DType W, int MR, int NG>
 inline void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64_t blocks,
-                     const WbGroup* const* w, __m512 (&acc)[MR][NG]) {
-  constexpr bool kStart = W != DType::q8_0 || Dot::kQ8Offset;
+                     const WbGroupOf<W>* const* w, __m512 (&acc)[MR][NG]) {
+  constexpr bool kStart =
+      W == DType::q4_0 || W == DType::q5_0 || (W == DType::q8_0 && Dot::kQ8Offset);
   __m512i t[MR][NG];
   DEEPINFER_UNROLL
   for (int r = 0; r < MR; ++r) {
@@ -163,11 +267,17 @@ inline void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64_t blocks,
   }
   DEEPINFER_UNROLL
   for (int r = 0; r < MR; ++r) {
-    const __m512 dx = _mm512_set1_ps(a.xd[((i0 + r) * blocks + b) * 8]);
+    const int64_t at = ((i0 + r) * blocks + b) * 8;
+    const __m512 dx = _mm512_set1_ps(a.xd[at]);
     DEEPINFER_UNROLL
-    for (int g = 0; g < NG; ++g)
+    for (int g = 0; g < NG; ++g) {
       acc[r][g] =
           _mm512_fmadd_ps(_mm512_mul_ps(w[g]->d, dx), _mm512_cvtepi32_ps(t[r][g]), acc[r][g]);
+      if constexpr (kWbWithMin<W>) {  // + min term * d_x * the x sum (its f32 bits in xt)
+        const __m512 dxs = _mm512_castsi512_ps(_mm512_set1_epi32(a.xt[at]));
+        acc[r][g] = _mm512_fmadd_ps(w[g]->m, dxs, acc[r][g]);
+      }
+    }
   }
 }
 
@@ -202,18 +312,19 @@ void wb_stream_tile(const LinearArgs& a, int64_t i0, const WbRows& g, int64_t j0
   __m512 acc[MR][1];
   DEEPINFER_UNROLL
   for (int r = 0; r < MR; ++r) acc[r][0] = _mm512_setzero_ps();
-  constexpr int64_t stride = kWbGroup * kWbBlockBytes<W>;
+  constexpr int64_t stride = kWbGroup * kWbStoredBytes<W>;
   constexpr int lines = static_cast<int>((stride + 63) / 64);
   const char* next = reinterpret_cast<const char*>(g.row[0] + kWbGroup * row_bytes);
-  for (int64_t b = 0; b < blocks; ++b) {
+  for (int64_t sb = 0; sb < blocks / kWbSub<W>; ++sb) {
     if constexpr (PF) {
-      DEEPINFER_UNROLL
-      for (int q = 0; q < lines; ++q) _mm_prefetch(next + b * stride + q * 64, _MM_HINT_T0);
+      for (int q = 0; q < lines; ++q) _mm_prefetch(next + sb * stride + q * 64, _MM_HINT_T0);
     }
-    WbGroup w;
-    wb_transpose<Dot, W>(g, b, w);
-    const WbGroup* groups[1] = {&w};
-    wb_block<Dot, W, MR, 1>(a, i0, b, blocks, groups, acc);
+    WbGroupOf<W> w[kWbSub<W>];
+    wb_transpose<Dot, W>(g, sb, w);
+    for (int s = 0; s < kWbSub<W>; ++s) {
+      const WbGroupOf<W>* groups[1] = {&w[s]};
+      wb_block<Dot, W, MR, 1>(a, i0, sb * kWbSub<W> + s, blocks, groups, acc);
+    }
   }
   wb_store<MR, 1>(a, i0, j0, cols, true, acc);
 }
@@ -231,7 +342,7 @@ void wb_stream_rows(const LinearArgs& a, int64_t m0, int64_t m1, const WbRows& g
 template <class Dot, DType W, bool PF>
 void wb_stream(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
-  const int64_t row_bytes = blocks * kWbBlockBytes<W>;
+  const int64_t row_bytes = blocks / kWbSub<W> * kWbStoredBytes<W>;
   for (int64_t j = n0; j < n1; j += kWbGroup) {
     const int64_t cols = min64(kWbGroup, n1 - j);
     wb_stream_rows<Dot, W, 4, PF>(a, m0, m1, wb_rows(a, j, cols, row_bytes), j, cols, blocks,
@@ -242,8 +353,8 @@ void wb_stream(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
 // Blocks [b0, b1) of x rows i0 .. i0 + MR - 1 by the NG transposed groups of panel (indexed
 // [g][b - b0]); starts from y unless b0 == 0, and adds the bias when b1 is the last block.
 template <class Dot, DType W, int MR, int NG>
-void wb_panel_tile(const LinearArgs& a, int64_t i0, const WbGroup* panel, int64_t j0, int64_t cols,
-                   int64_t b0, int64_t b1, int64_t blocks) {
+void wb_panel_tile(const LinearArgs& a, int64_t i0, const WbGroupOf<W>* panel, int64_t j0,
+                   int64_t cols, int64_t b0, int64_t b1, int64_t blocks) {
   __m512 acc[MR][NG];
   DEEPINFER_UNROLL
   for (int g = 0; g < NG; ++g) {
@@ -254,7 +365,7 @@ void wb_panel_tile(const LinearArgs& a, int64_t i0, const WbGroup* panel, int64_
                           : _mm512_maskz_loadu_ps(mask, a.y + (i0 + r) * a.n + j0 + g * kWbGroup);
   }
   for (int64_t b = b0; b < b1; ++b) {
-    const WbGroup* groups[NG];
+    const WbGroupOf<W>* groups[NG];
     DEEPINFER_UNROLL
     for (int g = 0; g < NG; ++g) groups[g] = panel + g * kWbPanelBlocks + (b - b0);
     wb_block<Dot, W, MR, NG>(a, i0, b, blocks, groups, acc);
@@ -263,8 +374,8 @@ void wb_panel_tile(const LinearArgs& a, int64_t i0, const WbGroup* panel, int64_
 }
 
 template <class Dot, DType W, int MR, int NG>
-void wb_panel_rows(const LinearArgs& a, int64_t m0, int64_t m1, const WbGroup* panel, int64_t j0,
-                   int64_t cols, int64_t b0, int64_t b1, int64_t blocks) {
+void wb_panel_rows(const LinearArgs& a, int64_t m0, int64_t m1, const WbGroupOf<W>* panel,
+                   int64_t j0, int64_t cols, int64_t b0, int64_t b1, int64_t blocks) {
   int64_t i = m0;
   for (; i + MR <= m1; i += MR)
     wb_panel_tile<Dot, W, MR, NG>(a, i, panel, j0, cols, b0, b1, blocks);
@@ -275,8 +386,8 @@ void wb_panel_rows(const LinearArgs& a, int64_t m0, int64_t m1, const WbGroup* p
 template <class Dot, DType W>
 void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
-  const int64_t row_bytes = blocks * kWbBlockBytes<W>;
-  WbGroup panel[2 * kWbPanelBlocks];
+  const int64_t row_bytes = blocks / kWbSub<W> * kWbStoredBytes<W>;
+  WbGroupOf<W> panel[2 * kWbPanelBlocks];
   for (int64_t j = n0; j < n1; j += 2 * kWbGroup) {
     const int64_t cols = min64(2 * kWbGroup, n1 - j);
     const int ng = cols > kWbGroup ? 2 : 1;
@@ -286,8 +397,8 @@ void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
     for (int64_t b0 = 0; b0 < blocks; b0 += kWbPanelBlocks) {
       const int64_t b1 = min64(blocks, b0 + kWbPanelBlocks);
       for (int p = 0; p < ng; ++p)
-        for (int64_t b = b0; b < b1; ++b)
-          wb_transpose<Dot, W>(g[p], b, panel[p * kWbPanelBlocks + b - b0]);
+        for (int64_t b = b0; b < b1; b += kWbSub<W>)
+          wb_transpose<Dot, W>(g[p], b / kWbSub<W>, &panel[p * kWbPanelBlocks + b - b0]);
       if (ng == 2) {
         wb_panel_rows<Dot, W, 4, 2>(a, m0, m1, panel, j, cols, b0, b1, blocks);
       } else {
@@ -304,7 +415,8 @@ void wb_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int
                       : wb_stream<Dot, W, false>(a, m0, m1, n0, n1);
 }
 
-// The whole-block types' linear (q4_0, q5_0, q8_0) over rows m0 .. m1, outputs n0 .. n1.
+// The whole-block types' linear (q4_0, q5_0, q8_0, q4_k, q5_k) over rows m0 .. m1, outputs
+// n0 .. n1.
 template <class Dot>
 void whole_block_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   switch (a.w_dtype) {
@@ -312,6 +424,10 @@ void whole_block_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_
       return wb_linear_rows<Dot, DType::q4_0>(a, m0, m1, n0, n1);
     case DType::q5_0:
       return wb_linear_rows<Dot, DType::q5_0>(a, m0, m1, n0, n1);
+    case DType::q4_k:
+      return wb_linear_rows<Dot, DType::q4_k>(a, m0, m1, n0, n1);
+    case DType::q5_k:
+      return wb_linear_rows<Dot, DType::q5_k>(a, m0, m1, n0, n1);
     default:
       return wb_linear_rows<Dot, DType::q8_0>(a, m0, m1, n0, n1);
   }

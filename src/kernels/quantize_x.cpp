@@ -58,12 +58,18 @@ void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8
       }
       const int64_t at = (i * blocks + b) * 8;
       if (is_whole_block_dtype(w_dtype)) {
-        // Whole-block dot products (kernels.h): the term is -offset * the block's sum.
+        // Whole-block dot products (kernels.h): the term is -offset * the block's sum, or
+        // for the types with a min (q4_k, q5_k) the f32 bits of d * float(sum).
         int32_t sum = 0;
         for (int64_t e = 0; e < kQuantBlock; ++e) sum += out[e];
+        const float term = scale * static_cast<float>(sum);
         for (int64_t l = 0; l < 8; ++l) {
           d[at + l] = scale;
-          t[at + l] = -offset * sum;
+          if (w_dtype == DType::q4_k || w_dtype == DType::q5_k) {
+            std::memcpy(&t[at + l], &term, sizeof(term));
+          } else {
+            t[at + l] = -offset * sum;
+          }
         }
         continue;
       }

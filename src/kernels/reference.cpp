@@ -180,9 +180,13 @@ void linear_blocks(const float* x, int64_t m, int64_t k, const void* w, DType w_
         for (int64_t b = 0; b < blocks; ++b) {
           const WBlock wq = weight_block(wb + static_cast<size_t>(j) * row_bytes, b, w_dtype);
           const XBlock& xq = xb[static_cast<size_t>(b)];
-          int dot = 0;
-          for (size_t e = 0; e < 32; ++e) dot += wq.q[e] * xq.q[e];
+          int dot = 0, sum = 0;
+          for (size_t e = 0; e < 32; ++e) {
+            dot += wq.q[e] * xq.q[e];
+            sum += xq.q[e];
+          }
           a = std::fma(wq.d[0] * xq.d, static_cast<float>(dot), a);
+          if (wq.with_min) a = std::fma(wq.m[0], xq.d * static_cast<float>(sum), a);
         }
         y[i * n + j] = bias ? a + bias[j] : a;
         continue;

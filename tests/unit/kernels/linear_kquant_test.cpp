@@ -219,13 +219,19 @@ DI_INSTANTIATE_PER_ISA(KernelsLinearKQuants);
 TEST(KernelsLinearKQuantsAvx512, BwAndVnniVariantsEqualTheReference) {
   if (!isa_supported(Isa::avx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
   using RowsFn = void (*)(const detail::LinearArgs&, int64_t, int64_t, int64_t, int64_t);
-  std::vector<RowsFn> variants = {&detail::avx512::linear_rows_qk};
-  if (cpu_has_avx512_vnni()) variants.push_back(&detail::avx512::linear_rows_qk_vnni);
   uint32_t seed = 60;
   for (DType dtype : kTypes) {
-    if (dtype == DType::q5_0) continue;  // AVX-512 runs the AVX2 whole-block kernel for it
+    // The whole-block types (q5_0, q4_k, q5_k) run linear_q8_*'s transposed kernel, the
+    // per-lane ones linear_qk_*.
+    const bool whole = is_whole_block_dtype(dtype);
+    std::vector<RowsFn> variants = {whole ? &detail::avx512::linear_rows_q8
+                                          : &detail::avx512::linear_rows_qk};
+    if (cpu_has_avx512_vnni())
+      variants.push_back(whole ? &detail::avx512::linear_rows_q8_vnni
+                               : &detail::avx512::linear_rows_qk_vnni);
     const int64_t k = is_k_quant(dtype) ? 768 : 160;
-    for (auto [m, n] : {std::tuple<int64_t, int64_t>{1, 9}, {5, 7}, {9, 4}}) {
+    // m = 12 with n = 37: the transposed panels (2 groups of 16 rows, the second partial).
+    for (auto [m, n] : {std::tuple<int64_t, int64_t>{1, 9}, {5, 7}, {9, 4}, {12, 37}}) {
       SCOPED_TRACE(::testing::Message()
                    << dtype_name(dtype) << " m=" << m << " k=" << k << " n=" << n);
       const auto x = random_floats(static_cast<size_t>(m * k), ++seed, -2.0f, 2.0f);
