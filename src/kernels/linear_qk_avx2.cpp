@@ -1,4 +1,4 @@
-// AVX2 block-weight linear for q5_0 / q5_1 / q4_k / q5_k / q6_k. One 256-bit step is one
+// AVX2 block-weight linear for the per-lane types q5_1 / q6_k. One 256-bit step is one
 // 32-element block (linear_qk_decode.h): its 8 four-element int32 lanes via vpmaddubsw +
 // vpmaddwd (exact), scaled per lane into the even-block or odd-block accumulator, so that after
 // hsum(even + odd) the result is bitwise the scalar and AVX-512 one (kernels.h).
@@ -92,33 +92,17 @@ void q_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   }
 }
 
-// The k-quants a super-block at a time: the lane scales of its 8 blocks are computed once
-// per weight row (q4_k / q5_k: 8 d * scale in `d`, 8 -(dmin * min) in `m`; q6_k: the 16 group
-// scales d * scale, groups 0-7 in `d` and 8-15 in `m`), each block then takes its lanes with
-// one permute. Same values as qk::decode() (exact products): bitwise the q_tile result.
+// q6_k a super-block at a time: the lane scales of its 8 blocks are computed once per weight
+// row (the 16 group scales d * scale, groups 0-7 in `d` and 8-15 in `m`), each block then takes
+// its lanes with one permute. Same values as qk::decode() (exact products): bitwise the q_tile
+// result.
 template <DType W>
 inline void super_tables(const uint8_t* super, __m256& d, __m256& m) {
-  if constexpr (W == DType::q6_k) {
-    const __m256 scale = _mm256_set1_ps(qk::f16_at(super + 208));
-    const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(super + 192));
-    const __m128i hi = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(super + 200));
-    d = _mm256_mul_ps(scale, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)));
-    m = _mm256_mul_ps(scale, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)));
-  } else {
-    // ggml's get_scale_min_k4 on 4 bytes at a time (see linear_qk_avx512.h).
-    const uint32_t u0 = qk::u32_at(super + 4), u1 = qk::u32_at(super + 8),
-                   u2 = qk::u32_at(super + 12);
-    const uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
-    const uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
-    const __m128i sc =
-        _mm_setr_epi32(static_cast<int>(u0 & 0x3f3f3f3fu), static_cast<int>(sc_hi), 0, 0);
-    const __m128i mn =
-        _mm_setr_epi32(static_cast<int>(u1 & 0x3f3f3f3fu), static_cast<int>(mn_hi), 0, 0);
-    d = _mm256_mul_ps(_mm256_set1_ps(qk::f16_at(super)),
-                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
-    m = _mm256_mul_ps(_mm256_set1_ps(-qk::f16_at(super + 2)),
-                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)));
-  }
+  const __m256 scale = _mm256_set1_ps(qk::f16_at(super + 208));
+  const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(super + 192));
+  const __m128i hi = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(super + 200));
+  d = _mm256_mul_ps(scale, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)));
+  m = _mm256_mul_ps(scale, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)));
 }
 
 template <DType W, int MR, int NR, bool PF>
@@ -222,10 +206,6 @@ void linear_rows_qk(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int
   switch (a.w_dtype) {
     case DType::q5_1:
       return rows_of<DType::q5_1>(a, m0, m1, n0, n1);
-    case DType::q4_k:
-      return rows_of<DType::q4_k>(a, m0, m1, n0, n1);
-    case DType::q5_k:
-      return rows_of<DType::q5_k>(a, m0, m1, n0, n1);
     default:
       return rows_of<DType::q6_k>(a, m0, m1, n0, n1);
   }

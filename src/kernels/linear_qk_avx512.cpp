@@ -1,4 +1,4 @@
-// AVX-512BW block-weight linear for q5_0 / q5_1 / q4_k / q5_k / q6_k on CPUs without VNNI:
+// AVX-512BW block-weight linear for the per-lane types q5_1 / q6_k on CPUs without VNNI:
 // the unsigned weight quants (<= 63) times the signed x quants through vpmaddubsw (pairs into
 // int16, no saturation: |pair| <= 2 * 63 * 127) and vpmaddwd.
 #include "kernels/linear_qk_avx512.h"  // first: see simd_avx512.h

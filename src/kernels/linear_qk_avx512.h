@@ -1,12 +1,12 @@
 #pragma once
-// AVX-512 block-weight linear for q5_0 / q5_1 / q4_k / q5_k / q6_k, shared by
+// AVX-512 block-weight linear for the per-lane types q5_1 / q6_k, shared by
 // linear_qk_avx512.cpp (AVX-512BW: vpmaddubsw + vpmaddwd) and linear_qk_avx512vnni.cpp
 // (vpdpbusd); include it from those files only (it needs their flags; internal linkage).
 //
 // As linear_q8_avx512.h: one 512-bit step is blocks b and b + 1 (lanes 0-7 and 8-15, the
 // accumulator layout of kernels.h), decoded two at a time with the values of the 256-bit
 // decoders of linear_qk_decode.h (the AVX2 path). The k-quants have 8 blocks per super-block,
-// so a step never straddles two; only q5_0 / q5_1 rows can end in a lone block (lanes 8-15
+// so a step never straddles two; only q5_1 rows can end in a lone block (lanes 8-15
 // masked off).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -39,12 +39,12 @@ inline XStep qk_x_step(const LinearArgs& a, int64_t i, int64_t b, int64_t blocks
   return x;
 }
 
-// Blocks p0, p1 of q5_0 / q5_1 (the values of qk::decode, two at once): nibbles as in q4_0
+// Blocks p0, p1 of q5_1 (the values of qk::decode, two at once): nibbles as in q4_0
 // (128-bit lanes [qs0, qs0, qs1, qs1], the 2nd and 4th shifted by 4), plus 16 where the 64 bits
 // qh0 | qh1 << 32 are set; d (and q5_1's m, the f16 after it) from one 32-bit load per block.
 template <DType W>
 inline void q5_pair(const uint8_t* p0, const uint8_t* p1, __m512i& q, __m512& d, __m512& m) {
-  constexpr int64_t kQh = W == DType::q5_1 ? 4 : 2, kQs = kQh + 4;
+  constexpr int64_t kQh = 4, kQs = 8;
   const __m256i lo =
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + kQs)));
   const __m256i hi =
@@ -58,9 +58,7 @@ inline void q5_pair(const uint8_t* p0, const uint8_t* p1, __m512i& q, __m512& d,
   const __m128i h = _mm_unpacklo_epi32(_mm_loadu_si32(p0), _mm_loadu_si32(p1));  // d0 x0 d1 x1
   const __m512 f = _mm512_castps128_ps512(_mm_cvtph_ps(h));
   d = _mm512_permutexvar_ps(_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0), f);
-  m = W == DType::q5_1 ? _mm512_permutexvar_ps(
-                             _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1), f)
-                       : _mm512_setzero_ps();
+  m = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1), f);
 }
 
 template <class Dot, DType W, int MR, int NR, bool PF>
@@ -122,76 +120,37 @@ void qk_tile(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols) {
   }
 }
 
-// The k-quants a super-block at a time: its 8 (q4_k, q5_k: scales and mins) or 16 (q6_k)
-// lane scales are computed once per weight row into one vector, from which each of its 4
-// steps takes its 16 lanes with one permute; the quants of a step's two blocks come from one
-// load (q4_k / q5_k: the low and high nibbles of the same 32 bytes; q6_k: 64 bytes of low
-// bits). The values are the ones decode() gives (exact products), so results are bitwise those
-// of qk_tile.
+// q6_k a super-block at a time: its 16 group scales are computed once per weight row into one
+// vector, from which each of its 4 steps takes its 16 lanes with one permute; the quants of a
+// step's two blocks come from one load of 64 bytes of low bits. The values are the ones decode()
+// gives (exact products), so results are bitwise those of qk_tile.
 template <DType W>
 inline __m512 super_scales(const uint8_t* super) {
-  if constexpr (W == DType::q6_k) {
-    const __m512 sc = _mm512_cvtepi32_ps(
-        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(super + 192))));
-    return _mm512_mul_ps(_mm512_set1_ps(qk::f16_at(super + 208)), sc);
-  } else {
-    // ggml's get_scale_min_k4 on 4 bytes at a time: bytes 0-3 scales 0-3, 4-7 mins 0-3, and
-    // 8-11 the low four bits of scales / mins 4-7 whose top bits are the top bits of 0-7.
-    const uint32_t u0 = qk::u32_at(super + 4), u1 = qk::u32_at(super + 8),
-                   u2 = qk::u32_at(super + 12);
-    const uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
-    const uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
-    const __m128i bytes =
-        _mm_setr_epi32(static_cast<int>(u0 & 0x3f3f3f3fu), static_cast<int>(sc_hi),
-                       static_cast<int>(u1 & 0x3f3f3f3fu), static_cast<int>(mn_hi));
-    const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));  // 8 scales, 8 mins
-    const __m512 d = _mm512_set1_ps(qk::f16_at(super));
-    const __m512 dmin = _mm512_set1_ps(-qk::f16_at(super + 2));
-    return _mm512_mul_ps(_mm512_mask_blend_ps(0xff00, d, dmin), v);  // d sc, -(dmin mn)
-  }
+  const __m512 sc = _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(super + 192))));
+  return _mm512_mul_ps(_mm512_set1_ps(qk::f16_at(super + 208)), sc);
 }
 
 // The quants of blocks 2s and 2s + 1 of a super-block.
 template <DType W>
 inline __m512i super_quants(const uint8_t* super, int s) {
-  if constexpr (W == DType::q6_k) {
-    const int half = s / 2, high = s % 2;  // quarters 2 high, 2 high + 1 of the half
-    const __m512i ql = _mm512_loadu_si512(super + 64 * half);
-    const __m512i lo =
-        _mm512_and_si512(_mm512_srl_epi16(ql, _mm_cvtsi32_si128(4 * high)), _mm512_set1_epi8(0x0f));
-    const __m512i qh = _mm512_broadcast_i64x4(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + 128 + 32 * half)));
-    const __m512i shifts = _mm512_mask_blend_epi16(0xffff0000u, _mm512_set1_epi16(4 * high),
-                                                   _mm512_set1_epi16(4 * high + 2));
-    const __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(qh, shifts), _mm512_set1_epi8(0x03));
-    return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-  } else {
-    constexpr bool kFive = W == DType::q5_k;
-    const __m512i v = _mm512_broadcast_i64x4(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + (kFive ? 48 : 16) + 32 * s)));
-    __m512i q = _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0)),
-                                 _mm512_set1_epi8(0x0f));
-    if constexpr (kFive) {
-      const __m512i qh =
-          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + 16)));
-      const __m512i bits = _mm512_mask_blend_epi8(
-          0xffffffff00000000ull, _mm512_set1_epi8(static_cast<char>(1 << (2 * s))),
-          _mm512_set1_epi8(static_cast<char>(1 << (2 * s + 1))));
-      q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bits), q, _mm512_set1_epi8(0x10));
-    }
-    return q;
-  }
+  const int half = s / 2, high = s % 2;  // quarters 2 high, 2 high + 1 of the half
+  const __m512i ql = _mm512_loadu_si512(super + 64 * half);
+  const __m512i lo =
+      _mm512_and_si512(_mm512_srl_epi16(ql, _mm_cvtsi32_si128(4 * high)), _mm512_set1_epi8(0x0f));
+  const __m512i qh = _mm512_broadcast_i64x4(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + 128 + 32 * half)));
+  const __m512i shifts = _mm512_mask_blend_epi16(0xffff0000u, _mm512_set1_epi16(4 * high),
+                                                 _mm512_set1_epi16(4 * high + 2));
+  const __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(qh, shifts), _mm512_set1_epi8(0x03));
+  return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
 }
 
-// Lane indices into super_scales() for step s: the weight scales, and (q4_k / q5_k) the mins.
+// Lane indices into super_scales() for step s: group 4 s + lane / 4.
 template <DType W>
 inline __m512i scale_index(int s) {
-  if constexpr (W == DType::q6_k) {  // group 4 s + lane / 4
-    return _mm512_add_epi32(_mm512_set1_epi32(4 * s),
-                            _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
-  } else {  // sub-block 2 s for lanes 0-7, 2 s + 1 for lanes 8-15
-    return _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32(2 * s), _mm512_set1_epi32(2 * s + 1));
-  }
+  return _mm512_add_epi32(_mm512_set1_epi32(4 * s),
+                          _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
 }
 
 template <class Dot, DType W, int MR, int NR, bool PF>
@@ -298,10 +257,6 @@ void qk_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int
   switch (a.w_dtype) {
     case DType::q5_1:
       return qk_rows_of<Dot, DType::q5_1>(a, m0, m1, n0, n1);
-    case DType::q4_k:
-      return qk_rows_of<Dot, DType::q4_k>(a, m0, m1, n0, n1);
-    case DType::q5_k:
-      return qk_rows_of<Dot, DType::q5_k>(a, m0, m1, n0, n1);
     default:
       return qk_rows_of<Dot, DType::q6_k>(a, m0, m1, n0, n1);
   }

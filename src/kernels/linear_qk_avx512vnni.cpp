@@ -1,4 +1,4 @@
-// AVX-512 VNNI block-weight linear for q5_0 / q5_1 / q4_k / q5_k / q6_k: the weight quants
+// AVX-512 VNNI block-weight linear for the per-lane types q5_1 / q6_k: the weight quants
 // are unsigned, so vpdpbusd adds each lane's 4 products to the accumulator in one instruction.
 #include "kernels/linear_qk_avx512.h"  // first: see simd_avx512.h
 

@@ -1,13 +1,13 @@
 #pragma once
-// 256-bit decoders of one 32-element weight block of q5_0 / q5_1 / q4_k / q5_k / q6_k, shared
+// 256-bit decoders of one 32-element weight block of the per-lane types q5_1 / q6_k, shared
 // by linear_qk_avx2.cpp, linear_qpanel_avx2.h and linear_qk_avx512.h (AVX2 + F16C
 // instructions, which the AVX-512 files have too); include it from those files only.
 // Everything has internal linkage.
 //
-// A block is given as its unsigned quants in element order (0..31 for the 5-bit types, 0..15
-// for q4_k, 0..63 for q6_k: vpmaddubsw pairs stay below 2 * 63 * 127, no int16 saturation),
-// the weight scale of each of its 8 four-element lanes, and the lane min term. The offsets of
-// q5_0 (16) and q6_k (32) enter through the x lane term (quantize_x_blocks). The scales are an
+// A block is given as its unsigned quants in element order (0..31 for q5_1, 0..63 for q6_k:
+// vpmaddubsw pairs stay below 2 * 63 * 127, no int16 saturation), the weight scale of each of
+// its 8 four-element lanes, and the lane min term. q6_k's offset (32) enters through the x lane
+// term (quantize_x_blocks). The scales are an
 // f16 times a 6- or 8-bit integer, exact in f32, so every ISA gets bitwise the same values as
 // the scalar decoder (linear_qk_scalar.cpp).
 #include <immintrin.h>
@@ -20,17 +20,13 @@ namespace deepinfer::kernels::detail::qk {
 namespace {
 
 template <DType W>
-constexpr bool kWithMin = W == DType::q5_1 || W == DType::q4_k || W == DType::q5_k;
-// Bytes of one stored block (a super-block of 8 x 32 elements for the k-quants).
+constexpr bool kWithMin = W == DType::q5_1;
+// Bytes of one stored block (a super-block of 8 x 32 elements for q6_k).
 template <DType W>
-constexpr int64_t kStoredBytes = W == DType::q5_0   ? 22
-                                 : W == DType::q5_1 ? 24
-                                 : W == DType::q4_k ? 144
-                                 : W == DType::q5_k ? 176
-                                                    : 210;
+constexpr int64_t kStoredBytes = W == DType::q5_1 ? 24 : 210;
 // 32-element blocks per stored block.
 template <DType W>
-constexpr int64_t kSubBlocks = W == DType::q5_0 || W == DType::q5_1 ? 1 : 8;
+constexpr int64_t kSubBlocks = W == DType::q5_1 ? 1 : 8;
 
 struct WBlock {
   __m256i q;  // 32 unsigned quants
@@ -55,7 +51,7 @@ inline __m256i split_nibbles(const uint8_t* qs) {
                           _mm256_set1_epi8(0x0f));
 }
 
-// 0x10 in byte e where bit e of qh is set (the fifth bit of q5_0 / q5_1 element e).
+// 0x10 in byte e where bit e of qh is set (the fifth bit of q5_1 element e).
 inline __m256i fifth_bits(uint32_t qh) {
   const __m256i bytes = _mm256_shuffle_epi8(
       _mm256_set1_epi32(static_cast<int>(qh)),
@@ -65,66 +61,29 @@ inline __m256i fifth_bits(uint32_t qh) {
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
-// Scale and min (6 bits each) of sub-block j of a q4_k / q5_k super-block (12 packed bytes).
-inline void k4_scale_min(const uint8_t* packed, int j, int* scale, int* min) {
-  if (j < 4) {
-    *scale = packed[j] & 63;
-    *min = packed[j + 4] & 63;
-  } else {
-    *scale = (packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4);
-    *min = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
-  }
-}
-
-// The 32 quants of block j (0..7) of a k-quant super-block.
+// The 32 quants of block j (0..7) of a q6_k super-block.
 template <DType W>
 inline __m256i block_quants(const uint8_t* super, int j) {
-  if constexpr (W == DType::q6_k) {
-    const int half = j / 4, quarter = j % 4;
-    const __m256i ql = _mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(super + 64 * half + 32 * (quarter % 2)));
-    const __m256i qh =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + 128 + 32 * half));
-    const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(ql, _mm_cvtsi32_si128(4 * (quarter / 2))),
-                                        _mm256_set1_epi8(0x0f));
-    const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter)),
-                                        _mm256_set1_epi8(0x03));
-    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
-  } else {
-    constexpr bool kFive = W == DType::q5_k;
-    const __m256i v = _mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(super + (kFive ? 48 : 16) + 32 * (j / 2)));
-    __m256i q = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))),
-                                 _mm256_set1_epi8(0x0f));
-    if constexpr (kFive) {
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + 16));
-      const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
-      const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
-      q = _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
-    }
-    return q;
-  }
+  const int half = j / 4, quarter = j % 4;
+  const __m256i ql =
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + 64 * half + 32 * (quarter % 2)));
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + 128 + 32 * half));
+  const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(ql, _mm_cvtsi32_si128(4 * (quarter / 2))),
+                                      _mm256_set1_epi8(0x0f));
+  const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter)),
+                                      _mm256_set1_epi8(0x03));
+  return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
 }
 
 // Block b of a weight row.
 template <DType W>
 inline WBlock decode(const uint8_t* row, int64_t b) {
   WBlock w;
-  if constexpr (W == DType::q5_0 || W == DType::q5_1) {
-    constexpr bool kMin = W == DType::q5_1;
+  if constexpr (W == DType::q5_1) {
     const uint8_t* block = row + b * kStoredBytes<W>;
     w.d = _mm256_set1_ps(f16_at(block));
-    w.m = kMin ? _mm256_set1_ps(f16_at(block + 2)) : _mm256_setzero_ps();
-    w.q = _mm256_or_si256(split_nibbles(block + (kMin ? 8 : 6)),
-                          fifth_bits(u32_at(block + (kMin ? 4 : 2))));
-  } else if constexpr (W == DType::q4_k || W == DType::q5_k) {
-    const uint8_t* super = row + (b / 8) * kStoredBytes<W>;
-    const int j = static_cast<int>(b % 8);
-    int scale, min;
-    k4_scale_min(super + 4, j, &scale, &min);
-    w.d = _mm256_set1_ps(f16_at(super) * static_cast<float>(scale));
-    w.m = _mm256_set1_ps(-(f16_at(super + 2) * static_cast<float>(min)));
-    w.q = block_quants<W>(super, j);
+    w.m = _mm256_set1_ps(f16_at(block + 2));
+    w.q = _mm256_or_si256(split_nibbles(block + 8), fifth_bits(u32_at(block + 4)));
   } else {  // q6_k: 32 elements of one quarter of a 128-element half, two 16-element groups
     const uint8_t* super = row + (b / 8) * kStoredBytes<W>;
     const int j = static_cast<int>(b % 8), half = j / 4, quarter = j % 4;

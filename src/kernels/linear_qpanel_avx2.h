@@ -1,5 +1,5 @@
 #pragma once
-// AVX2 prefill GEMM for the k-quants and q5_1, whose f32 work is per 4-element lane (kernels.h):
+// AVX2 prefill GEMM for q6_k and q5_1, whose f32 work is per 4-element lane (kernels.h):
 // the weight blocks of a panel of kPanelCols rows are decoded once (quants, lane scales, lane mins:
 // qk::WBlock) into a thread-local buffer and every x row of the call runs over them, 4 rows x 2
 // outputs per register tile. The streaming tile decodes a block again for every pair of x rows;
