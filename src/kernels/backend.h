@@ -48,12 +48,13 @@ inline constexpr int64_t kQuantSuperBlock = 256;
 // x[m, k] (k a multiple of 32) to 8-bit blocks, the arithmetic of kernels.h (block weights):
 // per block of 32, d = max|x| / 127 and q = nearbyint(x * (1 / d)) (0 when d is 0). Laid out
 // for the kernels, 8 values per block so that a block is one 256-bit load and two blocks one
-// 512-bit load: q[m, k]; d[m, k / 4] (each block's d 8 times); t[m, k / 4], the lane term of
-// w_dtype from the lane sums s[l] = q[4l] + ... + q[4l + 3]: the integer -o s where o is the
-// offset the kernels take out of unsigned weight quants (8 for q4_0, 16 for q5_0, 32 for q6_k,
-// 128 for q8_0, for VNNI's w + 128), or the f32 bits of d * float(s) for the types with a
-// min (q4_1, q5_1, q4_k, q5_k); for q4_0, whose kernels take whole-block dot products, all 8
-// entries of a block hold -8 times the block's sum. Shared by every ISA
+// 512-bit load: q[m, k]; d[m, k / 4] (each block's d 8 times); t[m, k / 4], the term of
+// w_dtype: for the per-lane types from the lane sums s[l] = q[4l] + ... + q[4l + 3], the
+// integer -32 s[l] (q6_k, whose quants the kernels take unsigned) or the f32 bits of
+// d * float(s[l]) (q4_1, q5_1: types with a min); for the whole-block types (kernels.h) all 8
+// entries of a block hold the same term from the block's sum s: -8 s (q4_0), -16 s (q5_0),
+// -128 s (q8_0, for VNNI's w + 128; the other paths take q8_0 signed and ignore it), or the
+// f32 bits of d * float(s) (q4_k, q5_k). Shared by every ISA
 // (quantize_x.cpp, baseline code), so all of them see the same integers and products.
 void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8_t* q, float* d,
                        int32_t* t);
@@ -133,7 +134,8 @@ void linear_pack_x_bf16(const float* x, int64_t m, int64_t k, uint16_t* xb);
 void linear_rows_dpbf16(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 }  // namespace avx512
 
-// The block-weight linear (w_dtype q8_0 / q4_0 / q4_1 / q5_0, a.xq/xd/xt set): y[m0:m1, n0:n1],
+// The block-weight linear (w_dtype q8_0 / q4_0 / q5_0 / q4_k / q5_k, the whole-block types, and
+// q4_1; a.xq/xd/xt set): y[m0:m1, n0:n1],
 // single-threaded, bitwise the arithmetic of kernels.h on every ISA. linear_q8_*.cpp; the
 // VNNI one needs cpu_has_avx512_vnni().
 namespace scalar {
@@ -147,7 +149,7 @@ void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int
 void linear_rows_q8_vnni(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 }  // namespace avx512
 
-// The same for q5_1 and the k-quants q4_k, q5_k, q6_k (linear_qk_*.cpp): per-lane weight
+// The same for q5_1 and q6_k (linear_qk_*.cpp): per-lane weight
 // scales (kernels.h), bitwise equal on every ISA.
 namespace scalar {
 void linear_rows_qk(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);

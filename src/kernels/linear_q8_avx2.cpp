@@ -2,7 +2,7 @@
 // 256-bit step is one block: its 8 four-element int32 lanes via vpmaddubsw + vpmaddwd, exact,
 // scaled into the even-block or odd-block accumulator, so that after hsum(even + odd) the
 // result is bitwise the AVX-512 one; kernels.h states the arithmetic), the whole-block types
-// q4_0 / q5_0 / q8_0 in linear_whole_block_avx2.h.
+// q4_0 / q5_0 / q8_0 / q4_k / q5_k in linear_whole_block_avx2.h.
 #include "kernels/backend.h"
 #include "kernels/linear_whole_block_avx2.h"
 #include "kernels/simd_avx2.h"

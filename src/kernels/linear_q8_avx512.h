@@ -1,9 +1,9 @@
 #pragma once
 // AVX-512 block-weight linear, shared by linear_q8_avx512.cpp (AVX-512BW: vpmaddubsw +
 // vpmaddwd) and linear_q8_avx512vnni.cpp (vpdpbusd); include it from those files only (it needs
-// their flags; everything has internal linkage). q4_0, q5_0 and q8_0 run the whole-block kernel
-// of linear_whole_block_avx512.h; q4_1, whose f32 work is per 4-element lane (kernels.h), runs
-// here.
+// their flags; everything has internal linkage). q4_0, q5_0, q8_0, q4_k and q5_k run the
+// whole-block kernel of linear_whole_block_avx512.h; q4_1, whose f32 work is per 4-element lane
+// (kernels.h), runs here.
 //
 // One 512-bit step covers two blocks: 16 int32 lanes, lanes 0-7 the 8 four-element lanes of
 // block b and lanes 8-15 those of block b + 1, which is the accumulator layout of kernels.h, so
@@ -149,7 +149,7 @@ void q41_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n
   }
 }
 
-// q4_0 / q5_0 / q8_0 (whole blocks) and q4_1 over rows m0 .. m1, outputs n0 .. n1.
+// q4_0 / q5_0 / q8_0 / q4_k / q5_k (whole blocks) and q4_1 over rows m0 .. m1, outputs n0 .. n1.
 template <class Dot>
 void q_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   if (a.w_dtype != DType::q4_1) return whole_block_linear_rows<Dot>(a, m0, m1, n0, n1);

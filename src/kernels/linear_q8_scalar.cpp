@@ -10,7 +10,8 @@
 namespace deepinfer::kernels::detail::scalar {
 namespace {
 
-// Bytes per block (ggml's block_q8_0 / q4_0 / q5_0 / q4_1), from the type-traits table.
+// Bytes per stored block (ggml's block_q8_0 / q4_0 / q5_0 / q4_1, or a q4_K / q5_K
+// super-block), from the type-traits table.
 int64_t block_bytes(DType dtype) {
   return static_cast<int64_t>(block_traits(dtype)->block_bytes);
 }

@@ -5,7 +5,7 @@
 //
 // As linear_q8_avx512.h: one 512-bit step is blocks b and b + 1 (lanes 0-7 and 8-15, the
 // accumulator layout of kernels.h), decoded two at a time with the values of the 256-bit
-// decoders of linear_qk_decode.h (the AVX2 path). The k-quants have 8 blocks per super-block,
+// decoders of linear_qk_decode.h (the AVX2 path). q6_k has 8 blocks per super-block,
 // so a step never straddles two; only q5_1 rows can end in a lone block (lanes 8-15
 // masked off).
 #if defined(__GNUC__) && !defined(__clang__)

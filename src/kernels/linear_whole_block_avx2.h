@@ -46,8 +46,9 @@ constexpr int64_t kWbQuantsAt = W == DType::q5_0   ? 6
                                 : W == DType::q5_k ? 48
                                                    : 2;
 constexpr int kWbGroup = 8;  // weight rows per vector, one per lane
-// Blocks per panel chunk: 2 groups of 32 blocks of 288 B (q4_0, q5_0) = 18 KiB, of 16 blocks of
-// q8_0's 544 B = 17 KiB, in L1.
+// Blocks per panel chunk: 2 groups of 32 blocks of 288 B (q4_0, q5_0) = 18 KiB or of 320 B
+// (q4_k, q5_k: 4 super-blocks, with the min terms) = 20 KiB, of 16 blocks of q8_0's 544 B =
+// 17 KiB, in L1.
 template <DType W>
 constexpr int64_t kWbPanelBlocks = W == DType::q8_0 ? 16 : 32;
 constexpr int kWbPanelGroups = 2;

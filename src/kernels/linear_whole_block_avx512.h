@@ -46,8 +46,10 @@ constexpr int64_t kWbQuantsAt = W == DType::q5_0   ? 6
                                 : W == DType::q4_k ? 16
                                 : W == DType::q5_k ? 48
                                                    : 2;
-constexpr int kWbGroup = 16;            // weight rows per vector, one per lane
-constexpr int64_t kWbPanelBlocks = 32;  // blocks per panel chunk: 2 x 32 x 576 B = 36 KiB
+constexpr int kWbGroup = 16;  // weight rows per vector, one per lane
+// Blocks per panel chunk (a multiple of the k-quants' 8): 2 x 32 x 576 B = 36 KiB, 40 KiB with
+// the k-quants' min terms.
+constexpr int64_t kWbPanelBlocks = 32;
 constexpr int64_t kWbPanelMinRows = 8;  // x rows from which transposing a panel pays off
 
 // Block b of 16 weight rows, transposed (see the top of the file); with the min term for the

@@ -82,9 +82,10 @@ std::vector<float> dequantized(DType dtype, const std::vector<uint8_t>& w, int64
   return out;
 }
 
-// Row lengths: 1, 3, 5 and 18 blocks of 32; 1, 2 and 3 super-blocks of 256.
+// Row lengths: 1, 3, 5 and 18 blocks of 32; 1, 2, 3 and 9 super-blocks of 256 (9: the
+// whole-block kernels' panel chunks of 32 blocks, 32 + 32 + 8).
 std::vector<int64_t> row_lengths(DType dtype) {
-  if (is_k_quant(dtype)) return {256, 512, 768};
+  if (is_k_quant(dtype)) return {256, 512, 768, 2304};
   return {32, 96, 160, 576};
 }
 
@@ -229,7 +230,7 @@ TEST(KernelsLinearKQuantsAvx512, BwAndVnniVariantsEqualTheReference) {
     if (cpu_has_avx512_vnni())
       variants.push_back(whole ? &detail::avx512::linear_rows_q8_vnni
                                : &detail::avx512::linear_rows_qk_vnni);
-    const int64_t k = is_k_quant(dtype) ? 768 : 160;
+    const int64_t k = is_k_quant(dtype) ? 2304 : 160;
     // m = 12 with n = 37: the transposed panels (2 groups of 16 rows, the second partial).
     for (auto [m, n] : {std::tuple<int64_t, int64_t>{1, 9}, {5, 7}, {9, 4}, {12, 37}}) {
       SCOPED_TRACE(::testing::Message()
