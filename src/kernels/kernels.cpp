@@ -154,6 +154,26 @@ constexpr int64_t kMinQuantizeSplit = int64_t{1} << 15;
 // Below this many multiply-adds per thread, waking workers costs more than it saves.
 constexpr int64_t kMinMacsPerThread = int64_t{1} << 16;
 
+// Items [begin, end) of an [m, n] output in tiles of tile_n outputs by kLinearRowBlock rows,
+// item (nt, mb) = nt * m_blocks + mb: per row block, the range holds a contiguous range of n
+// tiles, passed to rows(m0, m1, n0, n1) as one call.
+template <class Rows>
+void run_item_range(int64_t m, int64_t n, int64_t tile_n, int64_t begin, int64_t end,
+                    const Rows& rows) {
+  const int64_t m_blocks = (m + kLinearRowBlock - 1) / kLinearRowBlock;
+  const int64_t nt_first = begin / m_blocks;
+  const int64_t nt_last = (end - 1) / m_blocks;
+  for (int64_t mb = 0; mb < m_blocks; ++mb) {
+    int64_t lo = nt_first, hi = nt_last;
+    if (lo * m_blocks + mb < begin) ++lo;
+    if (hi * m_blocks + mb >= end) --hi;
+    if (lo > hi) continue;
+    const int64_t m0 = mb * kLinearRowBlock;
+    const int64_t m1 = std::min(m, m0 + kLinearRowBlock);
+    rows(m0, m1, lo * tile_n, std::min(n, (hi + 1) * tile_n));
+  }
+}
+
 }  // namespace
 
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
@@ -234,23 +254,68 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
 
   detail::run_items_stealing(pool, items, min_chunk, [&](int64_t begin, int64_t end) {
     float* scratch = scratch_floats ? thread_buffer(Buffer::linear_work, scratch_floats) : nullptr;
-    const int64_t nt_first = begin / m_blocks;
-    const int64_t nt_last = (end - 1) / m_blocks;
-    // Item (nt, mb) = nt * m_blocks + mb: per row block, this chunk holds a contiguous
-    // range of n tiles.
-    for (int64_t mb = 0; mb < m_blocks; ++mb) {
-      int64_t lo = nt_first, hi = nt_last;
-      if (lo * m_blocks + mb < begin) ++lo;
-      if (hi * m_blocks + mb >= end) --hi;
-      if (lo > hi) continue;
-      const int64_t m0 = mb * kLinearRowBlock;
-      const int64_t m1 = std::min(m, m0 + kLinearRowBlock);
-      const int64_t n0 = lo * tile_n, n1 = std::min(n, (hi + 1) * tile_n);
+    run_item_range(m, n, tile_n, begin, end, [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
       if (q_rows) {
         q_rows(args, m0, m1, n0, n1);
       } else {
         be.rows(args, m0, m1, n0, n1, scratch);
       }
+    });
+  });
+}
+
+void linear_grouped(std::span<const LinearJob> jobs, int64_t k, DType w_dtype, int64_t n,
+                    ThreadPool& pool) {
+  DI_CHECK(is_block_dtype(w_dtype), "kernels::linear_grouped: weight dtype ", dtype_name(w_dtype),
+           " is not a block type");
+  DI_CHECK(k > 0 && n >= 0 && k % row_granule(w_dtype) == 0,
+           "kernels::linear_grouped: ", dtype_name(w_dtype),
+           " weights need k to be a positive whole number of ", row_granule(w_dtype),
+           "-element blocks, got k = ", k);
+  // The first quantized x row of each job, and each job's first work item.
+  std::vector<int64_t> row0(jobs.size() + 1, 0), item0(jobs.size() + 1, 0);
+  const int64_t tile_n = linear_backend(active_isa()).tile_n();
+  const int64_t n_tiles = (n + tile_n - 1) / tile_n;
+  int64_t largest = 1;
+  for (size_t g = 0; g < jobs.size(); ++g) {
+    const LinearJob& job = jobs[g];
+    DI_CHECK(job.m >= 0 && (job.m == 0 || (job.x && job.w && job.y)),
+             "kernels::linear_grouped: job ", g, " has m = ", job.m, " or a null pointer");
+    row0[g + 1] = row0[g] + job.m;
+    item0[g + 1] = item0[g] + n_tiles * ((job.m + kLinearRowBlock - 1) / kLinearRowBlock);
+    largest = std::max(largest, job.m);
+  }
+  if (row0.back() == 0 || n == 0) return;
+  QuantizedX& xq = quantized_x_buffer(row0.back(), k);
+  for (size_t g = 0; g < jobs.size(); ++g) {
+    const auto quantize = [&](int64_t r0, int64_t r1) {
+      const int64_t at = row0[g] + r0;
+      detail::quantize_x_blocks(jobs[g].x + r0 * k, r1 - r0, k, w_dtype, xq.q.data() + at * k,
+                                xq.d.data() + at * k / 4, xq.t.data() + at * k / 4);
+    };
+    if (jobs[g].m * k >= kMinQuantizeSplit && pool.size() > 1) {
+      pool.parallel_for(jobs[g].m, quantize);
+    } else {
+      quantize(0, jobs[g].m);
+    }
+  }
+  const RowsFn q_rows = block_rows(active_isa(), w_dtype);
+  const int64_t macs_per_item = std::min(largest, kLinearRowBlock) * tile_n * k;
+  const int64_t min_chunk = std::max<int64_t>(1, kMinMacsPerThread / macs_per_item);
+  // Items job-major, each job's numbered as in linear(): a thread's share walks the jobs' weight
+  // rows in order, so its decode prefetch runs across the whole group.
+  detail::run_items_stealing(pool, item0.back(), min_chunk, [&](int64_t begin, int64_t end) {
+    for (size_t g = 0; g < jobs.size(); ++g) {
+      const int64_t lo = std::max(begin, item0[g]), hi = std::min(end, item0[g + 1]);
+      if (lo >= hi) continue;
+      const LinearJob& job = jobs[g];
+      detail::LinearArgs args{nullptr, k, k, job.w, w_dtype, n, nullptr, job.y};
+      args.xq = xq.q.data() + row0[g] * k;
+      args.xd = xq.d.data() + row0[g] * k / 4;
+      args.xt = xq.t.data() + row0[g] * k / 4;
+      run_item_range(
+          job.m, n, tile_n, lo - item0[g], hi - item0[g],
+          [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) { q_rows(args, m0, m1, n0, n1); });
     }
   });
 }

@@ -54,6 +54,19 @@ namespace deepinfer::kernels {
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
             const float* bias, float* y, ThreadPool& pool);
 
+// Several block-weight products of the same shape in one call, each job y[m, n] = x[m, k] ·
+// W^T with its own x, weights and y (no bias): the routed experts of an MoE layer. Bitwise each
+// job's linear(); one thread split and one wake-up for the whole group, and a thread's share
+// streams the jobs' weights back to back (decode is a handful of small matrices per layer).
+struct LinearJob {
+  const float* x = nullptr;  // [m, k]
+  int64_t m = 0;
+  const void* w = nullptr;  // [n, k] of the call's w_dtype
+  float* y = nullptr;       // [m, n]
+};
+void linear_grouped(std::span<const LinearJob> jobs, int64_t k, DType w_dtype, int64_t n,
+                    ThreadPool& pool);
+
 // The block types whose linear() takes whole-block integer dots (above).
 constexpr bool is_whole_block_dtype(DType w_dtype) {
   return w_dtype == DType::q4_0 || w_dtype == DType::q5_0 || w_dtype == DType::q8_0 ||

@@ -228,6 +228,40 @@ TEST_P(KernelsLinearBlocks, IsBatchInvariantAcrossRowsPositionsAndThreads) {
   }
 }
 
+// linear_grouped: each job bitwise its own linear() call, whatever the other jobs (an empty
+// one, one past the 256-row block, decode-sized ones) and the thread count.
+TEST_P(KernelsLinearBlocks, GroupedJobsEqualTheirOwnLinearCalls) {
+  const int64_t k = 256, n = 37;
+  uint32_t seed = 500;
+  for (DType dtype : {DType::q8_0, DType::q4_k, DType::q4_1}) {
+    const int64_t ms[] = {1, 0, 300, 7, 1};
+    std::vector<std::vector<float>> x, want, got;
+    std::vector<std::vector<uint8_t>> w;
+    std::vector<LinearJob> jobs;
+    ThreadPool single(1);
+    for (int64_t m : ms) {
+      x.push_back(random_floats(static_cast<size_t>(m * k), ++seed, -2.0f, 2.0f));
+      w.push_back(random_blocks(dtype, n, k, ++seed));
+      want.emplace_back(static_cast<size_t>(m * n));
+      linear(x.back().data(), m, k, w.back().data(), dtype, n, nullptr, want.back().data(),
+             single);
+    }
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      got.assign(want.size(), {});
+      jobs.clear();
+      for (size_t g = 0; g < want.size(); ++g) {
+        got[g].assign(want[g].size(), NAN);
+        jobs.push_back({x[g].data(), ms[g], w[g].data(), got[g].data()});
+      }
+      linear_grouped(jobs, k, dtype, n, pool);
+      for (size_t g = 0; g < want.size(); ++g)
+        EXPECT_TRUE(bitwise_equal(got[g].data(), want[g].data(), got[g].size()))
+            << dtype_name(dtype) << " job " << g << " threads " << threads;
+    }
+  }
+}
+
 TEST_P(KernelsLinearBlocks, RefusesARowThatIsNotWholeBlocks) {
   ThreadPool pool(1);
   const std::vector<float> x(48, 1.0f);

@@ -181,6 +181,23 @@ TEST_P(ExpertStackBlocks, ExpertJIsSlicedByRowBytes) {
     fused.forward(e, x.data() + 3 * h, 1, one.data(), pool);
     EXPECT_TRUE(std::equal(one.begin(), one.end(), got.begin() + 3 * h));
   }
+  // forward_group (one grouped kernel call per projection for block stacks, expert by expert
+  // otherwise) equals forward() of each expert bitwise, with uneven row counts and an idle
+  // expert.
+  const int64_t counts[] = {2, 0, 5};
+  for (const ExpertStack* stack : {&fused, &apart}) {
+    std::vector<ExpertStack::ExpertRows> work;
+    std::vector<std::vector<float>> got(experts), want(experts);
+    for (int64_t e = 0; e < experts; ++e) {
+      const auto size = static_cast<size_t>(counts[e] * h);
+      got[e].assign(size, NAN);
+      want[e].assign(size, NAN);
+      stack->forward(e, x.data(), counts[e], want[e].data(), pool);
+      work.push_back({e, x.data(), counts[e], got[e].data()});
+    }
+    stack->forward_group(work, pool);
+    for (int64_t e = 0; e < experts; ++e) EXPECT_EQ(got[e], want[e]) << "expert " << e;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

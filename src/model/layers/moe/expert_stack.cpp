@@ -512,4 +512,55 @@ void ExpertStack::forward(int64_t j, const float* x, int64_t rows, float* y,
   project(down_, w8a8_.down, act.data(), i, h, y);
 }
 
+void ExpertStack::forward_group(std::span<const ExpertRows> work, ThreadPool& pool) const {
+  if (!is_block_dtype(dtype()) || !is_block_dtype(down_dtype())) {
+    for (const ExpertRows& e : work) forward(e.expert, e.x, e.rows, e.y, pool);
+    return;
+  }
+  const int64_t h = hidden();
+  const int64_t i = intermediate();
+  std::vector<int64_t> at(work.size() + 1, 0);  // each expert's first row in the buffers
+  for (size_t g = 0; g < work.size(); ++g) {
+    DI_CHECK(work[g].expert >= 0 && work[g].expert < count(), "expert ", work[g].expert,
+             " outside the ", count(), " local experts");
+    at[g + 1] = at[g] + work[g].rows;
+  }
+  if (at.back() == 0) return;
+  std::vector<float> act(static_cast<size_t>(at.back() * i));
+  std::vector<kernels::LinearJob> jobs;
+  const auto add_jobs = [&](const Tensor& stack, float* out, int64_t width) {
+    for (size_t g = 0; g < work.size(); ++g)
+      jobs.push_back(
+          {work[g].x, work[g].rows, expert_matrix(stack, work[g].expert), out + at[g] * width});
+  };
+  if (gate_up_.defined()) {
+    std::vector<float> gu(static_cast<size_t>(at.back() * 2 * i));
+    add_jobs(gate_up_, gu.data(), 2 * i);
+    kernels::linear_grouped(jobs, h, gate_up_.dtype(), 2 * i, pool);
+    for (int64_t r = 0; r < at.back(); ++r) {
+      const float* row = gu.data() + r * 2 * i;
+      kernels::silu_mul(row, row + i, act.data() + r * i, i);
+    }
+  } else {
+    std::vector<float> up(act.size());
+    add_jobs(gate_, act.data(), i);
+    if (up_.dtype() != gate_.dtype()) {
+      kernels::linear_grouped(jobs, h, gate_.dtype(), i, pool);
+      jobs.clear();
+    }
+    add_jobs(up_, up.data(), i);
+    kernels::linear_grouped(jobs, h, up_.dtype(), i, pool);
+    // Expert by expert, as forward() does (the same elements in the same calls).
+    for (size_t g = 0; g < work.size(); ++g) {
+      float* a = act.data() + at[g] * i;
+      kernels::silu_mul(a, up.data() + at[g] * i, a, work[g].rows * i);
+    }
+  }
+  jobs.clear();
+  for (size_t g = 0; g < work.size(); ++g)
+    jobs.push_back(
+        {act.data() + at[g] * i, work[g].rows, expert_matrix(down_, work[g].expert), work[g].y});
+  kernels::linear_grouped(jobs, i, down_.dtype(), h, pool);
+}
+
 }  // namespace deepinfer::model

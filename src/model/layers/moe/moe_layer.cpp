@@ -27,20 +27,32 @@ void run_experts(const ExpertStack& experts, const float* rows, std::span<const 
                  int64_t sources, float* out, ThreadPool& pool) {
   const int64_t h = experts.hidden();
   const ReceivedRows received(counts, sources, experts.count());
-  std::vector<float> gathered, result;
+  // Experts whose rows are not contiguous run on gathered copies, at these offsets.
+  std::vector<int64_t> copied(static_cast<size_t>(experts.count()), -1);
+  int64_t copies = 0;
+  for (int64_t j = 0; j < experts.count(); ++j) {
+    if (received.total(j) > 0 && received.contiguous(j) < 0) {
+      copied[static_cast<size_t>(j)] = copies;
+      copies += received.total(j);
+    }
+  }
+  std::vector<float> gathered(static_cast<size_t>(copies * h)), result(gathered.size());
+  std::vector<ExpertStack::ExpertRows> work;
   for (int64_t j = 0; j < experts.count(); ++j) {
     const int64_t total = received.total(j);
     if (total == 0) continue;
-    if (const int64_t row = received.contiguous(j); row >= 0) {
-      experts.forward(j, rows + row * h, total, out + row * h, pool);
-      continue;
+    if (const int64_t at = copied[static_cast<size_t>(j)]; at >= 0) {
+      received.gather(j, rows, h, gathered.data() + at * h);
+      work.push_back({j, gathered.data() + at * h, total, result.data() + at * h});
+    } else {
+      const int64_t row = received.contiguous(j);
+      work.push_back({j, rows + row * h, total, out + row * h});
     }
-    gathered.resize(static_cast<size_t>(total * h));
-    result.resize(gathered.size());
-    received.gather(j, rows, h, gathered.data());
-    experts.forward(j, gathered.data(), total, result.data(), pool);
-    received.scatter(j, result.data(), h, out);
   }
+  experts.forward_group(work, pool);
+  for (int64_t j = 0; j < experts.count(); ++j)
+    if (const int64_t at = copied[static_cast<size_t>(j)]; at >= 0)
+      received.scatter(j, result.data() + at * h, h, out);
 }
 
 }  // namespace
