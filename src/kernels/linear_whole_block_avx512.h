@@ -86,7 +86,8 @@ inline WbRows wb_rows(const LinearArgs& a, int64_t j0, int64_t cols, int64_t row
 // The 16 bytes at offset `at` of the group's 16 rows as 32-bit words: words[o] lane r is word
 // o of row r. Loaded as 4 registers of 4 rows each (lane group l of register z holds row
 // z + 4l), then a 4 x 4 transpose of 32-bit words within every 128-bit lane group.
-inline void wb_words(const WbRows& g, int64_t at, __m512i (&words)[4]) {
+__attribute__((always_inline)) inline void wb_words(const WbRows& g, int64_t at,
+                                                    __m512i (&words)[4]) {
   auto bytes = [&](int r) {
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.row[r] + at));
   };
@@ -124,78 +125,85 @@ inline void q50_high_bits(const WbRows& g, int64_t at, __m512i (&u)[8]) {
   }
 }
 
-// Sub-block scales and min terms of a q4_k / q5_k super-block at `at` for the 16 rows: d and
-// dmin (f16) at 0 and 2, then 12 bytes of 6-bit scales and mins as ggml's get_scale_min_k4
-// packs them (sub-block j < 4: the low 6 bits of bytes j and j + 4; j >= 4: the nibbles of byte
-// j + 4 with the top 2 bits of bytes j - 4 and j). Each lane does its row's arithmetic of the
-// scalar decoder: d * float(scale) and -(dmin * float(min)), exact in f32.
+// The scale bytes of a q4_k / q5_k super-block at `at` for the 16 rows: d and dmin (f16) at 0
+// and 2, then 12 bytes of 6-bit scales and mins as ggml's get_scale_min_k4 packs them
+// (sub-block j < 4: the low 6 bits of bytes j and j + 4; j >= 4: the nibbles of byte j + 4 with
+// the top 2 bits of bytes j - 4 and j), as three words per lane; q5_k's 32 bytes of fifth bits
+// (bit j of byte e: element e of sub-block j) transposed as the quants are.
+struct K4Super {
+  __m512 d, dmin;
+  __m512i s0, s1, s2;
+  __m512i high_lo[4], high_hi[4];  // q5_k: elements 4o .. 4o + 3, 16 + 4o .. 16 + 4o + 3
+};
+
 template <DType W>
-inline void k4_scales(const WbRows& g, int64_t at, WbGroupOf<W>* out) {
+inline void k4_super(const WbRows& g, int64_t at, K4Super& k) {
   const uint8_t* base = g.row[0] + at;
   const __m512i dd = _mm512_i32gather_epi32(g.offsets, base, 1);
-  const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-  const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
-  const __m512i s0 = _mm512_i32gather_epi32(g.offsets, base + 4, 1);
-  const __m512i s1 = _mm512_i32gather_epi32(g.offsets, base + 8, 1);
-  const __m512i s2 = _mm512_i32gather_epi32(g.offsets, base + 12, 1);
-  const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(15);
-  const __m512i two = _mm512_set1_epi32(3), sign = _mm512_set1_epi32(INT32_MIN);
-  DEEPINFER_UNROLL
-  for (int j = 0; j < 8; ++j) {
-    __m512i scale, min;
-    if (j < 4) {
-      scale = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), six);
-      min = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), six);
-    } else {
-      const int q = 8 * (j - 4);
-      const __m512i top_scale = _mm512_and_si512(_mm512_srli_epi32(s0, q + 6), two);
-      const __m512i top_min = _mm512_and_si512(_mm512_srli_epi32(s1, q + 6), two);
-      scale = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, q), four),
-                              _mm512_slli_epi32(top_scale, 4));
-      min = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, q + 4), four),
-                            _mm512_slli_epi32(top_min, 4));
-    }
-    out[j].d = _mm512_mul_ps(d, _mm512_cvtepi32_ps(scale));
-    const __m512 m = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(min));
-    out[j].m = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(m), sign));  // -m exactly
+  k.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+  k.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+  k.s0 = _mm512_i32gather_epi32(g.offsets, base + 4, 1);
+  k.s1 = _mm512_i32gather_epi32(g.offsets, base + 8, 1);
+  k.s2 = _mm512_i32gather_epi32(g.offsets, base + 12, 1);
+  if constexpr (W == DType::q5_k) {
+    wb_words(g, at + 16, k.high_lo);
+    wb_words(g, at + 32, k.high_hi);
   }
 }
 
-// The 8 sub-blocks of a q4_k / q5_k super-block at `at`: sub-blocks 2p and 2p + 1 are the low and
-// high nibbles of the 32 bytes at kWbQuantsAt + 32 p; q5_k's fifth bit of element e of sub-block j
-// is bit j of byte e of the 32 bytes at 16.
-template <DType W>
-inline void k4_quants(const WbRows& g, int64_t at, WbGroupOf<W>* out) {
-  const __m512i low = _mm512_set1_epi8(0x0f);
-  DEEPINFER_UNROLL
-  for (int p = 0; p < 4; ++p) {
-    __m512i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31 of the pair
-    wb_words(g, at + kWbQuantsAt<W> + 32 * p, lo);
-    wb_words(g, at + kWbQuantsAt<W> + 32 * p + 16, hi);
-    DEEPINFER_UNROLL
-    for (int o = 0; o < 4; ++o) {
-      out[2 * p].u[o] = _mm512_and_si512(lo[o], low);
-      out[2 * p].u[o + 4] = _mm512_and_si512(hi[o], low);
-      out[2 * p + 1].u[o] = _mm512_and_si512(_mm512_srli_epi32(lo[o], 4), low);
-      out[2 * p + 1].u[o + 4] = _mm512_and_si512(_mm512_srli_epi32(hi[o], 4), low);
-    }
+// Sub-block j's weight scale and min term in each lane: the scalar decoder's arithmetic,
+// d * float(scale) and -(dmin * float(min)), exact in f32.
+inline void k4_scale_min(const K4Super& k, int j, WbGroupMin& out) {
+  const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(15);
+  const __m512i two = _mm512_set1_epi32(3);
+  __m512i scale, min;
+  if (j < 4) {
+    scale = _mm512_and_si512(_mm512_srli_epi32(k.s0, 8 * j), six);
+    min = _mm512_and_si512(_mm512_srli_epi32(k.s1, 8 * j), six);
+  } else {
+    const int q = 8 * (j - 4);
+    const __m512i top_scale = _mm512_and_si512(_mm512_srli_epi32(k.s0, q + 6), two);
+    const __m512i top_min = _mm512_and_si512(_mm512_srli_epi32(k.s1, q + 6), two);
+    scale = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(k.s2, q), four),
+                            _mm512_slli_epi32(top_scale, 4));
+    min = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(k.s2, q + 4), four),
+                          _mm512_slli_epi32(top_min, 4));
   }
-  if constexpr (W == DType::q5_k) {
-    __m512i lo[4], hi[4];
-    wb_words(g, at + 16, lo);
-    wb_words(g, at + 32, hi);
-    const __m512i fifth = _mm512_set1_epi8(0x10);
-    DEEPINFER_UNROLL
-    for (int j = 0; j < 8; ++j) {
+  out.d = _mm512_mul_ps(k.d, _mm512_cvtepi32_ps(scale));
+  const __m512 m = _mm512_mul_ps(k.dmin, _mm512_cvtepi32_ps(min));
+  out.m = _mm512_castsi512_ps(
+      _mm512_xor_si512(_mm512_castps_si512(m), _mm512_set1_epi32(INT32_MIN)));  // -m exactly
+}
+
+// Sub-blocks 2p and 2p + 1 of the super-block at `at`: the low and high nibbles of the 32 bytes
+// at kWbQuantsAt + 32 p (q5_k: with their fifth bits), and their scales.
+template <DType W>
+inline void k4_pair(const WbRows& g, int64_t at, int p, const K4Super& k, WbGroupMin* out) {
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  __m512i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31 of the pair
+  wb_words(g, at + kWbQuantsAt<W> + 32 * p, lo);
+  wb_words(g, at + kWbQuantsAt<W> + 32 * p + 16, hi);
+  DEEPINFER_UNROLL
+  for (int o = 0; o < 4; ++o) {
+    out[0].u[o] = _mm512_and_si512(lo[o], low);
+    out[0].u[o + 4] = _mm512_and_si512(hi[o], low);
+    out[1].u[o] = _mm512_and_si512(_mm512_srli_epi32(lo[o], 4), low);
+    out[1].u[o + 4] = _mm512_and_si512(_mm512_srli_epi32(hi[o], 4), low);
+  }
+  DEEPINFER_UNROLL
+  for (int s = 0; s < 2; ++s) {
+    const int j = 2 * p + s;
+    if constexpr (W == DType::q5_k) {
       const __m512i bit = _mm512_set1_epi8(static_cast<char>(1 << j));
+      const __m512i fifth = _mm512_set1_epi8(0x10);
       DEEPINFER_UNROLL
-      for (int o = 0; o < 4; ++o) {
-        WbGroup& w = out[j];
-        w.u[o] = _mm512_mask_add_epi8(w.u[o], _mm512_test_epi8_mask(lo[o], bit), w.u[o], fifth);
-        w.u[o + 4] =
-            _mm512_mask_add_epi8(w.u[o + 4], _mm512_test_epi8_mask(hi[o], bit), w.u[o + 4], fifth);
+      for (int o = 0; o < 8; ++o) {
+        const __m512i high = o < 4 ? k.high_lo[o] : k.high_hi[o - 4];
+        out[s].u[o] =
+            _mm512_mask_add_epi8(out[s].u[o], _mm512_test_epi8_mask(high, bit), out[s].u[o], fifth);
       }
     }
+    k4_scale_min(k, j, out[s]);
   }
 }
 
@@ -204,8 +212,9 @@ template <class Dot, DType W>
 inline void wb_transpose(const WbRows& g, int64_t sb, WbGroupOf<W>* out) {
   const int64_t at = sb * kWbStoredBytes<W>;
   if constexpr (kWbWithMin<W>) {
-    k4_scales<W>(g, at, out);
-    k4_quants<W>(g, at, out);
+    K4Super k;
+    k4_super<W>(g, at, k);
+    for (int p = 0; p < 4; ++p) k4_pair<W>(g, at, p, k, out + 2 * p);
     return;
   } else if constexpr (W == DType::q8_0) {
     __m512i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31
@@ -321,11 +330,25 @@ void wb_stream_tile(const LinearArgs& a, int64_t i0, const WbRows& g, int64_t j0
     if constexpr (PF) {
       for (int q = 0; q < lines; ++q) _mm_prefetch(next + sb * stride + q * 64, _MM_HINT_T0);
     }
-    WbGroupOf<W> w[kWbSub<W>];
-    wb_transpose<Dot, W>(g, sb, w);
-    for (int s = 0; s < kWbSub<W>; ++s) {
-      const WbGroupOf<W>* groups[1] = {&w[s]};
-      wb_block<Dot, W, MR, 1>(a, i0, sb * kWbSub<W> + s, blocks, groups, acc);
+    if constexpr (kWbWithMin<W>) {
+      // A pair of sub-blocks at a time, so that its transposed quants stay in registers.
+      const int64_t at = sb * kWbStoredBytes<W>;
+      K4Super k;
+      k4_super<W>(g, at, k);
+      for (int p = 0; p < 4; ++p) {
+        WbGroupMin w[2];
+        k4_pair<W>(g, at, p, k, w);
+        DEEPINFER_UNROLL
+        for (int s = 0; s < 2; ++s) {
+          const WbGroupMin* groups[1] = {&w[s]};
+          wb_block<Dot, W, MR, 1>(a, i0, sb * 8 + 2 * p + s, blocks, groups, acc);
+        }
+      }
+    } else {
+      WbGroupOf<W> w;
+      wb_transpose<Dot, W>(g, sb, &w);
+      const WbGroupOf<W>* groups[1] = {&w};
+      wb_block<Dot, W, MR, 1>(a, i0, sb, blocks, groups, acc);
     }
   }
   wb_store<MR, 1>(a, i0, j0, cols, true, acc);
