@@ -20,31 +20,16 @@
 
 #include "kernels/backend.h"
 #include "kernels/simd_avx2.h"
+#include "kernels/whole_block_layout.h"
 
 namespace deepinfer::kernels::detail::avx2 {
 namespace {
 
-// Bytes of a stored block: a 32-element block, or a k-quant super-block of 8 of them.
-template <DType W>
-constexpr int64_t kWbStoredBytes = W == DType::q4_0   ? 18
-                                   : W == DType::q5_0 ? 22
-                                   : W == DType::q8_0 ? 34
-                                   : W == DType::q4_k ? 144
-                                                      : 176;
-template <DType W>
-constexpr int kWbSub = W == DType::q4_k || W == DType::q5_k ? 8 : 1;  // 32-element blocks in it
-template <DType W>
-constexpr bool kWbWithMin = kWbSub<W> == 8;
-// 5-bit quants: their int16 sums hold 4 products per lane, not 8.
-template <DType W>
-constexpr bool kWbFiveBits = W == DType::q5_0 || W == DType::q5_k;
-// Where the 16 nibble bytes (q4_0, q5_0), the 32 int8 quants (q8_0) or the 128 nibble bytes
-// (q4_k, q5_k) start.
-template <DType W>
-constexpr int64_t kWbQuantsAt = W == DType::q5_0   ? 6
-                                : W == DType::q4_k ? 16
-                                : W == DType::q5_k ? 48
-                                                   : 2;
+using wb::kFiveBits;
+using wb::kQuantsAt;
+using wb::kStoredBytes;
+using wb::kSub;
+using wb::kWithMin;
 constexpr int kWbGroup = 8;  // weight rows per vector, one per lane
 // Blocks per panel chunk: 2 groups of 32 blocks of 288 B (q4_0, q5_0) = 18 KiB or of 320 B
 // (q4_k, q5_k: 4 super-blocks, with the min terms) = 20 KiB, of 16 blocks of q8_0's 544 B =
@@ -216,8 +201,8 @@ inline void k4_quants(const Rows& g, int64_t at, WbGroup<W>* out) {
   DEEPINFER_UNROLL
   for (int p = 0; p < 4; ++p) {
     __m256i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31 of the pair
-    wb_words(g, at + kWbQuantsAt<W> + 32 * p, lo);
-    wb_words(g, at + kWbQuantsAt<W> + 32 * p + 16, hi);
+    wb_words(g, at + kQuantsAt<W> + 32 * p, lo);
+    wb_words(g, at + kQuantsAt<W> + 32 * p + 16, hi);
     DEEPINFER_UNROLL
     for (int o = 0; o < 4; ++o) {
       out[2 * p].u[o] = _mm256_and_si256(lo[o], low);
@@ -244,11 +229,11 @@ inline void k4_quants(const Rows& g, int64_t at, WbGroup<W>* out) {
   }
 }
 
-// Transposes stored block sb of the group into out[0 .. kWbSub<W>) (see the top of the file).
+// Transposes stored block sb of the group into out[0 .. kSub<W>) (see the top of the file).
 template <DType W, class Rows>
 inline void wb_transpose(const Rows& g, int64_t sb, WbGroup<W>* out) {
-  const int64_t at = sb * kWbStoredBytes<W>;
-  if constexpr (kWbWithMin<W>) {
+  const int64_t at = sb * kStoredBytes<W>;
+  if constexpr (kWithMin<W>) {
     k4_scales<W>(g, at, out);
     k4_quants<W>(g, at, out);
   } else {
@@ -265,7 +250,7 @@ inline void wb_transpose(const Rows& g, int64_t sb, WbGroup<W>* out) {
       for (int o = 0; o < 8; ++o) out->u[o] = _mm256_sign_epi8(out->s[o], out->s[o]);
     } else {
       __m256i words[4];
-      wb_words(g, at + kWbQuantsAt<W>, words);
+      wb_words(g, at + kQuantsAt<W>, words);
       const __m256i low = _mm256_set1_epi8(0x0f);
       DEEPINFER_UNROLL
       for (int o = 0; o < 4; ++o) {
@@ -307,9 +292,9 @@ inline void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64_t blocks,
           t[r][g] = o == 0 ? p : _mm256_add_epi32(t[r][g], p);
         } else {
           const __m256i p = _mm256_maddubs_epi16(w[g]->u[o], xb);
-          const bool first = o == 0 || (kWbFiveBits<W> && o == 4);
+          const bool first = o == 0 || (kFiveBits<W> && o == 4);
           t[r][g] = first ? p : _mm256_add_epi16(t[r][g], p);
-          if constexpr (kWbFiveBits<W>)
+          if constexpr (kFiveBits<W>)
             if (o == 3) t32[r][g] = _mm256_madd_epi16(t[r][g], ones);
         }
         keep_running<MR * NG>(t[r][g]);
@@ -332,10 +317,10 @@ inline void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64_t blocks,
         dot = t[r][g];
       } else {
         dot = _mm256_add_epi32(start, _mm256_madd_epi16(t[r][g], ones));
-        if constexpr (kWbFiveBits<W>) dot = _mm256_add_epi32(dot, t32[r][g]);
+        if constexpr (kFiveBits<W>) dot = _mm256_add_epi32(dot, t32[r][g]);
       }
       acc[r][g] = _mm256_fmadd_ps(_mm256_mul_ps(w[g]->d, dx), _mm256_cvtepi32_ps(dot), acc[r][g]);
-      if constexpr (kWbWithMin<W>) {
+      if constexpr (kWithMin<W>) {
         const __m256 dxs = _mm256_castsi256_ps(_mm256_set1_epi32(a.xt[at]));
         acc[r][g] = _mm256_fmadd_ps(w[g]->m, dxs, acc[r][g]);
       }
@@ -381,16 +366,16 @@ void wb_stream_tile(const LinearArgs& a, int64_t i0, const Rows& g, int64_t j0, 
   __m256 acc[MR][1];
   DEEPINFER_UNROLL
   for (int r = 0; r < MR; ++r) acc[r][0] = _mm256_setzero_ps();
-  constexpr int64_t stride = kWbGroup * kWbStoredBytes<W>;
+  constexpr int64_t stride = kWbGroup * kStoredBytes<W>;
   constexpr int lines = static_cast<int>((stride + 63) / 64);
   const char* next = reinterpret_cast<const char*>(g.at(0) + kWbGroup * row_bytes);
-  for (int64_t sb = 0; sb < blocks / kWbSub<W>; ++sb) {
+  for (int64_t sb = 0; sb < blocks / kSub<W>; ++sb) {
     for (int q = 0; q < lines; ++q) _mm_prefetch(next + sb * stride + q * 64, _MM_HINT_T0);
-    WbGroup<W> w[kWbSub<W>];
+    WbGroup<W> w[kSub<W>];
     wb_transpose<W>(g, sb, w);
-    for (int s = 0; s < kWbSub<W>; ++s) {
+    for (int s = 0; s < kSub<W>; ++s) {
       const WbGroup<W>* groups[1] = {&w[s]};
-      wb_block<W, MR, 1>(a, i0, sb * kWbSub<W> + s, blocks, groups, acc);
+      wb_block<W, MR, 1>(a, i0, sb * kSub<W> + s, blocks, groups, acc);
     }
   }
   wb_store<MR, 1>(a, i0, j0, cols, true, acc);
@@ -409,7 +394,7 @@ void wb_stream_rows(const LinearArgs& a, int64_t m0, int64_t m1, const Rows& g, 
 template <DType W>
 void wb_stream(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
-  const int64_t row_bytes = blocks / kWbSub<W> * kWbStoredBytes<W>;
+  const int64_t row_bytes = blocks / kSub<W> * kStoredBytes<W>;
   for (int64_t j = n0; j < n1; j += kWbGroup) {
     const int64_t cols = min64(kWbGroup, n1 - j);
     if (cols == kWbGroup) {
@@ -461,7 +446,7 @@ void wb_panel_rows(const LinearArgs& a, int64_t m0, int64_t m1, const WbGroup<W>
 template <DType W>
 void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
-  const int64_t row_bytes = blocks / kWbSub<W> * kWbStoredBytes<W>;
+  const int64_t row_bytes = blocks / kSub<W> * kStoredBytes<W>;
   constexpr int64_t chunk = kWbPanelBlocks<W>;
   WbGroup<W> panel[kWbPanelGroups * chunk];
   for (int64_t j = n0; j < n1; j += kWbPanelGroups * kWbGroup) {
@@ -473,8 +458,8 @@ void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
     for (int64_t b0 = 0; b0 < blocks; b0 += chunk) {
       const int64_t b1 = min64(blocks, b0 + chunk);
       for (int p = 0; p < ng; ++p)
-        for (int64_t b = b0; b < b1; b += kWbSub<W>)
-          wb_transpose<W>(g[p], b / kWbSub<W>, &panel[p * chunk + b - b0]);
+        for (int64_t b = b0; b < b1; b += kSub<W>)
+          wb_transpose<W>(g[p], b / kSub<W>, &panel[p * chunk + b - b0]);
       if (ng == 2) {
         wb_panel_rows<W, kWbTileRows2, 2>(a, m0, m1, panel, j, cols, b0, b1, blocks);
       } else {
@@ -489,23 +474,10 @@ void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
 inline void whole_block_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0,
                                     int64_t n1) {
   const bool panels = m1 - m0 >= kWbPanelMinRows;
-  switch (a.w_dtype) {
-    case DType::q4_k:
-      return panels ? wb_panels<DType::q4_k>(a, m0, m1, n0, n1)
-                    : wb_stream<DType::q4_k>(a, m0, m1, n0, n1);
-    case DType::q5_k:
-      return panels ? wb_panels<DType::q5_k>(a, m0, m1, n0, n1)
-                    : wb_stream<DType::q5_k>(a, m0, m1, n0, n1);
-    case DType::q4_0:
-      return panels ? wb_panels<DType::q4_0>(a, m0, m1, n0, n1)
-                    : wb_stream<DType::q4_0>(a, m0, m1, n0, n1);
-    case DType::q5_0:
-      return panels ? wb_panels<DType::q5_0>(a, m0, m1, n0, n1)
-                    : wb_stream<DType::q5_0>(a, m0, m1, n0, n1);
-    default:
-      return panels ? wb_panels<DType::q8_0>(a, m0, m1, n0, n1)
-                    : wb_stream<DType::q8_0>(a, m0, m1, n0, n1);
-  }
+  wb::with_whole_block_type(a.w_dtype, [&](auto type) {
+    constexpr DType W = decltype(type)::value;
+    return panels ? wb_panels<W>(a, m0, m1, n0, n1) : wb_stream<W>(a, m0, m1, n0, n1);
+  });
 }
 
 }  // namespace

@@ -24,28 +24,15 @@
 #include <type_traits>
 
 #include "kernels/backend.h"
+#include "kernels/whole_block_layout.h"
 
 namespace deepinfer::kernels::detail::avx512 {
 namespace {
 
-// Bytes of a stored block: a 32-element block, or a k-quant super-block of 8 of them.
-template <DType W>
-constexpr int64_t kWbStoredBytes = W == DType::q4_0   ? 18
-                                   : W == DType::q5_0 ? 22
-                                   : W == DType::q8_0 ? 34
-                                   : W == DType::q4_k ? 144
-                                                      : 176;
-template <DType W>
-constexpr int kWbSub = W == DType::q4_k || W == DType::q5_k ? 8 : 1;  // 32-element blocks in it
-template <DType W>
-constexpr bool kWbWithMin = kWbSub<W> == 8;
-// Where the 16 nibble bytes (q4_0, q5_0), the 32 int8 quants (q8_0) or the 128 nibble bytes
-// (q4_k, q5_k) start.
-template <DType W>
-constexpr int64_t kWbQuantsAt = W == DType::q5_0   ? 6
-                                : W == DType::q4_k ? 16
-                                : W == DType::q5_k ? 48
-                                                   : 2;
+using wb::kQuantsAt;
+using wb::kStoredBytes;
+using wb::kSub;
+using wb::kWithMin;
 constexpr int kWbGroup = 16;  // weight rows per vector, one per lane
 // Blocks per panel chunk (a multiple of the k-quants' 8): 2 x 32 x 576 B = 36 KiB, 40 KiB with
 // the k-quants' min terms.
@@ -62,7 +49,7 @@ struct alignas(64) WbGroupMin : WbGroup {
   __m512 m;
 };
 template <DType W>
-using WbGroupOf = std::conditional_t<kWbWithMin<W>, WbGroupMin, WbGroup>;
+using WbGroupOf = std::conditional_t<kWithMin<W>, WbGroupMin, WbGroup>;
 
 // The 16 weight rows of a group starting at row j0 of a.w (rows past `cols` repeat the last).
 struct WbRows {
@@ -176,13 +163,13 @@ inline void k4_scale_min(const K4Super& k, int j, WbGroupMin& out) {
 }
 
 // Sub-blocks 2p and 2p + 1 of the super-block at `at`: the low and high nibbles of the 32 bytes
-// at kWbQuantsAt + 32 p (q5_k: with their fifth bits), and their scales.
+// at kQuantsAt + 32 p (q5_k: with their fifth bits), and their scales.
 template <DType W>
 inline void k4_pair(const WbRows& g, int64_t at, int p, const K4Super& k, WbGroupMin* out) {
   const __m512i low = _mm512_set1_epi8(0x0f);
   __m512i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31 of the pair
-  wb_words(g, at + kWbQuantsAt<W> + 32 * p, lo);
-  wb_words(g, at + kWbQuantsAt<W> + 32 * p + 16, hi);
+  wb_words(g, at + kQuantsAt<W> + 32 * p, lo);
+  wb_words(g, at + kQuantsAt<W> + 32 * p + 16, hi);
   DEEPINFER_UNROLL
   for (int o = 0; o < 4; ++o) {
     out[0].u[o] = _mm512_and_si512(lo[o], low);
@@ -207,11 +194,11 @@ inline void k4_pair(const WbRows& g, int64_t at, int p, const K4Super& k, WbGrou
   }
 }
 
-// Transposes stored block sb of the group into out[0 .. kWbSub<W>) (see the top of the file).
+// Transposes stored block sb of the group into out[0 .. kSub<W>) (see the top of the file).
 template <class Dot, DType W>
 inline void wb_transpose(const WbRows& g, int64_t sb, WbGroupOf<W>* out) {
-  const int64_t at = sb * kWbStoredBytes<W>;
-  if constexpr (kWbWithMin<W>) {
+  const int64_t at = sb * kStoredBytes<W>;
+  if constexpr (kWithMin<W>) {
     K4Super k;
     k4_super<W>(g, at, k);
     for (int p = 0; p < 4; ++p) k4_pair<W>(g, at, p, k, out + 2 * p);
@@ -227,7 +214,7 @@ inline void wb_transpose(const WbRows& g, int64_t sb, WbGroupOf<W>* out) {
     }
   } else {
     __m512i words[4];
-    wb_words(g, at + kWbQuantsAt<W>, words);
+    wb_words(g, at + kQuantsAt<W>, words);
     const __m512i low = _mm512_set1_epi8(0x0f);
     DEEPINFER_UNROLL
     for (int o = 0; o < 4; ++o) {
@@ -284,7 +271,7 @@ inline void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64_t blocks,
     for (int g = 0; g < NG; ++g) {
       acc[r][g] =
           _mm512_fmadd_ps(_mm512_mul_ps(w[g]->d, dx), _mm512_cvtepi32_ps(t[r][g]), acc[r][g]);
-      if constexpr (kWbWithMin<W>) {  // + min term * d_x * the x sum (its f32 bits in xt)
+      if constexpr (kWithMin<W>) {  // + min term * d_x * the x sum (its f32 bits in xt)
         const __m512 dxs = _mm512_castsi512_ps(_mm512_set1_epi32(a.xt[at]));
         acc[r][g] = _mm512_fmadd_ps(w[g]->m, dxs, acc[r][g]);
       }
@@ -323,16 +310,16 @@ void wb_stream_tile(const LinearArgs& a, int64_t i0, const WbRows& g, int64_t j0
   __m512 acc[MR][1];
   DEEPINFER_UNROLL
   for (int r = 0; r < MR; ++r) acc[r][0] = _mm512_setzero_ps();
-  constexpr int64_t stride = kWbGroup * kWbStoredBytes<W>;
+  constexpr int64_t stride = kWbGroup * kStoredBytes<W>;
   constexpr int lines = static_cast<int>((stride + 63) / 64);
   const char* next = reinterpret_cast<const char*>(g.row[0] + kWbGroup * row_bytes);
-  for (int64_t sb = 0; sb < blocks / kWbSub<W>; ++sb) {
+  for (int64_t sb = 0; sb < blocks / kSub<W>; ++sb) {
     if constexpr (PF) {
       for (int q = 0; q < lines; ++q) _mm_prefetch(next + sb * stride + q * 64, _MM_HINT_T0);
     }
-    if constexpr (kWbWithMin<W>) {
+    if constexpr (kWithMin<W>) {
       // A pair of sub-blocks at a time, so that its transposed quants stay in registers.
-      const int64_t at = sb * kWbStoredBytes<W>;
+      const int64_t at = sb * kStoredBytes<W>;
       K4Super k;
       k4_super<W>(g, at, k);
       for (int p = 0; p < 4; ++p) {
@@ -367,7 +354,7 @@ void wb_stream_rows(const LinearArgs& a, int64_t m0, int64_t m1, const WbRows& g
 template <class Dot, DType W, bool PF>
 void wb_stream(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
-  const int64_t row_bytes = blocks / kWbSub<W> * kWbStoredBytes<W>;
+  const int64_t row_bytes = blocks / kSub<W> * kStoredBytes<W>;
   for (int64_t j = n0; j < n1; j += kWbGroup) {
     const int64_t cols = min64(kWbGroup, n1 - j);
     wb_stream_rows<Dot, W, 4, PF>(a, m0, m1, wb_rows(a, j, cols, row_bytes), j, cols, blocks,
@@ -411,7 +398,7 @@ void wb_panel_rows(const LinearArgs& a, int64_t m0, int64_t m1, const WbGroupOf<
 template <class Dot, DType W>
 void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
-  const int64_t row_bytes = blocks / kWbSub<W> * kWbStoredBytes<W>;
+  const int64_t row_bytes = blocks / kSub<W> * kStoredBytes<W>;
   WbGroupOf<W> panel[2 * kWbPanelBlocks];
   for (int64_t j = n0; j < n1; j += 2 * kWbGroup) {
     const int64_t cols = min64(2 * kWbGroup, n1 - j);
@@ -422,8 +409,8 @@ void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
     for (int64_t b0 = 0; b0 < blocks; b0 += kWbPanelBlocks) {
       const int64_t b1 = min64(blocks, b0 + kWbPanelBlocks);
       for (int p = 0; p < ng; ++p)
-        for (int64_t b = b0; b < b1; b += kWbSub<W>)
-          wb_transpose<Dot, W>(g[p], b / kWbSub<W>, &panel[p * kWbPanelBlocks + b - b0]);
+        for (int64_t b = b0; b < b1; b += kSub<W>)
+          wb_transpose<Dot, W>(g[p], b / kSub<W>, &panel[p * kWbPanelBlocks + b - b0]);
       if (ng == 2) {
         wb_panel_rows<Dot, W, 4, 2>(a, m0, m1, panel, j, cols, b0, b1, blocks);
       } else {
@@ -444,18 +431,8 @@ void wb_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int
 // n0 .. n1.
 template <class Dot>
 void whole_block_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  switch (a.w_dtype) {
-    case DType::q4_0:
-      return wb_linear_rows<Dot, DType::q4_0>(a, m0, m1, n0, n1);
-    case DType::q5_0:
-      return wb_linear_rows<Dot, DType::q5_0>(a, m0, m1, n0, n1);
-    case DType::q4_k:
-      return wb_linear_rows<Dot, DType::q4_k>(a, m0, m1, n0, n1);
-    case DType::q5_k:
-      return wb_linear_rows<Dot, DType::q5_k>(a, m0, m1, n0, n1);
-    default:
-      return wb_linear_rows<Dot, DType::q8_0>(a, m0, m1, n0, n1);
-  }
+  wb::with_whole_block_type(
+      a.w_dtype, [&](auto type) { wb_linear_rows<Dot, decltype(type)::value>(a, m0, m1, n0, n1); });
 }
 
 }  // namespace
