@@ -55,7 +55,23 @@ using WbGroupOf = std::conditional_t<kWithMin<W>, WbGroupMin, WbGroup>;
 struct WbRows {
   const uint8_t* row[kWbGroup];
   __m512i offsets;  // byte offset of each row from row[0], for the gathers
+  const uint8_t* at(int r) const { return row[r]; }
 };
+
+// A whole group as its first row and the row stride: the streaming loop then addresses its 16
+// rows from a few registers instead of reloading 16 pointers from the stack every block.
+struct WbStrided {
+  const uint8_t* base;
+  int64_t stride;
+  __m512i offsets;
+  const uint8_t* at(int r) const { return base + r * stride; }
+};
+
+inline WbStrided wb_strided(const LinearArgs& a, int64_t j0, int64_t row_bytes) {
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return {static_cast<const uint8_t*>(a.w) + j0 * row_bytes, row_bytes,
+          _mm512_mullo_epi32(lanes, _mm512_set1_epi32(static_cast<int32_t>(row_bytes)))};
+}
 
 inline WbRows wb_rows(const LinearArgs& a, int64_t j0, int64_t cols, int64_t row_bytes) {
   WbRows g;
@@ -73,10 +89,11 @@ inline WbRows wb_rows(const LinearArgs& a, int64_t j0, int64_t cols, int64_t row
 // The 16 bytes at offset `at` of the group's 16 rows as 32-bit words: words[o] lane r is word
 // o of row r. Loaded as 4 registers of 4 rows each (lane group l of register z holds row
 // z + 4l), then a 4 x 4 transpose of 32-bit words within every 128-bit lane group.
-__attribute__((always_inline)) inline void wb_words(const WbRows& g, int64_t at,
+template <class Rows>
+__attribute__((always_inline)) inline void wb_words(const Rows& g, int64_t at,
                                                     __m512i (&words)[4]) {
   auto bytes = [&](int r) {
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.row[r] + at));
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.at(r) + at));
   };
   __m512i z[4];
   DEEPINFER_UNROLL
@@ -98,8 +115,9 @@ __attribute__((always_inline)) inline void wb_words(const WbRows& g, int64_t at,
 // whose bit sits in byte o / 2 of the row's 32-bit qh at bit 4 (o % 2) + c. One gather brings
 // the 16 qh words (lane r: row r), a byte shuffle copies the lane's qh byte into its 4 bytes,
 // and a per-byte bit test picks bit c.
-inline void q50_high_bits(const WbRows& g, int64_t at, __m512i (&u)[8]) {
-  const __m512i qh = _mm512_i32gather_epi32(g.offsets, g.row[0] + at, 1);
+template <class Rows>
+inline void q50_high_bits(const Rows& g, int64_t at, __m512i (&u)[8]) {
+  const __m512i qh = _mm512_i32gather_epi32(g.offsets, g.at(0) + at, 1);
   DEEPINFER_UNROLL
   for (int o = 0; o < 8; ++o) {
     const char s = static_cast<char>(o / 2);
@@ -123,9 +141,9 @@ struct K4Super {
   __m512i high_lo[4], high_hi[4];  // q5_k: elements 4o .. 4o + 3, 16 + 4o .. 16 + 4o + 3
 };
 
-template <DType W>
-inline void k4_super(const WbRows& g, int64_t at, K4Super& k) {
-  const uint8_t* base = g.row[0] + at;
+template <DType W, class Rows>
+inline void k4_super(const Rows& g, int64_t at, K4Super& k) {
+  const uint8_t* base = g.at(0) + at;
   const __m512i dd = _mm512_i32gather_epi32(g.offsets, base, 1);
   k.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
   k.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
@@ -164,8 +182,8 @@ inline void k4_scale_min(const K4Super& k, int j, WbGroupMin& out) {
 
 // Sub-blocks 2p and 2p + 1 of the super-block at `at`: the low and high nibbles of the 32 bytes
 // at kQuantsAt + 32 p (q5_k: with their fifth bits), and their scales.
-template <DType W>
-inline void k4_pair(const WbRows& g, int64_t at, int p, const K4Super& k, WbGroupMin* out) {
+template <DType W, class Rows>
+inline void k4_pair(const Rows& g, int64_t at, int p, const K4Super& k, WbGroupMin* out) {
   const __m512i low = _mm512_set1_epi8(0x0f);
   __m512i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31 of the pair
   wb_words(g, at + kQuantsAt<W> + 32 * p, lo);
@@ -195,8 +213,8 @@ inline void k4_pair(const WbRows& g, int64_t at, int p, const K4Super& k, WbGrou
 }
 
 // Transposes stored block sb of the group into out[0 .. kSub<W>) (see the top of the file).
-template <class Dot, DType W>
-inline void wb_transpose(const WbRows& g, int64_t sb, WbGroupOf<W>* out) {
+template <class Dot, DType W, class Rows>
+inline void wb_transpose(const Rows& g, int64_t sb, WbGroupOf<W>* out) {
   const int64_t at = sb * kStoredBytes<W>;
   if constexpr (kWithMin<W>) {
     K4Super k;
@@ -223,7 +241,7 @@ inline void wb_transpose(const WbRows& g, int64_t sb, WbGroupOf<W>* out) {
     }
     if constexpr (W == DType::q5_0) q50_high_bits(g, at + 2, out->u);
   }
-  const __m512i d = _mm512_i32gather_epi32(g.offsets, g.row[0] + at, 1);
+  const __m512i d = _mm512_i32gather_epi32(g.offsets, g.at(0) + at, 1);
   out->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d));
 }
 
@@ -304,15 +322,15 @@ inline void wb_store(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols, 
 // Small calls: rows i0 .. i0 + MR - 1 by one group of weight rows, each block transposed as it
 // streams; PF prefetches the next group's rows (contiguous after these) at the pace this tile
 // streams them: per block, the lines that cover the next 16 rows' bytes of one block.
-template <class Dot, DType W, int MR, bool PF>
-void wb_stream_tile(const LinearArgs& a, int64_t i0, const WbRows& g, int64_t j0, int64_t cols,
+template <class Dot, DType W, int MR, bool PF, class Rows>
+void wb_stream_tile(const LinearArgs& a, int64_t i0, const Rows& g, int64_t j0, int64_t cols,
                     int64_t blocks, int64_t row_bytes) {
   __m512 acc[MR][1];
   DEEPINFER_UNROLL
   for (int r = 0; r < MR; ++r) acc[r][0] = _mm512_setzero_ps();
   constexpr int64_t stride = kWbGroup * kStoredBytes<W>;
   constexpr int lines = static_cast<int>((stride + 63) / 64);
-  const char* next = reinterpret_cast<const char*>(g.row[0] + kWbGroup * row_bytes);
+  const char* next = reinterpret_cast<const char*>(g.at(0) + kWbGroup * row_bytes);
   for (int64_t sb = 0; sb < blocks / kSub<W>; ++sb) {
     if constexpr (PF) {
       for (int q = 0; q < lines; ++q) _mm_prefetch(next + sb * stride + q * 64, _MM_HINT_T0);
@@ -342,8 +360,8 @@ void wb_stream_tile(const LinearArgs& a, int64_t i0, const WbRows& g, int64_t j0
 }
 
 // x rows m0 .. m1 in tiles of MR rows, the rest in smaller ones.
-template <class Dot, DType W, int MR, bool PF>
-void wb_stream_rows(const LinearArgs& a, int64_t m0, int64_t m1, const WbRows& g, int64_t j,
+template <class Dot, DType W, int MR, bool PF, class Rows>
+void wb_stream_rows(const LinearArgs& a, int64_t m0, int64_t m1, const Rows& g, int64_t j,
                     int64_t cols, int64_t blocks, int64_t row_bytes) {
   int64_t i = m0;
   for (; i + MR <= m1; i += MR) wb_stream_tile<Dot, W, MR, PF>(a, i, g, j, cols, blocks, row_bytes);
@@ -357,8 +375,13 @@ void wb_stream(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
   const int64_t row_bytes = blocks / kSub<W> * kStoredBytes<W>;
   for (int64_t j = n0; j < n1; j += kWbGroup) {
     const int64_t cols = min64(kWbGroup, n1 - j);
-    wb_stream_rows<Dot, W, 4, PF>(a, m0, m1, wb_rows(a, j, cols, row_bytes), j, cols, blocks,
-                                  row_bytes);
+    if (cols == kWbGroup) {
+      wb_stream_rows<Dot, W, 4, PF>(a, m0, m1, wb_strided(a, j, row_bytes), j, cols, blocks,
+                                    row_bytes);
+    } else {
+      wb_stream_rows<Dot, W, 4, PF>(a, m0, m1, wb_rows(a, j, cols, row_bytes), j, cols, blocks,
+                                    row_bytes);
+    }
   }
 }
 
