@@ -206,7 +206,10 @@ std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, cons
 
 Tensor WeightLoader::to_fp8(const std::string& name, const Tensor& tensor, DType stored) {
   ++quantized_[std::string(dtype_name(stored))];
-  const io::Fp8BlockQuantization block{128, 128};
+  // DeepSeek-V3's 128 x 128 blocks, or an FP8 checkpoint's own (a part re-quantized under
+  // tensor parallelism), so that one weight_block_size describes every FP8 tensor a converted
+  // checkpoint holds.
+  const io::Fp8BlockQuantization block = fp8_.value_or(io::Fp8BlockQuantization{128, 128});
   Fp8Matrix fp8 = quantize_fp8_matrix(tensor, block.block_rows, block.block_cols);
   loaded_bytes_["f8_e4m3"] += static_cast<int64_t>(fp8.scale.nbytes());  // beside the FP8
   fp8_scales_[name] = {std::move(fp8.scale), block};
@@ -334,28 +337,28 @@ Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected,
   if (checkpoint_.contains(name) && checkpoint_.info(name).dtype == DType::i8)
     return load_int8(name, expected, use, slice);
   if (checkpoint_.contains(name) && checkpoint_.info(name).dtype == DType::f8_e4m3) {
-    // Sliced after dequantizing (the block scales cover the whole matrix); deepinfer convert
-    // writes FP8 only whole, so no shard holds a part of one.
-    DI_CHECK(!checkpoint_.slice(name), checkpoint_.dir(), ": tensor '", name,
-             "' is F8_E4M3 and listed as sliced; a converted shard holds FP8 tensors only whole");
-    const Tensor tensor = fetch(name, expected);
+    // A whole FP8 matrix is sliced after dequantizing (its block scales cover the whole
+    // matrix). A converted shard may instead hold this rank's part, quantized to FP8 by itself
+    // as --quantization fp8 does under tensor parallelism, with its own block scales: that part
+    // is then the whole matrix as far as FP8 goes.
+    const bool shard_part = checkpoint_.slice(name).has_value();
+    const Tensor tensor = shard_part ? fetch_part(name, expected, slice) : fetch(name, expected);
+    const std::optional<Slice> rest = shard_part ? std::nullopt : slice;  // still to take
     const DType stored = tensor.dtype();
     DI_CHECK(fp8_.has_value(), checkpoint_.dir(), ": tensor '", name,
              "' is F8_E4M3 but config.json has no quantization_config {\"quant_method\": "
              "\"fp8\", \"weight_block_size\": [...]} saying how it is scaled");
     DI_CHECK(expected.size() == 2, checkpoint_.dir(), ": tensor '", name, "' is F8_E4M3 with ",
              expected.size(), " dimensions; block scales are supported for matrices only");
-    const Tensor scale = fetch(name + "_scale_inv", io::fp8_scale_shape(expected, *fp8_));
+    const Tensor scale = fetch(name + "_scale_inv", io::fp8_scale_shape(tensor.shape(), *fp8_));
     // Kept FP8 runs the exact dequantized weights; what is widened beside it (MLA's kv_b) then
     // becomes f32, so the model is the dequantize-at-load f32 one up to summation order.
     // A tensor-parallel slice is widened too: its block scales would need the slice to fall on
     // block bounds.
     const DType widened =
         options_.weight_dtype.value_or(keeps_fp8(MatrixUse::projection) ? DType::f32 : DType::bf16);
-    const bool keep = keeps_fp8(use) && !slice;
-    const auto part = [&](const Tensor& whole) {
-      return slice ? take(name, whole, *slice) : whole;
-    };
+    const bool keep = keeps_fp8(use) && !rest;
+    const auto part = [&](const Tensor& whole) { return rest ? take(name, whole, *rest) : whole; };
     if (options_.quantization && !keep) {
       // Quantized from the exact FP8 values (f32), not from a bf16 rounding of them.
       const Tensor exact = part(io::dequantize_fp8_blocks(tensor, scale, *fp8_, DType::f32));

@@ -360,6 +360,32 @@ def test_each_mpi_rank_maps_its_own_shard_and_computes_what_the_source_gives(dee
     assert np.array_equal(np.load(dumps["source"]), np.load(dumps["converted"]))
 
 
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun not installed (openmpi-bin)")
+def test_fp8_tp_shards_load_and_equal_quantize_at_load(deepinfer_bin, tmp_path):
+    """--precision fp8 --tp-size 2 of an FP8 checkpoint: each rank's shard holds its parts in FP8
+    (a part re-quantized by itself, with its own block scales, in the checkpoint's own block size)
+    and loads; the logits are bitwise those of --quantization fp8 -tp 2 on the source."""
+    from test_mpi_ep import mpirun, ok
+    src, out = DATA / "tiny-deepseek-v3-fp8", tmp_path / "fp8tp"
+    subprocess.run([deepinfer_bin, "convert", "--input_dir", src, "--output_dir", out, "--precision", "fp8",
+                    "--tp-size", "2"], check=True, capture_output=True)
+    shard = read_dir(out / "rank0")
+    name = "model.layers.0.self_attn.q_b_proj.weight"
+    assert shard[name][0] == "F8_E4M3" and shard[name + "_scale_inv"][0] == "F32"
+    sliced = json.loads((out / "rank0" / "deepinfer_manifest.json").read_text())["sliced_tensors"]
+    assert name in sliced
+    block = json.loads((src / "config.json").read_text())["quantization_config"]["weight_block_size"]
+    assert json.loads((out / "config.json").read_text())["quantization_config"]["weight_block_size"] == block
+    rows, cols = shard[name][1]
+    assert shard[name + "_scale_inv"][1] == [-(-rows // block[0]), -(-cols // block[1])]
+    dumps = {}
+    for tag, model, extra in (("source", src, ["--quantization", "fp8"]), ("converted", out, [])):
+        dumps[tag] = tmp_path / f"{tag}.npy"
+        ok(mpirun(2, deepinfer_bin, "generate", "-m", model, "--prompt-ids", "1,2,3", "-n", 4, "--ignore-eos",
+                  "--dump-logits", dumps[tag], "--threads", 1, "-tp", 2, "--log-level", "warn", *extra))
+    assert np.array_equal(np.load(dumps["source"]), np.load(dumps["converted"]))
+
+
 # Tensor-parallel shards (docs/DISTRIBUTED.md, "Tensor parallelism"): (model, convert flags,
 # the layout of the run they are for).
 TP_LAYOUTS = [
