@@ -332,6 +332,13 @@ Tensor WeightLoader::fetch_part(const std::string& name, const Shape& expected,
   return fetch(name, part);
 }
 
+bool WeightLoader::fp8_slice_on_blocks(const Shape& whole, const Slice& slice) const {
+  if (!fp8_ || whole.size() != 2) return false;
+  const int64_t block = slice.dim == 0 ? fp8_->block_rows : fp8_->block_cols;
+  const int64_t extent = whole[static_cast<size_t>(slice.dim)];
+  return slice.begin % block == 0 && (slice.end % block == 0 || slice.end == extent);
+}
+
 Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected, MatrixUse use,
                                  const std::optional<Slice>& slice) {
   if (checkpoint_.contains(name) && checkpoint_.info(name).dtype == DType::i8)
@@ -342,15 +349,23 @@ Tensor WeightLoader::load_matrix(const std::string& name, const Shape& expected,
     // as --quantization fp8 does under tensor parallelism, with its own block scales: that part
     // is then the whole matrix as far as FP8 goes.
     const bool shard_part = checkpoint_.slice(name).has_value();
-    const Tensor tensor = shard_part ? fetch_part(name, expected, slice) : fetch(name, expected);
-    const std::optional<Slice> rest = shard_part ? std::nullopt : slice;  // still to take
+    Tensor tensor = shard_part ? fetch_part(name, expected, slice) : fetch(name, expected);
+    std::optional<Slice> rest = shard_part ? std::nullopt : slice;  // still to take
     const DType stored = tensor.dtype();
     DI_CHECK(fp8_.has_value(), checkpoint_.dir(), ": tensor '", name,
              "' is F8_E4M3 but config.json has no quantization_config {\"quant_method\": "
              "\"fp8\", \"weight_block_size\": [...]} saying how it is scaled");
     DI_CHECK(expected.size() == 2, checkpoint_.dir(), ": tensor '", name, "' is F8_E4M3 with ",
              expected.size(), " dimensions; block scales are supported for matrices only");
-    const Tensor scale = fetch(name + "_scale_inv", io::fp8_scale_shape(tensor.shape(), *fp8_));
+    Tensor scale = fetch(name + "_scale_inv", io::fp8_scale_shape(tensor.shape(), *fp8_));
+    if (rest && fp8_slice_on_blocks(expected, *rest)) {
+      // On block bounds: the part keeps its stored bytes, with the scales of its blocks.
+      const int64_t block = rest->dim == 0 ? fp8_->block_rows : fp8_->block_cols;
+      const Slice blocks{rest->dim, rest->begin / block, (rest->end + block - 1) / block};
+      tensor = take(name, tensor, *rest);
+      scale = take(name + "_scale_inv", scale, blocks);
+      rest.reset();
+    }
     // Kept FP8 runs the exact dequantized weights; what is widened beside it (MLA's kv_b) then
     // becomes f32, so the model is the dequantize-at-load f32 one up to summation order.
     // A tensor-parallel slice is widened too: its block scales would need the slice to fall on

@@ -143,6 +143,10 @@ class WeightLoader {
   // Whether an F8_E4M3 matrix for `use` is returned as stored (with fp8_scale()) rather than
   // widened: FP8 checkpoints without --dtype (and without a --quantization other than fp8).
   bool keeps_fp8(MatrixUse use) const;
+  // Whether `slice` of an FP8 matrix of shape `whole` falls on the checkpoint's block bounds
+  // (each end a multiple of the block, or the matrix's end), so that the part keeps its stored
+  // FP8 bytes with the rows / columns of block scales that cover it.
+  bool fp8_slice_on_blocks(const Shape& whole, const Slice& slice) const;
   // --quantization fp8: 16-bit projections and routed experts (one matrix each) become FP8.
   bool quantizes_to_fp8() const {
     return options_.quantization && *options_.quantization == DType::f8_e4m3;

@@ -161,3 +161,30 @@ def test_fp8_experts_quantized_per_slice_over_a_moe_tensor_group(deepinfer_bin, 
     one = rel_diff(np.load(tmp_path / "ref.npy"), f32)
     print(f"fp8 experts vs f32: tp 2 {split:.3g}, one process {one:.3g}")
     assert split <= 0.25
+
+
+def test_fp8_checkpoint_keeps_block_aligned_slices_in_fp8(deepinfer_bin, tmp_path):
+    # An FP8 checkpoint under -tp 2 without --quantization: a rank's slice that falls on the
+    # checkpoint's block bounds keeps its stored FP8 bytes with the scales of its blocks (the
+    # rest is widened), so the model is the one-process one up to summation order.
+    args = lambda tag: ("generate", "-m", DATA / "tiny-deepseek-v3-fp8", "--prompt-ids", "1,2,3", "-n", 6,
+                        "--ignore-eos", "--json", "--dump-logits", tmp_path / f"{tag}.npy",
+                        "--log-level", "info")
+    ref, tp = both(deepinfer_bin, 2, ("-tp", 2), args)
+    assert json.loads(tp.stdout)["output_ids"] == json.loads(ref.stdout)["output_ids"]
+    assert rel_diff(np.load(tmp_path / "tp.npy"), np.load(tmp_path / "ref.npy")) <= TOLERANCE
+    # What each rank keeps in FP8, from the layout (docs/DISTRIBUTED.md) and the block size: the
+    # replicated MLA down projections whole, and the column-parallel (rows) or row-parallel
+    # (columns) halves whose bounds are whole blocks. kv_b is read by element (widened); this
+    # model's expert halves (16 of 32 rows) cut blocks.
+    config = json.loads((DATA / "tiny-deepseek-v3-fp8" / "config.json").read_text())
+    block_rows, block_cols = config["quantization_config"]["weight_block_size"]
+    heads = config["num_attention_heads"]
+    on_blocks = lambda n, block: (n // 2) % block == 0
+    per_layer = 2 + on_blocks(heads * (config["qk_nope_head_dim"] + config["qk_rope_head_dim"]), block_rows) \
+        + on_blocks(heads * config["v_head_dim"], block_cols)
+    dense = 2 * on_blocks(config["intermediate_size"], block_rows) + on_blocks(config["intermediate_size"],
+                                                                                block_cols)
+    expected = config["num_hidden_layers"] * per_layer + config["first_k_dense_replace"] * dense
+    kept = [int(n) for n in re.findall(r"(\d+) f8_e4m3 matrices kept in FP8", tp.stderr)]
+    assert kept == [expected, expected], tp.stderr

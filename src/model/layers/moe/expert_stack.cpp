@@ -334,13 +334,17 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
                            ? weights.checkpoint().info(name(ids[0], "gate_proj")).dtype
                            : DType::f32;
   // FP8 stacks: an FP8 checkpoint kept as stored (no --dtype / --quantization; split over a moe
-  // tensor group, each expert's part is widened instead: WeightLoader::matrix, unless the
-  // checkpoint is a converted shard holding this rank's parts in FP8 already), or
-  // --quantization fp8 of a 16-bit, int8 (dequantized first) or FP8 one.
+  // tensor group, each expert's part is widened instead, WeightLoader::matrix, unless it can
+  // stay FP8: below), or --quantization fp8 of a 16-bit, int8 (dequantized first) or FP8 one.
+  // A split keeps FP8 where the checkpoint is a converted shard holding this rank's parts
+  // already, or where the parts fall on block bounds (gate / up rows, down columns).
   const bool shard_parts = weights.has(name(ids[0], "gate_proj")) &&
                            weights.checkpoint().slice(name(ids[0], "gate_proj")).has_value();
+  const bool on_blocks = weights.fp8_slice_on_blocks({full, hidden}, Slice{0, i0, i1}) &&
+                         weights.fp8_slice_on_blocks({hidden, full}, Slice{1, i0, i1});
   const bool kept_fp8 = weights.fp8() && stored == DType::f8_e4m3 &&
-                        weights.keeps_fp8(MatrixUse::expert) && (!split.split() || shard_parts);
+                        weights.keeps_fp8(MatrixUse::expert) &&
+                        (!split.split() || shard_parts || on_blocks);
   const bool to_fp8 = weights.quantizes_to_fp8() &&
                       (stored == DType::f32 || stored == DType::bf16 || stored == DType::f16 ||
                        stored == DType::i8 || stored == DType::f8_e4m3);
