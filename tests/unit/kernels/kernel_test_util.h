@@ -59,8 +59,10 @@ inline std::string isa_test_name(const ::testing::TestParamInfo<Isa>& info) {
                            ::testing::ValuesIn(::deepinfer::kernels::supported_isas()), \
                            ::deepinfer::kernels::testing::isa_test_name)
 
+// (Empty ranges compare equal without touching the pointers: an empty vector's data() may be
+// null, which memcmp must not get.)
 inline bool bitwise_equal(const float* a, const float* b, size_t n) {
-  return std::memcmp(a, b, n * sizeof(float)) == 0;
+  return n == 0 || std::memcmp(a, b, n * sizeof(float)) == 0;
 }
 
 // Index of the first element where |got - want| > abs_tol + rel_tol * |want|, or -1.
