@@ -243,8 +243,7 @@ TEST_P(KernelsLinearBlocks, GroupedJobsEqualTheirOwnLinearCalls) {
       x.push_back(random_floats(static_cast<size_t>(m * k), ++seed, -2.0f, 2.0f));
       w.push_back(random_blocks(dtype, n, k, ++seed));
       want.emplace_back(static_cast<size_t>(m * n));
-      linear(x.back().data(), m, k, w.back().data(), dtype, n, nullptr, want.back().data(),
-             single);
+      linear(x.back().data(), m, k, w.back().data(), dtype, n, nullptr, want.back().data(), single);
     }
     for (int threads : {1, 2, 3}) {
       ThreadPool pool(threads);
