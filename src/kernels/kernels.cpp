@@ -154,6 +154,22 @@ constexpr int64_t kMinQuantizeSplit = int64_t{1} << 15;
 // Below this many multiply-adds per thread, waking workers costs more than it saves.
 constexpr int64_t kMinMacsPerThread = int64_t{1} << 16;
 
+// x[m, k] quantized for block weights into rows `first` .. first + m - 1 of xq; rows are
+// independent, so a prefill's rows are split between threads.
+void quantize_rows(const float* x, int64_t m, int64_t k, DType w_dtype, QuantizedX& xq,
+                   int64_t first, ThreadPool& pool) {
+  const auto quantize = [&](int64_t r0, int64_t r1) {
+    const int64_t at = first + r0;
+    detail::quantize_x_blocks(x + r0 * k, r1 - r0, k, w_dtype, xq.q.data() + at * k,
+                              xq.d.data() + at * k / 4, xq.t.data() + at * k / 4);
+  };
+  if (m * k >= kMinQuantizeSplit && pool.size() > 1) {
+    pool.parallel_for(m, quantize);
+  } else {
+    quantize(0, m);
+  }
+}
+
 // Items [begin, end) of an [m, n] output in tiles of tile_n outputs by kLinearRowBlock rows,
 // item (nt, mb) = nt * m_blocks + mb: per row block, the range holds a contiguous range of n
 // tiles, passed to rows(m0, m1, n0, n1) as one call.
@@ -206,16 +222,7 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
   if (blocks) {
     // Each x row is quantized once here; every weight row then reuses it.
     QuantizedX& xq = quantized_x_buffer(m, k);
-    const auto quantize = [&, x](int64_t r0, int64_t r1) {
-      detail::quantize_x_blocks(x + r0 * k, r1 - r0, k, w_dtype, xq.q.data() + r0 * k,
-                                xq.d.data() + r0 * k / 4, xq.t.data() + r0 * k / 4);
-    };
-    // Rows are quantized independently, so a prefill's rows can be split between threads.
-    if (m * k >= kMinQuantizeSplit && pool.size() > 1) {
-      pool.parallel_for(m, quantize);
-    } else {
-      quantize(0, m);
-    }
+    quantize_rows(x, m, k, w_dtype, xq, 0, pool);
     args.x = nullptr;
     args.xq = xq.q.data();
     args.xd = xq.d.data();
@@ -287,18 +294,8 @@ void linear_grouped(std::span<const LinearJob> jobs, int64_t k, DType w_dtype, i
   }
   if (row0.back() == 0 || n == 0) return;
   QuantizedX& xq = quantized_x_buffer(row0.back(), k);
-  for (size_t g = 0; g < jobs.size(); ++g) {
-    const auto quantize = [&](int64_t r0, int64_t r1) {
-      const int64_t at = row0[g] + r0;
-      detail::quantize_x_blocks(jobs[g].x + r0 * k, r1 - r0, k, w_dtype, xq.q.data() + at * k,
-                                xq.d.data() + at * k / 4, xq.t.data() + at * k / 4);
-    };
-    if (jobs[g].m * k >= kMinQuantizeSplit && pool.size() > 1) {
-      pool.parallel_for(jobs[g].m, quantize);
-    } else {
-      quantize(0, jobs[g].m);
-    }
-  }
+  for (size_t g = 0; g < jobs.size(); ++g)
+    quantize_rows(jobs[g].x, jobs[g].m, k, w_dtype, xq, row0[g], pool);
   const RowsFn q_rows = block_rows(active_isa(), w_dtype);
   const int64_t macs_per_item = std::min(largest, kLinearRowBlock) * tile_n * k;
   const int64_t min_chunk = std::max<int64_t>(1, kMinMacsPerThread / macs_per_item);
