@@ -15,6 +15,10 @@
 // Fully unrolls a loop over a register tile (compile-time trip count) so that its vector
 // accumulators live in registers; GCC does not always do it on its own for AVX2 code.
 #define DEEPINFER_UNROLL _Pragma("GCC unroll 16")
+// For the helpers of a register tile (a block's transposition, its dot products): inlined into
+// the streaming loop, their vectors stay in registers instead of going through the stack, which
+// GCC's own heuristics do not always see (measured: the decode loops called them out of line).
+#define DEEPINFER_INLINE __attribute__((always_inline)) inline
 
 namespace deepinfer::kernels::detail {
 

@@ -103,7 +103,7 @@ inline int32_t load_i32(const void* p) {
 // of row r. Loaded as 4 registers of 2 rows each (row z in the low half, row z + 4 in the high
 // half), then a 4 x 4 transpose of words within each half.
 template <class Rows>
-inline void wb_words(const Rows& g, int64_t at, __m256i (&words)[4]) {
+DEEPINFER_INLINE void wb_words(const Rows& g, int64_t at, __m256i (&words)[4]) {
   auto bytes = [&](int r) {
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.at(r) + at));
   };
@@ -123,7 +123,7 @@ inline void wb_words(const Rows& g, int64_t at, __m256i (&words)[4]) {
 // whose bit sits in byte o / 2 of the row's 32-bit qh at bit 4 (o % 2) + c. A byte shuffle
 // copies that qh byte into the lane's 4 bytes, and a per-byte bit test picks bit c.
 template <class Rows>
-inline void q50_high_bits(const Rows& g, int64_t at, __m256i (&u)[8]) {
+DEEPINFER_INLINE void q50_high_bits(const Rows& g, int64_t at, __m256i (&u)[8]) {
   const __m256i qh =
       _mm256_setr_epi32(load_i32(g.at(0) + at), load_i32(g.at(1) + at), load_i32(g.at(2) + at),
                         load_i32(g.at(3) + at), load_i32(g.at(4) + at), load_i32(g.at(5) + at),
@@ -145,7 +145,7 @@ inline void q50_high_bits(const Rows& g, int64_t at, __m256i (&u)[8]) {
 // The 8 f16 at offset `at` of the group's rows as f32 (AVX2 has no cheap 16-bit gather: one
 // vpinsrw from memory each).
 template <class Rows>
-inline __m256 wb_f16s(const Rows& g, int64_t at) {
+DEEPINFER_INLINE __m256 wb_f16s(const Rows& g, int64_t at) {
   __m128i d = _mm_cvtsi32_si128(load_u16(g.at(0) + at));
   d = _mm_insert_epi16(d, load_u16(g.at(1) + at), 1);
   d = _mm_insert_epi16(d, load_u16(g.at(2) + at), 2);
@@ -159,7 +159,7 @@ inline __m256 wb_f16s(const Rows& g, int64_t at) {
 
 // The 32-bit word at offset `at` of each of the group's 8 rows (lane r: row r).
 template <class Rows>
-inline __m256i wb_u32s(const Rows& g, int64_t at) {
+DEEPINFER_INLINE __m256i wb_u32s(const Rows& g, int64_t at) {
   return _mm256_setr_epi32(load_i32(g.at(0) + at), load_i32(g.at(1) + at), load_i32(g.at(2) + at),
                            load_i32(g.at(3) + at), load_i32(g.at(4) + at), load_i32(g.at(5) + at),
                            load_i32(g.at(6) + at), load_i32(g.at(7) + at));
@@ -168,7 +168,7 @@ inline __m256i wb_u32s(const Rows& g, int64_t at) {
 // Sub-block scales and min terms of a q4_k / q5_k super-block at `at` for the 8 rows (as the
 // AVX-512 k4_scales: ggml's get_scale_min_k4 per lane, d * float(scale), -(dmin * float(min))).
 template <DType W, class Rows>
-inline void k4_scales(const Rows& g, int64_t at, WbGroup<W>* out) {
+DEEPINFER_INLINE void k4_scales(const Rows& g, int64_t at, WbGroup<W>* out) {
   const __m256 d = wb_f16s(g, at), dmin = wb_f16s(g, at + 2);
   const __m256i s0 = wb_u32s(g, at + 4), s1 = wb_u32s(g, at + 8), s2 = wb_u32s(g, at + 12);
   const __m256i six = _mm256_set1_epi32(63), four = _mm256_set1_epi32(15);
@@ -196,7 +196,7 @@ inline void k4_scales(const Rows& g, int64_t at, WbGroup<W>* out) {
 
 // The 8 sub-blocks of a q4_k / q5_k super-block at `at` (as the AVX-512 k4_quants).
 template <DType W, class Rows>
-inline void k4_quants(const Rows& g, int64_t at, WbGroup<W>* out) {
+DEEPINFER_INLINE void k4_quants(const Rows& g, int64_t at, WbGroup<W>* out) {
   const __m256i low = _mm256_set1_epi8(0x0f);
   DEEPINFER_UNROLL
   for (int p = 0; p < 4; ++p) {
@@ -231,7 +231,7 @@ inline void k4_quants(const Rows& g, int64_t at, WbGroup<W>* out) {
 
 // Transposes stored block sb of the group into out[0 .. kSub<W>) (see the top of the file).
 template <DType W, class Rows>
-inline void wb_transpose(const Rows& g, int64_t sb, WbGroup<W>* out) {
+DEEPINFER_INLINE void wb_transpose(const Rows& g, int64_t sb, WbGroup<W>* out) {
   const int64_t at = sb * kStoredBytes<W>;
   if constexpr (kWithMin<W>) {
     k4_scales<W>(g, at, out);
@@ -273,8 +273,8 @@ inline void keep_running(__m256i& v) {
 
 // Block b of x rows i0 .. i0 + MR - 1 against NG transposed groups, into acc.
 template <DType W, int MR, int NG>
-inline void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64_t blocks,
-                     const WbGroup<W>* const* w, __m256 (&acc)[MR][NG]) {
+DEEPINFER_INLINE void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64_t blocks,
+                               const WbGroup<W>* const* w, __m256 (&acc)[MR][NG]) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i t[MR][NG];    // int16 sums of products, 2 per row lane (q8_0: int32 sums)
   __m256i t32[MR][NG];  // 5-bit quants: the int32 dot of the first 16 elements

@@ -90,8 +90,7 @@ inline WbRows wb_rows(const LinearArgs& a, int64_t j0, int64_t cols, int64_t row
 // o of row r. Loaded as 4 registers of 4 rows each (lane group l of register z holds row
 // z + 4l), then a 4 x 4 transpose of 32-bit words within every 128-bit lane group.
 template <class Rows>
-__attribute__((always_inline)) inline void wb_words(const Rows& g, int64_t at,
-                                                    __m512i (&words)[4]) {
+DEEPINFER_INLINE void wb_words(const Rows& g, int64_t at, __m512i (&words)[4]) {
   auto bytes = [&](int r) {
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.at(r) + at));
   };
@@ -116,7 +115,7 @@ __attribute__((always_inline)) inline void wb_words(const Rows& g, int64_t at,
 // the 16 qh words (lane r: row r), a byte shuffle copies the lane's qh byte into its 4 bytes,
 // and a per-byte bit test picks bit c.
 template <class Rows>
-inline void q50_high_bits(const Rows& g, int64_t at, __m512i (&u)[8]) {
+DEEPINFER_INLINE void q50_high_bits(const Rows& g, int64_t at, __m512i (&u)[8]) {
   const __m512i qh = _mm512_i32gather_epi32(g.offsets, g.at(0) + at, 1);
   DEEPINFER_UNROLL
   for (int o = 0; o < 8; ++o) {
@@ -142,7 +141,7 @@ struct K4Super {
 };
 
 template <DType W, class Rows>
-inline void k4_super(const Rows& g, int64_t at, K4Super& k) {
+DEEPINFER_INLINE void k4_super(const Rows& g, int64_t at, K4Super& k) {
   const uint8_t* base = g.at(0) + at;
   const __m512i dd = _mm512_i32gather_epi32(g.offsets, base, 1);
   k.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
@@ -158,7 +157,7 @@ inline void k4_super(const Rows& g, int64_t at, K4Super& k) {
 
 // Sub-block j's weight scale and min term in each lane: the scalar decoder's arithmetic,
 // d * float(scale) and -(dmin * float(min)), exact in f32.
-inline void k4_scale_min(const K4Super& k, int j, WbGroupMin& out) {
+DEEPINFER_INLINE void k4_scale_min(const K4Super& k, int j, WbGroupMin& out) {
   const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(15);
   const __m512i two = _mm512_set1_epi32(3);
   __m512i scale, min;
@@ -183,7 +182,7 @@ inline void k4_scale_min(const K4Super& k, int j, WbGroupMin& out) {
 // Sub-blocks 2p and 2p + 1 of the super-block at `at`: the low and high nibbles of the 32 bytes
 // at kQuantsAt + 32 p (q5_k: with their fifth bits), and their scales.
 template <DType W, class Rows>
-inline void k4_pair(const Rows& g, int64_t at, int p, const K4Super& k, WbGroupMin* out) {
+DEEPINFER_INLINE void k4_pair(const Rows& g, int64_t at, int p, const K4Super& k, WbGroupMin* out) {
   const __m512i low = _mm512_set1_epi8(0x0f);
   __m512i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31 of the pair
   wb_words(g, at + kQuantsAt<W> + 32 * p, lo);
@@ -214,7 +213,7 @@ inline void k4_pair(const Rows& g, int64_t at, int p, const K4Super& k, WbGroupM
 
 // Transposes stored block sb of the group into out[0 .. kSub<W>) (see the top of the file).
 template <class Dot, DType W, class Rows>
-inline void wb_transpose(const Rows& g, int64_t sb, WbGroupOf<W>* out) {
+DEEPINFER_INLINE void wb_transpose(const Rows& g, int64_t sb, WbGroupOf<W>* out) {
   const int64_t at = sb * kStoredBytes<W>;
   if constexpr (kWithMin<W>) {
     K4Super k;
@@ -253,8 +252,8 @@ inline int32_t load_i32(const int8_t* p) {
 
 // Block b of x rows i0 .. i0 + MR - 1 against NG transposed groups, into acc.
 template <class Dot, DType W, int MR, int NG>
-inline void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64_t blocks,
-                     const WbGroupOf<W>* const* w, __m512 (&acc)[MR][NG]) {
+DEEPINFER_INLINE void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64_t blocks,
+                               const WbGroupOf<W>* const* w, __m512 (&acc)[MR][NG]) {
   constexpr bool kStart =
       W == DType::q4_0 || W == DType::q5_0 || (W == DType::q8_0 && Dot::kQ8Offset);
   __m512i t[MR][NG];
