@@ -231,21 +231,25 @@ void MlaAttention::attend_absorbed(const float* q, int64_t tokens, const int32_t
   const size_t uk_head_bytes = static_cast<size_t>(rank * nope) * dtype_size(w_dtype);
   const auto* uk_t = static_cast<const char*>(w_uk_t_.raw());
 
-  // Latent-space queries [W_UK^T q_nope | q_pe] per head.
+  // Latent-space queries [W_UK^T q_nope | q_pe] per head. Heads are independent, small
+  // products (one head's W_UK^T is rank x nope): the threads take whole heads, and each head's
+  // linear runs inline on its thread (a nested call), so the results do not change.
   std::vector<float> q_latent(static_cast<size_t>(tokens * s.heads * width));
-  std::vector<float> head_in(static_cast<size_t>(tokens * std::max(nope, rank)));
-  std::vector<float> head_out(static_cast<size_t>(tokens * std::max(rank, v_dim)));
-  for (int64_t h = 0; h < s.heads; ++h) {
-    for (int64_t t = 0; t < tokens; ++t)
-      copy_floats(&head_in[t * nope], q + (t * s.heads + h) * qk, nope);
-    kernels::linear(head_in.data(), tokens, nope, uk_t + static_cast<size_t>(h) * uk_head_bytes,
-                    w_dtype, rank, nullptr, head_out.data(), pool);
-    for (int64_t t = 0; t < tokens; ++t) {
-      float* dst = &q_latent[(t * s.heads + h) * width];
-      copy_floats(dst, &head_out[t * rank], rank);
-      copy_floats(dst + rank, q + (t * s.heads + h) * qk + nope, rope);
+  pool.parallel_for(s.heads, [&](int64_t h0, int64_t h1) {
+    std::vector<float> head_in(static_cast<size_t>(tokens * nope));
+    std::vector<float> head_out(static_cast<size_t>(tokens * rank));
+    for (int64_t h = h0; h < h1; ++h) {
+      for (int64_t t = 0; t < tokens; ++t)
+        copy_floats(&head_in[t * nope], q + (t * s.heads + h) * qk, nope);
+      kernels::linear(head_in.data(), tokens, nope, uk_t + static_cast<size_t>(h) * uk_head_bytes,
+                      w_dtype, rank, nullptr, head_out.data(), pool);
+      for (int64_t t = 0; t < tokens; ++t) {
+        float* dst = &q_latent[(t * s.heads + h) * width];
+        copy_floats(dst, &head_out[t * rank], rank);
+        copy_floats(dst + rank, q + (t * s.heads + h) * qk + nope, rope);
+      }
     }
-  }
+  });
 
   // MQA over the cached rows: keys are [c | k_pe]; values are the same rows, whose k_pe tail
   // is computed along and dropped (it lets the ordinary paged kernel read values in place).
@@ -257,16 +261,20 @@ void MlaAttention::attend_absorbed(const float* q, int64_t tokens, const int32_t
   attend_(q_latent.data(), tokens, positions, s.heads, kv, s.softmax_scale, out_latent.data(),
           pool);
 
-  // W_UV per head: latent -> v_head_dim.
+  // W_UV per head: latent -> v_head_dim, whole heads per thread as above.
   const int64_t per_head = nope + v_dim;
-  for (int64_t h = 0; h < s.heads; ++h) {
-    for (int64_t t = 0; t < tokens; ++t)
-      copy_floats(&head_in[t * rank], &out_latent[(t * s.heads + h) * width], rank);
-    kernels::linear(head_in.data(), tokens, rank, kv_b_rows(h * per_head + nope), w_dtype, v_dim,
-                    nullptr, head_out.data(), pool);
-    for (int64_t t = 0; t < tokens; ++t)
-      copy_floats(attended + (t * s.heads + h) * v_dim, &head_out[t * v_dim], v_dim);
-  }
+  pool.parallel_for(s.heads, [&](int64_t h0, int64_t h1) {
+    std::vector<float> head_in(static_cast<size_t>(tokens * rank));
+    std::vector<float> head_out(static_cast<size_t>(tokens * v_dim));
+    for (int64_t h = h0; h < h1; ++h) {
+      for (int64_t t = 0; t < tokens; ++t)
+        copy_floats(&head_in[t * rank], &out_latent[(t * s.heads + h) * width], rank);
+      kernels::linear(head_in.data(), tokens, rank, kv_b_rows(h * per_head + nope), w_dtype, v_dim,
+                      nullptr, head_out.data(), pool);
+      for (int64_t t = 0; t < tokens; ++t)
+        copy_floats(attended + (t * s.heads + h) * v_dim, &head_out[t * v_dim], v_dim);
+    }
+  });
 }
 
 }  // namespace deepinfer::model
