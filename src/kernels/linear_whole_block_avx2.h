@@ -370,10 +370,12 @@ void wb_stream_tile(const LinearArgs& a, int64_t i0, const Rows& g, int64_t j0, 
   constexpr int lines = static_cast<int>((stride + 63) / 64);
   const char* next = reinterpret_cast<const char*>(g.at(0) + kWbGroup * row_bytes);
   for (int64_t sb = 0; sb < blocks / kSub<W>; ++sb) {
-    for (int q = 0; q < lines; ++q) _mm_prefetch(next + sb * stride + q * 64, _MM_HINT_T0);
     WbGroup<W> w[kSub<W>];
     wb_transpose<W>(g, sb, w);
     for (int s = 0; s < kSub<W>; ++s) {
+      // The lines spread over the sub-blocks: a burst of a whole super-block's stalls.
+      for (int q = s * lines / kSub<W>; q < (s + 1) * lines / kSub<W>; ++q)
+        _mm_prefetch(next + sb * stride + q * 64, _MM_HINT_T0);
       const WbGroup<W>* groups[1] = {&w[s]};
       wb_block<W, MR, 1>(a, i0, sb * kSub<W> + s, blocks, groups, acc);
     }
