@@ -9,12 +9,14 @@
 namespace deepinfer::io {
 
 struct GgufTensors::Entry {
-  enum class Kind { plain, unpermute_rows, expert, kv_b };
+  // view: a stored tensor's bytes (or a contiguous part of them) under another shape, zero-copy
+  // (one expert of a stack; DeepSeek's per-head attn_k_b / attn_v_b as matrices).
+  enum class Kind { plain, unpermute_rows, view, kv_b };
   Kind kind = Kind::plain;
   const GgufTensorInfo* source = nullptr;
   const GgufTensorInfo* second = nullptr;  // kv_b: attn_v_b (source is attn_k_b)
   int64_t heads = 0;                       // unpermute_rows, kv_b
-  int64_t index = 0;                       // expert
+  int64_t index = 0;                       // view of one expert
   TensorInfo info;
 };
 
@@ -201,7 +203,7 @@ std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path,
         const std::string name =
             prefix + "mlp.experts." + std::to_string(e) + "." + x->second + param;
         auto entry = std::make_shared<Entry>();
-        entry->kind = Kind::expert;
+        entry->kind = Kind::view;
         entry->source = &t;
         entry->index = e;
         entry->info = info_of(name, t, {t.shape[1], t.shape[2]});
@@ -229,6 +231,19 @@ std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path,
       if (is_block_dtype(entry->info.dtype)) ++in_pieces[std::string(quant_traits(t.type).name)];
       if (t.type != v->type || is_block_dtype(entry->info.dtype)) entry->info.dtype = DType::f32;
       add(name, entry);
+      // Block-typed halves are also offered as stored, per head as matrices (k_b: W_UK^T, rank
+      // rows of nope; v_b: W_UV, v rows of rank), for the absorbed decode to run them in their
+      // block type instead of the f32 widening above (which the expanded form reads).
+      for (const GgufTensorInfo* half : {&t, v}) {
+        if (!is_block_dtype(result_dtype(half->type))) continue;
+        const std::string half_name =
+            prefix + (half == &t ? "self_attn.k_b_proj" : "self_attn.v_b_proj") + param;
+        auto view = std::make_shared<Entry>();
+        view->kind = Kind::view;
+        view->source = half;
+        view->info = info_of(half_name, *half, {half->shape[0] * half->shape[1], half->shape[2]});
+        add(half_name, view);
+      }
       continue;
     }
     if (kind == "exp_probs_b") {
@@ -256,8 +271,8 @@ std::shared_ptr<const GgufTensors> GgufTensors::open(const std::string& path,
   }
   for (const auto& [type, count] : in_pieces) {
     log::info(path, ": ", count, " ", type,
-              " DeepSeek attn_k_b / attn_v_b pairs are dequantized to f32 at load (kv_b_proj is "
-              "read by element)");
+              " DeepSeek attn_k_b / attn_v_b pairs are also dequantized to f32 at load (kv_b_proj "
+              "of the expanded form is read by element; the absorbed decode runs them as stored)");
   }
   return out;
 }
@@ -278,7 +293,7 @@ Tensor GgufTensors::get(const std::string& name) const {
       return file_.to_tensor(*e.source);
     case Kind::unpermute_rows:
       return unpermute_rows(file_.to_tensor(*e.source), e.heads, where);
-    case Kind::expert: {
+    case Kind::view: {
       GgufTensorInfo slice = *e.source;
       slice.shape = e.info.shape;
       slice.data_begin = e.info.data_begin;

@@ -13,6 +13,7 @@
 
 #include "io/safetensors.h"
 #include "model/layers/mla/mla_attention.h"
+#include "model/weight_quantization.h"
 
 namespace deepinfer::model {
 namespace {
@@ -21,6 +22,9 @@ struct Params {
   MlaForm form;
   kernels::RopeLayout layout;
   bool q_lora;
+  // The checkpoint also holds W_UK^T / W_UV per head in q8_0 (k_b_proj / v_b_proj, as a GGUF
+  // file's attn_k_b / attn_v_b map), and kv_b_proj is their exact widening.
+  bool block_heads = false;
 };
 
 class MlaLayer : public ::testing::TestWithParam<Params> {};
@@ -84,10 +88,10 @@ TEST_P(MlaLayer, MatchesDirectEquationsOverAMixedBatch) {
   s.hidden = 24;
   s.heads = 3;
   s.q_lora_rank = param.q_lora ? 10 : 0;
-  s.kv_lora_rank = 12;
-  s.qk_nope_head_dim = 6;
+  s.kv_lora_rank = param.block_heads ? 32 : 12;  // whole q8_0 blocks for the per-head rows
+  s.qk_nope_head_dim = param.block_heads ? 32 : 6;
   s.qk_rope_head_dim = 4;
-  s.v_head_dim = 5;
+  s.v_head_dim = param.block_heads ? 32 : 5;
   s.bias = true;
   s.rope_layout = param.layout;
   s.softmax_scale = 0.37f;
@@ -126,6 +130,33 @@ TEST_P(MlaLayer, MatchesDirectEquationsOverAMixedBatch) {
   tensors.emplace_back(p + "kv_a_proj_with_mqa.weight", to_tensor(w.kv_a, {width, s.hidden}));
   tensors.emplace_back(p + "kv_a_proj_with_mqa.bias", to_tensor(w.kv_a_bias, {width}));
   tensors.emplace_back(p + "kv_a_layernorm.weight", to_tensor(w.kv_a_norm, {rank}));
+  if (param.block_heads) {
+    // Per head: W_UK^T [rank, nope] and W_UV [v, rank] in q8_0; kv_b becomes their widening.
+    const int64_t nope = s.qk_nope_head_dim, v = s.v_head_dim;
+    Matrix uk_t(static_cast<size_t>(s.heads * rank * nope)),
+        uv(static_cast<size_t>(s.heads * v * rank));
+    for (int64_t h = 0; h < s.heads; ++h)
+      for (int64_t r = 0; r < per_head; ++r)
+        for (int64_t c = 0; c < rank; ++c) {
+          const double x = w.kv_b[static_cast<size_t>((h * per_head + r) * rank + c)];
+          if (r < nope) {
+            uk_t[static_cast<size_t>((h * rank + c) * nope + r)] = x;
+          } else {
+            uv[static_cast<size_t>((h * v + r - nope) * rank + c)] = x;
+          }
+        }
+    const Tensor k_b = quantize_matrix(to_tensor(uk_t, {s.heads * rank, nope}), DType::q8_0);
+    const Tensor v_b = quantize_matrix(to_tensor(uv, {s.heads * v, rank}), DType::q8_0);
+    const Tensor k_wide = k_b.to(DType::f32), v_wide = v_b.to(DType::f32);
+    for (int64_t h = 0; h < s.heads; ++h)
+      for (int64_t r = 0; r < per_head; ++r)
+        for (int64_t c = 0; c < rank; ++c)
+          w.kv_b[static_cast<size_t>((h * per_head + r) * rank + c)] =
+              r < nope ? k_wide.data<float>()[(h * rank + c) * nope + r]
+                       : v_wide.data<float>()[(h * v + r - nope) * rank + c];
+    tensors.emplace_back(p + "k_b_proj.weight", k_b);
+    tensors.emplace_back(p + "v_b_proj.weight", v_b);
+  }
   tensors.emplace_back(p + "kv_b_proj.weight", to_tensor(w.kv_b, {s.heads * per_head, rank}));
   tensors.emplace_back(p + "o_proj.weight", to_tensor(w.o, {s.hidden, s.heads * s.v_head_dim}));
   tensors.emplace_back(p + "o_proj.bias", to_tensor(w.o_bias, {s.hidden}));
@@ -133,7 +164,8 @@ TEST_P(MlaLayer, MatchesDirectEquationsOverAMixedBatch) {
       std::filesystem::temp_directory_path() /
       ("deepinfer_mla_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
        std::to_string(::getpid()) + "_" + std::to_string(static_cast<int>(param.form)) +
-       std::to_string(static_cast<int>(param.layout)) + std::to_string(param.q_lora));
+       std::to_string(static_cast<int>(param.layout)) + std::to_string(param.q_lora) +
+       std::to_string(param.block_heads));
   std::filesystem::create_directories(dir);
   io::write_safetensors((dir / "model.safetensors").string(), tensors);
   const io::Checkpoint checkpoint = io::Checkpoint::open(dir.string());
@@ -254,7 +286,15 @@ TEST_P(MlaLayer, MatchesDirectEquationsOverAMixedBatch) {
                    std::abs(ref - got[t * static_cast<size_t>(s.hidden) + static_cast<size_t>(i)]));
     }
   }
-  EXPECT_LE(max_diff / max_ref, 2e-6) << "max |diff| " << max_diff << ", max |ref| " << max_ref;
+  if (param.block_heads && param.form == MlaForm::absorbed) {
+    // The q8_0 per-head products take their inputs rounded to int8 blocks (as every block-type
+    // linear does): within that rounding of the exact result, and not exact (which would mean
+    // the f32 widening ran instead).
+    EXPECT_LE(max_diff / max_ref, 2e-2) << "max |diff| " << max_diff << ", max |ref| " << max_ref;
+    EXPECT_GT(max_diff / max_ref, 2e-6) << "max |diff| " << max_diff << ", max |ref| " << max_ref;
+  } else {
+    EXPECT_LE(max_diff / max_ref, 2e-6) << "max |diff| " << max_diff << ", max |ref| " << max_ref;
+  }
 
   // The cache rows are exactly [normalised latent | roped k_pe] of each position.
   for (const auto& [table, rows, count] :
@@ -271,7 +311,8 @@ std::string param_name(const ::testing::TestParamInfo<Params>& info) {
   static const char* const kForms[] = {"automatic", "expanded", "absorbed"};
   return std::string(kForms[static_cast<int>(info.param.form)]) +
          (info.param.layout == kernels::RopeLayout::interleaved ? "_interleaved" : "_half_split") +
-         (info.param.q_lora ? "_q_lora" : "_q_proj");
+         (info.param.q_lora ? "_q_lora" : "_q_proj") +
+         (info.param.block_heads ? "_q8_0_heads" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -280,7 +321,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Params{MlaForm::absorbed, kernels::RopeLayout::interleaved, true},
                       Params{MlaForm::automatic, kernels::RopeLayout::interleaved, false},
                       Params{MlaForm::expanded, kernels::RopeLayout::half_split, false},
-                      Params{MlaForm::absorbed, kernels::RopeLayout::half_split, false}),
+                      Params{MlaForm::absorbed, kernels::RopeLayout::half_split, false},
+                      Params{MlaForm::expanded, kernels::RopeLayout::half_split, false, true},
+                      Params{MlaForm::absorbed, kernels::RopeLayout::half_split, true, true}),
     param_name);
 
 // Decode (one new token over a long context) takes the absorbed form, a long prefill the

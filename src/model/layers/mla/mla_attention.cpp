@@ -17,6 +17,30 @@ void copy_floats(float* dst, const float* src, int64_t n) {
   std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
 }
 
+// y[h] = x[h] W_h^T for every head h: x [heads][tokens][cols], y [heads][tokens][rows], head
+// h's rows x cols matrix at w.base + h * w.head_bytes. Block types run as one grouped call; the
+// others take whole heads per thread, each head's product inline on its thread (a nested call).
+// Either way each head's result is what kernels::linear gives it alone.
+template <class PerHead>
+void per_head_linear(const float* x, int64_t heads, int64_t tokens, int64_t cols, const PerHead& w,
+                     int64_t rows, float* y, ThreadPool& pool) {
+  if (is_block_dtype(w.dtype)) {
+    std::vector<kernels::LinearJob> jobs(static_cast<size_t>(heads));
+    for (int64_t h = 0; h < heads; ++h)
+      jobs[static_cast<size_t>(h)] = {x + h * tokens * cols, tokens,
+                                      w.base + static_cast<size_t>(h) * w.head_bytes,
+                                      y + h * tokens * rows};
+    kernels::linear_grouped(jobs, cols, w.dtype, rows, pool);
+    return;
+  }
+  pool.parallel_for(heads, [&](int64_t h0, int64_t h1) {
+    for (int64_t h = h0; h < h1; ++h)
+      kernels::linear(x + h * tokens * cols, tokens, cols,
+                      w.base + static_cast<size_t>(h) * w.head_bytes, w.dtype, rows, nullptr,
+                      y + h * tokens * rows, pool);
+  });
+}
+
 }  // namespace
 
 std::unique_ptr<MlaAttention> MlaAttention::load(WeightLoader& weights, const std::string& prefix,
@@ -65,12 +89,24 @@ std::unique_ptr<MlaAttention> MlaAttention::load(WeightLoader& weights, const st
   // allow: a block-quantized one (GGUF attn_kv_b) runs dequantized to f32.
   if (is_block_dtype(attn->kv_b_proj_.weight.dtype()))
     attn->kv_b_proj_.weight = attn->kv_b_proj_.weight.to(DType::f32);
-  // W_UK^T per head, in kv_b_proj's dtype (a transpose: exact in any dtype).
-  const Tensor kv_b = attn->kv_b_proj_.weight.to(DType::f32);
   const int64_t rank = shape.kv_lora_rank;
   const int64_t nope = shape.qk_nope_head_dim;
+  // A GGUF file's block-typed attn_k_b / attn_v_b (io/gguf_tensors.cpp): the absorbed decode
+  // runs this rank's heads of them as stored, so that it reads the quantized bytes and not
+  // kv_b_proj's f32 widening of them (which the expanded form keeps using).
+  const std::string k_b = prefix + ".k_b_proj.weight", v_b = prefix + ".v_b_proj.weight";
+  if (weights.has(v_b))
+    attn->w_uv_ =
+        weights.matrix_rows(v_b, {shape.heads * v, rank}, h0 * v, h1 * v, MatrixUse::by_element);
+  if (weights.has(k_b)) {
+    attn->w_uk_t_ = weights.matrix_rows(k_b, {shape.heads * rank, nope}, h0 * rank, h1 * rank,
+                                        MatrixUse::by_element);
+    return attn;
+  }
+  // W_UK^T per head, in kv_b_proj's dtype (a transpose: exact in any dtype).
+  const Tensor kv_b = attn->kv_b_proj_.weight.to(DType::f32);
   const int64_t heads = attn->shape_.heads;
-  Tensor uk_t = Tensor::zeros({heads, rank, nope}, DType::f32);
+  Tensor uk_t = Tensor::zeros({heads * rank, nope}, DType::f32);
   const float* src = kv_b.data<float>();
   float* dst = uk_t.data<float>();
   for (int64_t h = 0; h < heads; ++h) {
@@ -163,11 +199,26 @@ void MlaAttention::forward(const float* x, const ForwardBatch& batch, const floa
   o_proj_.forward(attended.data(), tokens, out, pool);
 }
 
-const void* MlaAttention::kv_b_rows(int64_t row0) const {
+MlaAttention::PerHead MlaAttention::w_uk_t() const {
+  const DType dtype = w_uk_t_.dtype();
+  const size_t head_bytes =
+      static_cast<size_t>(shape_.kv_lora_rank) * dtype_bytes(dtype, shape_.qk_nope_head_dim);
+  return {static_cast<const char*>(w_uk_t_.raw()), head_bytes, dtype};
+}
+
+MlaAttention::PerHead MlaAttention::w_uv() const {
+  const int64_t rank = shape_.kv_lora_rank, v = shape_.v_head_dim;
+  if (w_uv_.defined()) {
+    const DType dtype = w_uv_.dtype();
+    return {static_cast<const char*>(w_uv_.raw()),
+            static_cast<size_t>(v) * dtype_bytes(dtype, rank), dtype};
+  }
+  // kv_b_proj: per head, nope rows of W_UK then v rows of W_UV.
+  const DType dtype = kv_b_proj_.weight.dtype();
+  const size_t row_bytes = static_cast<size_t>(rank) * dtype_size(dtype);
   const auto* base = static_cast<const char*>(kv_b_proj_.weight.raw());
-  const size_t row_bytes =
-      static_cast<size_t>(shape_.kv_lora_rank) * dtype_size(kv_b_proj_.weight.dtype());
-  return base + static_cast<size_t>(row0) * row_bytes;
+  return {base + static_cast<size_t>(shape_.qk_nope_head_dim) * row_bytes,
+          static_cast<size_t>(shape_.qk_nope_head_dim + v) * row_bytes, dtype};
 }
 
 void MlaAttention::attend_expanded(const float* q, int64_t tokens, const int32_t* positions,
@@ -227,29 +278,24 @@ void MlaAttention::attend_absorbed(const float* q, int64_t tokens, const int32_t
   const int64_t rope = s.qk_rope_head_dim;
   const int64_t qk = s.qk_head_dim();
   const int64_t v_dim = s.v_head_dim;
-  const DType w_dtype = kv_b_proj_.weight.dtype();
-  const size_t uk_head_bytes = static_cast<size_t>(rank * nope) * dtype_size(w_dtype);
-  const auto* uk_t = static_cast<const char*>(w_uk_t_.raw());
 
-  // Latent-space queries [W_UK^T q_nope | q_pe] per head. Heads are independent, small
-  // products (one head's W_UK^T is rank x nope): the threads take whole heads, and each head's
-  // linear runs inline on its thread (a nested call), so the results do not change.
+  // Latent-space queries [W_UK^T q_nope | q_pe] per head.
   std::vector<float> q_latent(static_cast<size_t>(tokens * s.heads * width));
-  pool.parallel_for(s.heads, [&](int64_t h0, int64_t h1) {
-    std::vector<float> head_in(static_cast<size_t>(tokens * nope));
-    std::vector<float> head_out(static_cast<size_t>(tokens * rank));
-    for (int64_t h = h0; h < h1; ++h) {
+  {
+    std::vector<float> in(static_cast<size_t>(s.heads * tokens * nope));
+    std::vector<float> out(static_cast<size_t>(s.heads * tokens * rank));
+    for (int64_t h = 0; h < s.heads; ++h)
       for (int64_t t = 0; t < tokens; ++t)
-        copy_floats(&head_in[t * nope], q + (t * s.heads + h) * qk, nope);
-      kernels::linear(head_in.data(), tokens, nope, uk_t + static_cast<size_t>(h) * uk_head_bytes,
-                      w_dtype, rank, nullptr, head_out.data(), pool);
+        copy_floats(&in[(h * tokens + t) * nope], q + (t * s.heads + h) * qk, nope);
+    per_head_linear(in.data(), s.heads, tokens, nope, w_uk_t(), rank, out.data(), pool);
+    for (int64_t h = 0; h < s.heads; ++h) {
       for (int64_t t = 0; t < tokens; ++t) {
         float* dst = &q_latent[(t * s.heads + h) * width];
-        copy_floats(dst, &head_out[t * rank], rank);
+        copy_floats(dst, &out[(h * tokens + t) * rank], rank);
         copy_floats(dst + rank, q + (t * s.heads + h) * qk + nope, rope);
       }
     }
-  });
+  }
 
   // MQA over the cached rows: keys are [c | k_pe]; values are the same rows, whose k_pe tail
   // is computed along and dropped (it lets the ordinary paged kernel read values in place).
@@ -261,20 +307,16 @@ void MlaAttention::attend_absorbed(const float* q, int64_t tokens, const int32_t
   attend_(q_latent.data(), tokens, positions, s.heads, kv, s.softmax_scale, out_latent.data(),
           pool);
 
-  // W_UV per head: latent -> v_head_dim, whole heads per thread as above.
-  const int64_t per_head = nope + v_dim;
-  pool.parallel_for(s.heads, [&](int64_t h0, int64_t h1) {
-    std::vector<float> head_in(static_cast<size_t>(tokens * rank));
-    std::vector<float> head_out(static_cast<size_t>(tokens * v_dim));
-    for (int64_t h = h0; h < h1; ++h) {
-      for (int64_t t = 0; t < tokens; ++t)
-        copy_floats(&head_in[t * rank], &out_latent[(t * s.heads + h) * width], rank);
-      kernels::linear(head_in.data(), tokens, rank, kv_b_rows(h * per_head + nope), w_dtype, v_dim,
-                      nullptr, head_out.data(), pool);
-      for (int64_t t = 0; t < tokens; ++t)
-        copy_floats(attended + (t * s.heads + h) * v_dim, &head_out[t * v_dim], v_dim);
-    }
-  });
+  // W_UV per head: latent -> v_head_dim.
+  std::vector<float> in(static_cast<size_t>(s.heads * tokens * rank));
+  std::vector<float> out(static_cast<size_t>(s.heads * tokens * v_dim));
+  for (int64_t h = 0; h < s.heads; ++h)
+    for (int64_t t = 0; t < tokens; ++t)
+      copy_floats(&in[(h * tokens + t) * rank], &out_latent[(t * s.heads + h) * width], rank);
+  per_head_linear(in.data(), s.heads, tokens, rank, w_uv(), v_dim, out.data(), pool);
+  for (int64_t h = 0; h < s.heads; ++h)
+    for (int64_t t = 0; t < tokens; ++t)
+      copy_floats(attended + (t * s.heads + h) * v_dim, &out[(h * tokens + t) * v_dim], v_dim);
 }
 
 }  // namespace deepinfer::model

@@ -89,8 +89,14 @@ class MlaAttention : public AttentionLayer {
                        const cache::KvCache& cache, int64_t layer,
                        std::span<const int32_t> block_table, float* attended,
                        ThreadPool& pool) const;
-  // kv_b_proj's weight from row `row0` on (W_UV of a head is a contiguous row range).
-  const void* kv_b_rows(int64_t row0) const;
+  // The absorbed form's per-head matrices: head h's rows x cols matrix at base + h * head_bytes.
+  struct PerHead {
+    const char* base;
+    size_t head_bytes;
+    DType dtype;
+  };
+  PerHead w_uk_t() const;
+  PerHead w_uv() const;  // w_uv_, or the W_UV rows of kv_b_proj
 
   MlaShape shape_;         // heads: this rank's
   int64_t all_heads_ = 0;  // of the layer: the form choice is every rank's, and one process's
@@ -102,7 +108,11 @@ class MlaAttention : public AttentionLayer {
   Linear kv_a_proj_;
   RmsNorm kv_a_norm_;
   Linear kv_b_proj_;  // [heads * (nope + v), kv_lora]: per head W_UK rows then W_UV rows
-  Tensor w_uk_t_;     // [heads, kv_lora, nope]: W_UK transposed per head (absorbed queries)
+  // W_UK transposed per head ([heads * kv_lora, nope]; absorbed queries) and, where a GGUF file
+  // stores them in a block type, its attn_k_b as stored and its attn_v_b (W_UV per head,
+  // [heads * v, kv_lora]; else empty: W_UV is read from kv_b_proj).
+  Tensor w_uk_t_;
+  Tensor w_uv_;
   RowParallelLinear o_proj_;
 };
 
