@@ -60,10 +60,12 @@ TEST(LlamaCppBenchBlocks, BenchCheckpointMatchesLlamaQuantizeTensorByTensor) {
       const Tensor blocks = theirs.get(name);
       if (!is_block_dtype(blocks.dtype()) || blocks.ndim() != 2) continue;
       if (q.mix && name.find("layers.") == std::string::npos) continue;
-      // Routed experts and MLA's kv_b_proj (joined from attn_k_b / attn_v_b) are not ours to
-      // quantize (MatrixUse::expert / by_element).
+      // Routed experts and MLA's kv_b_proj (joined from attn_k_b / attn_v_b, which a block-typed
+      // file also offers as k_b_proj / v_b_proj) are not ours to quantize (MatrixUse::expert /
+      // by_element).
       if (name.find(".experts.") != std::string::npos ||
-          name.find("kv_b_proj") != std::string::npos)
+          name.find("kv_b_proj") != std::string::npos ||
+          name.find("k_b_proj") != std::string::npos || name.find("v_b_proj") != std::string::npos)
         continue;
       const QuantizationTarget target = quantization_target(q, name, blocks.dim(1));
       ASSERT_TRUE(target.type.has_value()) << name;

@@ -19,7 +19,8 @@ void copy_floats(float* dst, const float* src, int64_t n) {
 
 // y[h] = x[h] W_h^T for every head h: x [heads][tokens][cols], y [heads][tokens][rows], head
 // h's rows x cols matrix at w.base + h * w.head_bytes. Block types run as one grouped call; the
-// others take whole heads per thread, each head's product inline on its thread (a nested call).
+// others take whole heads per thread, each head's product inline on its thread (a nested call),
+// where there are at least as many heads as threads.
 // Either way each head's result is what kernels::linear gives it alone.
 template <class PerHead>
 void per_head_linear(const float* x, int64_t heads, int64_t tokens, int64_t cols, const PerHead& w,
@@ -33,12 +34,15 @@ void per_head_linear(const float* x, int64_t heads, int64_t tokens, int64_t cols
     kernels::linear_grouped(jobs, cols, w.dtype, rows, pool);
     return;
   }
-  pool.parallel_for(heads, [&](int64_t h0, int64_t h1) {
+  const auto heads_from = [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h)
       kernels::linear(x + h * tokens * cols, tokens, cols,
                       w.base + static_cast<size_t>(h) * w.head_bytes, w.dtype, rows, nullptr,
                       y + h * tokens * rows, pool);
-  });
+  };
+  // Fewer heads than threads (a tensor-parallel rank's few heads): each product gets the pool.
+  if (heads < pool.size()) return heads_from(0, heads);
+  pool.parallel_for(heads, heads_from);
 }
 
 }  // namespace
