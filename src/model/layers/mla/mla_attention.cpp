@@ -22,9 +22,8 @@ void copy_floats(float* dst, const float* src, int64_t n) {
 // others take whole heads per thread, each head's product inline on its thread (a nested call),
 // where there are at least as many heads as threads.
 // Either way each head's result is what kernels::linear gives it alone.
-template <class PerHead>
-void per_head_linear(const float* x, int64_t heads, int64_t tokens, int64_t cols, const PerHead& w,
-                     int64_t rows, float* y, ThreadPool& pool) {
+void per_head_linear(const float* x, int64_t heads, int64_t tokens, int64_t cols,
+                     const MlaAttention::PerHead& w, int64_t rows, float* y, ThreadPool& pool) {
   if (is_block_dtype(w.dtype)) {
     std::vector<kernels::LinearJob> jobs(static_cast<size_t>(heads));
     for (int64_t h = 0; h < heads; ++h)
@@ -219,7 +218,7 @@ MlaAttention::PerHead MlaAttention::w_uv() const {
   }
   // kv_b_proj: per head, nope rows of W_UK then v rows of W_UV.
   const DType dtype = kv_b_proj_.weight.dtype();
-  const size_t row_bytes = static_cast<size_t>(rank) * dtype_size(dtype);
+  const size_t row_bytes = dtype_bytes(dtype, rank);
   const auto* base = static_cast<const char*>(kv_b_proj_.weight.raw());
   return {base + static_cast<size_t>(shape_.qk_nope_head_dim) * row_bytes,
           static_cast<size_t>(shape_.qk_nope_head_dim + v) * row_bytes, dtype};

@@ -65,6 +65,12 @@ MlaForm choose_mla_form(const MlaShape& shape, int64_t tokens, int64_t context);
 
 class MlaAttention : public AttentionLayer {
  public:
+  // The absorbed form's per-head matrices: head h's rows x cols matrix at base + h * head_bytes.
+  struct PerHead {
+    const char* base;
+    size_t head_bytes;
+    DType dtype;
+  };
   // Loads <prefix>.{q_proj | q_a_proj, q_a_layernorm, q_b_proj}, kv_a_proj_with_mqa,
   // kv_a_layernorm, kv_b_proj, o_proj: this rank's heads of the loader's tensor group.
   static std::unique_ptr<MlaAttention> load(WeightLoader& weights, const std::string& prefix,
@@ -89,12 +95,6 @@ class MlaAttention : public AttentionLayer {
                        const cache::KvCache& cache, int64_t layer,
                        std::span<const int32_t> block_table, float* attended,
                        ThreadPool& pool) const;
-  // The absorbed form's per-head matrices: head h's rows x cols matrix at base + h * head_bytes.
-  struct PerHead {
-    const char* base;
-    size_t head_bytes;
-    DType dtype;
-  };
   PerHead w_uk_t() const;
   PerHead w_uv() const;  // w_uv_, or the W_UV rows of kv_b_proj
 
