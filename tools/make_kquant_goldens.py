@@ -23,6 +23,11 @@ that llama-quantize reads as a 24-layer Qwen2 (the layer count of Qwen2.5-0.5B, 
 q4_k_m mix picks its q6_k layers as it does for that model). 896 and 1408 are not whole
 256-element super-blocks: llama-quantize falls back to q5_0 / q5_1 / q8_0 there, and so does
 deepinfer.
+
+"heads" holds what llama-quantize (without --pure) makes of an lm_head, deepinfer's
+--quantize-lm-head: output.weight of an untied model and token_embd.weight of a tied one (a
+model without output.weight), with rows of 2048 (whole super-blocks) and 896 (not), each in a
+source file of its own, for q8_0, q4_0, q4_k and q4_k_m.
 """
 
 import argparse
@@ -96,7 +101,14 @@ def tensor_specs() -> list:
     return specs
 
 
-def write_source(path: Path, specs: list) -> None:
+# The lm_head cases: (file stem, GGUF name, rows, cols, tied). A tied model has no output.weight.
+LM_HEADS = [("head-2048", "output.weight", 4, 2048, False), ("head-896", "output.weight", 4, 896, False),
+         ("tied-2048", "token_embd.weight", 4, 2048, True)]
+LM_HEAD_TYPES = [("q8_0", "Q8_0"), ("q4_0", "Q4_0"), ("q4_k", "Q4_K"), ("q4_k_m", "Q4_K_M")]
+LM_HEAD_SEED = 20261202
+
+
+def write_source(path: Path, specs: list, seeds: list) -> None:
     sys.path.insert(0, str(LLAMA / "gguf-py"))
     from gguf import GGUFWriter  # noqa: E402  (the vendored gguf-py of the same commit)
 
@@ -111,12 +123,28 @@ def write_source(path: Path, specs: list) -> None:
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_rope_freq_base(1000000.0)
     writer.add_file_type(0)  # ALL_F32
-    for i, (name, rows, cols, scale, sparse) in enumerate(specs):
-        writer.add_tensor(name, generate(BASE_SEED + 7919 * i, rows, cols, scale, sparse))
+    for seed, (name, rows, cols, scale, sparse) in zip(seeds, specs):
+        writer.add_tensor(name, generate(seed, rows, cols, scale, sparse))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+
+
+def head_goldens(quantize: Path, work: Path) -> dict:
+    tensors, types = [], {ours: {} for ours, _ in LM_HEAD_TYPES}
+    for i, (stem, name, rows, cols, tied) in enumerate(LM_HEADS):
+        seed, scale = LM_HEAD_SEED + 7919 * i, 0.03
+        source = work / f"{stem}-f32.gguf"
+        write_source(source, [(name, rows, cols, scale, False)], [seed])
+        tensors.append({"file": stem, "name": name, "rows": rows, "cols": cols, "seed": seed,
+                        "scale": scale, "sparse": False, "tied": tied})
+        for ours, theirs in LM_HEAD_TYPES:
+            out = work / f"llamacpp-{stem}-{ours}.gguf"
+            cmd = [str(quantize), str(source), str(out), theirs, "1"]
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            types[ours][stem] = read_blocks(out)[name]
+    return {"tensors": tensors, "types": types}
 
 
 def read_blocks(path: Path) -> dict:
@@ -141,7 +169,7 @@ def main() -> None:
         work = Path(args.keep) if args.keep else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         source = work / "source-f32.gguf"
-        write_source(source, specs)
+        write_source(source, specs, [BASE_SEED + 7919 * i for i in range(len(specs))])
         types = {}
         for ours, theirs, pure in TYPES:
             out = work / f"llamacpp-{ours}.gguf"
@@ -149,6 +177,7 @@ def main() -> None:
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             types[ours] = {"pure": pure, "tensors": read_blocks(out)}
             print(f"{ours}: {len(types[ours]['tensors'])} tensors", file=sys.stderr)
+        heads = head_goldens(quantize, work)
     commit = ""
     commit_file = LLAMA / "build-info.txt"
     if commit_file.exists():
@@ -161,6 +190,7 @@ def main() -> None:
         "tensors": [{"name": n, "rows": r, "cols": c, "seed": BASE_SEED + 7919 * i, "scale": s,
                      "sparse": sp} for i, (n, r, c, s, sp) in enumerate(specs)],
         "types": types,
+        "heads": heads,
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(doc, indent=1) + "\n")

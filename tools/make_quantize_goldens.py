@@ -22,6 +22,11 @@ Writes:
       token_embd, output, norms and biases stay f32, as the policy keeps them
       (docs/QUANTIZATION.md). Loading the safetensors checkpoint with --quantization <type>
       must give bitwise the logits of this file.
+  tests/data/gguf-models/<model>-gguf-py-<type>-head.gguf
+      the same with --quantize-lm-head: output.weight (untied) or token_embd.weight (tied,
+      no output.weight) re-encoded too, in Q8_0, llama-quantize's output type for rows that
+      are not whole 256-element super-blocks (the tiny models' 64; gguf-py has no Q6_K
+      quantizer, tests/data/quantize/llamacpp_blocks.json covers that case).
 """
 import importlib.metadata
 import json
@@ -39,6 +44,8 @@ MODELS = ROOT / "tests" / "data" / "gguf-models"
 TYPES = [Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1]
 # (model, types) for the quantize-at-load equality tests (tests/unit/model/quantize_at_load_test.cpp).
 GGUF_MODELS = [("tiny-qwen3", [Q.Q8_0, Q.Q4_0, Q.Q5_1]), ("tiny-llama", [Q.Q8_0])]
+# (model, type) with --quantize-lm-head: tiny-qwen2 ties its lm_head to the embedding.
+HEAD_MODELS = [("tiny-qwen2", Q.Q4_0), ("tiny-qwen3", Q.Q4_0)]
 
 
 def cases(rng):
@@ -105,13 +112,19 @@ def quantized_by_policy(tensor):
             and any(part in name for part in QUANTIZED_PARTS) and shape[-1] % 32 == 0)
 
 
-def write_gguf(model, qtype):
+def is_lm_head(tensor, names):
+    """--quantize-lm-head's matrix: output.weight, or token_embd.weight when there is none."""
+    return tensor.name == "output.weight" or (tensor.name == "token_embd.weight"
+                                              and "output.weight" not in names)
+
+
+def write_gguf(model, qtype, head=False):
     src = MODELS / f"{model}-f32.gguf"
     if not src.exists():
         sys.exit(f"error: {src} is missing; run tools/make_gguf_test_models.py first")
     reader = gguf.GGUFReader(src)
     arch = reader.fields["general.architecture"].contents()
-    dst = MODELS / f"{model}-gguf-py-{qtype.name.lower()}.gguf"
+    dst = MODELS / f"{model}-gguf-py-{qtype.name.lower()}{'-head' if head else ''}.gguf"
     writer = gguf.GGUFWriter(dst, arch=arch)
     for name, field in reader.fields.items():
         if name.startswith("GGUF.") or name in ("general.architecture", "general.alignment"):
@@ -120,11 +133,16 @@ def write_gguf(model, qtype):
         sub = field.types[-1] if main == gguf.GGUFValueType.ARRAY else None
         writer.add_key_value(name, field.contents(), main, sub_type=sub)
     quantized = 0
+    names = {t.name for t in reader.tensors}
     for t in reader.tensors:
         assert t.tensor_type == Q.F32, f"{src}: {t.name} is {t.tensor_type.name}, expected F32"
         data = np.array(t.data, dtype=np.float32)
         if quantized_by_policy(t):
             writer.add_tensor(t.name, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
+            quantized += 1
+        elif head and is_lm_head(t, names):
+            assert data.shape[-1] % 256 != 0, "a Q6_K head: gguf-py cannot quantize it"
+            writer.add_tensor(t.name, gguf.quants.quantize(data, Q.Q8_0), raw_dtype=Q.Q8_0)
             quantized += 1
         else:
             writer.add_tensor(t.name, data)
@@ -132,7 +150,8 @@ def write_gguf(model, qtype):
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    print(f"wrote {dst} ({quantized} of {len(reader.tensors)} tensors in {qtype.name})")
+    print(f"wrote {dst} ({quantized} of {len(reader.tensors)} tensors in {qtype.name}"
+          f"{', the lm_head in Q8_0' if head else ''})")
 
 
 def main():
@@ -143,6 +162,8 @@ def main():
     for model, types in GGUF_MODELS:
         for qtype in types:
             write_gguf(model, qtype)
+    for model, qtype in HEAD_MODELS:
+        write_gguf(model, qtype, head=True)
 
 
 if __name__ == "__main__":

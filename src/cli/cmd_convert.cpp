@@ -31,6 +31,8 @@ constexpr const char* kConvertUsage =
     "                             --quantization type: q8_0 (int8), q4_0, q4_1, q5_0, q5_1,\n"
     "                             q4_k, q5_k, q6_k, q4_k_m (int4)\n"
     "                             (projections quantized, the rest as stored)\n"
+    "  --quantize_lm_head         with a block precision: the lm_head (and a tied embedding)\n"
+    "                             too, q6_k (q8_0 for q8_0 or rows not whole 256 blocks)\n"
     "  --target_platform cpu      the only platform (npu: use the recipe's NPU converter)\n"
     "  --enable_moe_optimization  write each MoE layer's experts stacked as fused\n"
     "                             gate_up_proj [E, 2I, H] / down_proj [E, H, I] tensors\n"
@@ -70,7 +72,7 @@ int run_convert(const std::vector<std::string>& argv) {
   const Args args(dashed(argv),
                   {"input-dir", "output-dir", "precision", "target-platform", "tp-size", "ep-size",
                    "max-shard-size", "verify", "log-level"},
-                  {"enable-moe-optimization", "force"});
+                  {"enable-moe-optimization", "force", "quantize-lm-head"});
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   if (const auto dir = args.get("verify")) {
     DI_CHECK(!args.has("input-dir") && !args.has("output-dir"),
@@ -93,6 +95,7 @@ int run_convert(const std::vector<std::string>& argv) {
   options.output_dir = args.require("output-dir");
   DI_CHECK(args.has("precision"), "give --precision (", convert::precision_choices(), ")");
   options.precision = *args.get("precision");
+  options.quantize_lm_head = args.flag("quantize-lm-head");
   options.moe_optimization = args.flag("enable-moe-optimization");
   options.tp_size = args.get_int("tp-size", 1);
   options.ep_size = args.get_int("ep-size", 1);

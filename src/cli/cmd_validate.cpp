@@ -26,10 +26,12 @@ constexpr const char* kUsage =
     "  -m, --model A                    the model under test (directory or .gguf)\n"
     "  --dtype, --kv-cache-dtype        its weight and KV cache dtypes (as generate)\n"
     "  --quantization Q                 its projections quantized at load (as generate)\n"
+    "  --quantize-lm-head               its lm_head too (as generate)\n"
     "  --reference B                    the model to match: another checkpoint, format or dtype\n"
     "  --reference-dtype D              B's weight dtype (default: as stored)\n"
     "  --reference-kv-cache-dtype D     B's KV cache dtype (default: auto, f32)\n"
     "  --reference-quantization Q       B's quantization at load (default: none)\n"
+    "  --reference-quantize-lm-head     B's lm_head too\n"
     "  --golden FILE                    instead of B: tools/dump_reference.py output\n"
     "                                   (transformers, f32; its own prompts)\n"
     " inputs (default --preset fixed):\n"
@@ -67,7 +69,8 @@ std::vector<std::string> split_json_flag(const std::vector<std::string>& argv) {
 
 // `index`: the model's place in load order (under mpirun the other ranks follow both).
 config::ModelSetup load(const Args& args, const std::string& path, const char* dtype_flag,
-                        const char* kv_flag, const char* quantization_flag, int64_t index = 0) {
+                        const char* kv_flag, const char* quantization_flag,
+                        const char* lm_head_flag, int64_t index = 0) {
   config::RecipeConfig recipe;
   config::apply_override(recipe, "model_path", path, "--model");
   if (const auto v = args.get("threads"))
@@ -81,6 +84,7 @@ config::ModelSetup load(const Args& args, const std::string& path, const char* d
   if (const auto v = args.get(quantization_flag)) {
     config::apply_override(recipe, "quantization", *v, str_cat("--", quantization_flag), true);
   }
+  apply_quantize_lm_head_flag(recipe, args, lm_head_flag);
   apply_parallel_flags(recipe, args);
   apply_memory_flags(recipe, args);
   return config::load_model_setup(recipe, {.require_tokenizer = false,
@@ -123,7 +127,9 @@ int run_validate(const std::vector<std::string>& argv) {
                    "expert-parallel-size",
                    "tensor-parallel-size",
                    "pipeline-parallel-size"},
-                  with_model_bool_flags(with_parallel_bool_flags({"layers", "json"})), kShortFlags);
+                  with_model_bool_flags(
+                      with_parallel_bool_flags({"layers", "json", "reference-quantize-lm-head"})),
+                  kShortFlags);
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   const std::string model_path = args.require("model");
   DI_CHECK(args.has("reference") != args.has("golden"),
@@ -142,20 +148,24 @@ int run_validate(const std::vector<std::string>& argv) {
 
   validate::ValidationReport report;
   if (const auto golden_path = args.get("golden")) {
-    for (const char* flag : {"prompts", "text", "preset", "reference-dtype",
-                             "reference-kv-cache-dtype", "reference-quantization"}) {
+    for (const char* flag :
+         {"prompts", "text", "preset", "reference-dtype", "reference-kv-cache-dtype",
+          "reference-quantization", "reference-quantize-lm-head"}) {
       DI_CHECK(!args.has(flag), "--", flag, " does not apply with --golden (it holds its prompts)");
     }
     const validate::Golden golden = validate::read_golden(*golden_path);
-    config::ModelSetup model = load(args, model_path, "dtype", "kv-cache-dtype", "quantization");
+    config::ModelSetup model =
+        load(args, model_path, "dtype", "kv-cache-dtype", "quantization", "quantize-lm-head");
     if (config::is_lockstep_worker(model)) return config::run_lockstep_worker(model);
     validate::ModelProbe probe(*model.model, *model.pool, model.engine.kv_cache_dtype);
     report = validate::compare_golden(probe, golden, options);
   } else {
     const std::string reference_path = *args.get("reference");
-    config::ModelSetup model = load(args, model_path, "dtype", "kv-cache-dtype", "quantization");
-    config::ModelSetup reference = load(args, reference_path, "reference-dtype",
-                                        "reference-kv-cache-dtype", "reference-quantization", 1);
+    config::ModelSetup model =
+        load(args, model_path, "dtype", "kv-cache-dtype", "quantization", "quantize-lm-head");
+    config::ModelSetup reference =
+        load(args, reference_path, "reference-dtype", "reference-kv-cache-dtype",
+             "reference-quantization", "reference-quantize-lm-head", 1);
     if (config::is_lockstep_worker(model)) {
       model::CausalLM* const both[] = {model.model.get(), reference.model.get()};
       return config::run_lockstep_worker(both, model);

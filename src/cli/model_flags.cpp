@@ -103,10 +103,12 @@ const char* const kModelFlagsUsage =
     "  --numa distribute|isolate|numactl  pin the compute threads by NUMA node\n"
     "  --cpu-mask HEX            compute threads only on these CPUs (bit i = CPU i)\n"
     "  --cpu-strict 0|1          thread i on the i-th CPU of the mask\n"
-    "  --enable-atb-attention true|false  false: unfused attention and residual norms (A/B)\n";
+    "  --enable-atb-attention true|false  false: unfused attention and residual norms (A/B)\n"
+    "  --quantize-lm-head        with --quantization: the lm_head (and a tied embedding) too,\n"
+    "                            q6_k (q8_0 for q8_0 or rows not whole 256-element blocks)\n";
 
 std::set<std::string> with_model_bool_flags(std::set<std::string> bool_flags) {
-  bool_flags.insert({"mlock", "no-mmap"});
+  bool_flags.insert({"mlock", "no-mmap", "quantize-lm-head"});
   return bool_flags;
 }
 
@@ -144,9 +146,15 @@ void apply_memory_flags(config::RecipeConfig& config, const Args& args) {
   if (args.flag("no-mmap")) config::apply_override(config, "mmap", false, "--no-mmap");
 }
 
+void apply_quantize_lm_head_flag(config::RecipeConfig& config, const Args& args,
+                                 const std::string& flag) {
+  if (args.flag(flag)) config::apply_override(config, "quantize_lm_head", true, "--" + flag);
+}
+
 void apply_model_flags(config::RecipeConfig& config, const Args& args) {
   apply_setting_flags(config, args, kModelSettingFlags);
   apply_memory_flags(config, args);
+  apply_quantize_lm_head_flag(config, args);
 }
 
 config::RecipeConfig recipe_from_flags(const Args& args, bool engine_flags) {
@@ -161,6 +169,7 @@ model::LoadOptions load_options_from(const Args& args) {
   config::RecipeConfig config;
   apply_setting_flags(config, args, {"dtype", "quantization", "transparent-huge-pages"});
   apply_memory_flags(config, args);
+  apply_quantize_lm_head_flag(config, args);
   return config::load_options(config);
 }
 

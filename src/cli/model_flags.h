@@ -16,14 +16,19 @@ namespace deepinfer::cli {
 
 // Adds the shared value flags (--model, --threads, --dtype, --log-level, and --numa,
 // --cpu-mask, --cpu-strict, --transparent-huge-pages, --enable-atb-attention) to a command's
-// set; with_model_bool_flags adds --mlock and --no-mmap (as mlock = true / mmap = false).
+// set; with_model_bool_flags adds --mlock and --no-mmap (as mlock = true / mmap = false) and
+// --quantize-lm-head (quantize_lm_head = true).
 // Usage text of the memory, thread and fusion flags in kModelFlagsUsage.
 std::set<std::string> with_model_flags(std::set<std::string> value_flags);
 std::set<std::string> with_model_bool_flags(std::set<std::string> bool_flags);
 extern const char* const kModelFlagsUsage;
 // --mlock and --no-mmap as the settings mlock / mmap (recipe_from_flags does this).
 void apply_memory_flags(config::RecipeConfig& config, const Args& args);
-// The value flags of with_model_flags but --log-level, and apply_memory_flags: for commands
+// `flag` (--quantize-lm-head; validate's reference model has its own) as quantize_lm_head.
+void apply_quantize_lm_head_flag(config::RecipeConfig& config, const Args& args,
+                                 const std::string& flag = "quantize-lm-head");
+// The value flags of with_model_flags but --log-level, apply_memory_flags and
+// apply_quantize_lm_head_flag: for commands
 // that read a recipe first and apply their flags over it (run, bench).
 void apply_model_flags(config::RecipeConfig& config, const Args& args);
 

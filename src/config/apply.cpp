@@ -156,6 +156,18 @@ model::LoadOptions load_options(const RecipeConfig& config) {
     options.weight_dtype = parse_dtype(*config.dtype);
   if (config.quantization.has())
     options.quantization = model::parse_quantization(*config.quantization);
+  if (config.quantize_lm_head.value_or(false)) {
+    if (!options.quantization) {
+      throw ConfigError(str_cat(config.quantize_lm_head.origin,
+                                " needs quantization (--quantization q8_0|q4_0|...|q4_k_m): the "
+                                "lm_head is quantized with the projections"));
+    }
+    try {
+      options.quantization = model::with_lm_head(*options.quantization);
+    } catch (const Error& e) {
+      throw ConfigError(str_cat(config.quantize_lm_head.origin, ": ", e.what()));
+    }
+  }
   options.num_micro_batches = config.num_micro_batches.value_or(1);
   options.moe = moe_options(config);
   options.memory = memory_options(config);

@@ -58,6 +58,8 @@ struct RecipeConfig {
   // Block type projections are quantized to at load: none | q8_0 | q4_0 | q4_1 (canonical
   // names; int8 is stored as q8_0). docs/QUANTIZATION.md.
   Setting<std::string> quantization;
+  // With quantization: the lm_head (and a tied embedding) quantized too, to q6_k / q8_0.
+  Setting<bool> quantize_lm_head;
   // Activations of matmuls with bf16 weights: f32 (exact) | bf16 (rounded, vdpbf16ps).
   Setting<std::string> matmul_precision;
   Setting<bool> attention_fusion;

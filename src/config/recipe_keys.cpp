@@ -94,6 +94,10 @@ void quantization(RecipeConfig& c, const Value& v, Mode m) {
   assign(c.quantization, choice ? choice->name() : std::string("none"), v, m);
 }
 
+void quantize_lm_head(RecipeConfig& c, const Value& v, Mode m) {
+  assign(c.quantize_lm_head, v.boolean(), v, m);
+}
+
 // false: the unfused kernels for A/B runs (model::LoadOptions::fused_attention).
 void atb_attention(RecipeConfig& c, const Value& v, Mode m) {
   assign(c.attention_fusion, v.boolean(), v, m);

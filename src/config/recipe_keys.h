@@ -72,6 +72,7 @@ void model_path(RecipeConfig&, const Value&, Mode);
 void model_name(RecipeConfig&, const Value&, Mode);
 void precision_mode(RecipeConfig&, const Value&, Mode);
 void quantization(RecipeConfig&, const Value&, Mode);
+void quantize_lm_head(RecipeConfig&, const Value&, Mode);
 void matmul_precision(RecipeConfig&, const Value&, Mode);
 void atb_attention(RecipeConfig&, const Value&, Mode);
 void atb_moe(RecipeConfig&, const Value&, Mode);

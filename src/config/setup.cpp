@@ -334,7 +334,8 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
       config.dtype.value_or("auto") == "auto" ? "as stored" : *config.dtype,
       config.quantization.value_or("none") == "none"
           ? ""
-          : ", projections quantized to " + *config.quantization,
+          : str_cat(", projections quantized to ", *config.quantization,
+                    config.quantize_lm_head.value_or(false) ? ", lm_head too" : ""),
       ", matmul precision ", kernels::matmul_precision_name(kernels::matmul_precision()),
       load.fused_attention ? ""
                            : ", unfused attention and residual norms (enable_atb_attention false)",

@@ -298,7 +298,13 @@ void remove_leftovers(const std::string& output) {
 }  // namespace
 
 ConvertSummary convert_checkpoint(const ConvertOptions& options) {
-  const Precision precision = parse_precision(options.precision);
+  Precision precision = parse_precision(options.precision);
+  if (options.quantize_lm_head) {
+    DI_CHECK(precision.load.quantization, "--quantize_lm_head goes with a block --precision (",
+             "q8_0, q4_0, ..., q4_k_m), not with ", precision.name);
+    precision.load.quantization = model::with_lm_head(*precision.load.quantization);
+    precision.name += "+lm_head";
+  }
   DI_CHECK(options.tp_size >= 1 && options.ep_size >= 1, "--tp-size and --ep-size must be >= 1");
   // The layout of `mpirun -np N deepinfer ... -tp T --expert-parallel-size E`: N = max(T, E)
   // ranks (docs/DISTRIBUTED.md, "Layout"), refused here as a run would refuse it.

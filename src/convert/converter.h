@@ -14,7 +14,8 @@ namespace deepinfer::convert {
 struct ConvertOptions {
   std::string input_dir;
   std::string output_dir;
-  std::string precision;  // --precision (convert/precision.h)
+  std::string precision;          // --precision (convert/precision.h)
+  bool quantize_lm_head = false;  // --quantize_lm_head: with a block precision, the lm_head too
   bool moe_optimization = false;
   int64_t tp_size = 1;
   int64_t ep_size = 1;

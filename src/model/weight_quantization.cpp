@@ -184,6 +184,25 @@ QuantizationTarget quantization_target(const Quantization& q, const std::string&
   return target;
 }
 
+Quantization with_lm_head(Quantization q) {
+  DI_CHECK(block_traits(q.type) != nullptr,
+           "the lm_head is quantized to a ggml block type (q6_k "
+           "or q8_0, as llama-quantize does), with the block types of --quantization (q8_0, "
+           "q4_0, ..., q4_k_m); ",
+           q.name(), " quantizes the projections only");
+  q.lm_head = true;
+  return q;
+}
+
+QuantizationTarget lm_head_target(const Quantization& q, int64_t cols) {
+  QuantizationTarget target;
+  if (cols % block_traits(DType::q8_0)->block_size != 0) return target;  // kept
+  const bool super_blocks = cols % block_traits(DType::q6_k)->block_size == 0;
+  target.type = !super_blocks || q == DType::q8_0 ? DType::q8_0 : DType::q6_k;
+  target.fallback = !super_blocks && !(q == DType::q8_0);
+  return target;
+}
+
 Tensor quantize_matrix(const Tensor& matrix, DType target) {
   const QuantTraits* traits = block_traits(target);
   DI_CHECK(traits != nullptr && can_quantize(traits->type), "cannot quantize to ",

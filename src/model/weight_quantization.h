@@ -31,6 +31,10 @@ struct Quantization {
   // experts per MoE layer (0: dense).
   int64_t layers = 0;
   int64_t experts = 0;
+  // --quantize-lm-head (key quantize_lm_head): the output projection, and the embedding when
+  // it is tied to it, quantized too, to llama-quantize's output type (lm_head_target).
+  // Block types only (with_lm_head refuses w8a8 and fp8).
+  bool lm_head = false;
 
   std::string name() const;  // "q4_k_m", "q8_0", ...
   friend bool operator==(const Quantization& q, DType type) { return !q.mix && q.type == type; }
@@ -63,6 +67,14 @@ struct QuantizationTarget {
 // q6_k -> q8_0; a row that is not whole 32-element blocks either is kept (llama.cpp: F16).
 QuantizationTarget quantization_target(const Quantization& q, const std::string& name,
                                        int64_t cols);
+
+// `q` with the lm_head quantized too (Quantization::lm_head); throws Error for w8a8 and fp8,
+// whose kernels run projections only.
+Quantization with_lm_head(Quantization q);
+// llama-quantize's type for output.weight (or a tied token_embd): q8_0 when q is q8_0 or the
+// rows are not whole 256-element super-blocks, q6_k otherwise; kept (nullopt) when the rows
+// are not whole 32-element blocks.
+QuantizationTarget lm_head_target(const Quantization& q, int64_t cols);
 
 // A [rows, cols] f32 / bf16 / f16 matrix quantized row by row to block type `target` with the
 // reference quantizers (core/quantize_blocks.h); cols must be whole blocks.

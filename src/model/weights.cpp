@@ -19,6 +19,8 @@ const char* kept_reason(MatrixUse use) {
   switch (use) {
     case MatrixUse::embedding:
       return "embedding";
+    case MatrixUse::tied_embedding:
+      return "tied embedding";
     case MatrixUse::lm_head:
       return "lm_head";
     case MatrixUse::expert:
@@ -146,7 +148,9 @@ std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, cons
   // Routed experts are quantized as projections (they are most of an MoE model's bytes); a
   // stack of them ([experts, rows, cols]) is quantized row by row like one matrix.
   const bool expert_stack = use == MatrixUse::expert && tensor.ndim() == 3;
-  if ((use != MatrixUse::projection && use != MatrixUse::expert) ||
+  const bool head = options_.quantization->lm_head &&
+                    (use == MatrixUse::lm_head || use == MatrixUse::tied_embedding);
+  if ((use != MatrixUse::projection && use != MatrixUse::expert && !head) ||
       (tensor.ndim() != 2 && !expert_stack)) {
     ++kept_[kept_reason(use)];
     return std::nullopt;
@@ -177,7 +181,8 @@ std::optional<Tensor> WeightLoader::maybe_quantize(const std::string& name, cons
   // Chosen for the whole rows (expected), so that a tensor-parallel rank quantizes its columns
   // in the blocks one process uses.
   const int64_t whole = expected.back();
-  const QuantizationTarget target = quantization_target(*options_.quantization, name, whole);
+  const QuantizationTarget target = head ? lm_head_target(*options_.quantization, whole)
+                                         : quantization_target(*options_.quantization, name, whole);
   if (!target.type) {
     // A row must be whole 32-element blocks (the K-quants fall back to those); such
     // matrices keep their dtype, as llama.cpp keeps them in F16.
@@ -499,7 +504,8 @@ std::string WeightLoader::quantization_summary() const {
   int64_t total = 0;
   for (const auto& [from, count] : quantized_) total += count;
   std::string out =
-      str_cat("quantized at load to ", options_.quantization->name(), ": ", total, " matrices");
+      str_cat("quantized at load to ", options_.quantization->name(),
+              options_.quantization->lm_head ? " (lm_head too)" : "", ": ", total, " matrices");
   if (!quantized_.empty()) out += " (" + list(quantized_, "from ") + ")";
   // A mix or a fallback gives more than the one type asked for: say which.
   if (quantized_to_.size() > 1 ||

@@ -50,12 +50,14 @@ struct LoadOptions {
 // What a matrix is for, which decides whether --quantization applies (docs/QUANTIZATION.md):
 // only projections are quantized; the others keep the checkpoint's (or --dtype's) type.
 enum class MatrixUse {
-  projection,  // attention / MLP / shared-expert projections, run by kernels::linear
-  embedding,   // token embeddings: rows are looked up (and a tied lm_head shares them)
-  lm_head,     // the output projection: its rounding lands directly on the logits
-  expert,      // routed MoE experts, one matrix or a stack [experts, rows, cols]: quantized as
-               // projections are (model/layers/moe/expert_stack.h runs every block type)
-  by_element,  // read by element, not by kernels::linear (MLA's kv_b_proj, split per head)
+  projection,      // attention / MLP / shared-expert projections, run by kernels::linear
+  embedding,       // token embeddings: rows are looked up
+  tied_embedding,  // token embeddings that are the lm_head too (tie_word_embeddings): kept as
+                   // an embedding is, quantized as the lm_head under --quantize-lm-head
+  lm_head,         // the output projection: its rounding lands directly on the logits
+  expert,          // routed MoE experts, one matrix or a stack [experts, rows, cols]: quantized as
+                   // projections are (model/layers/moe/expert_stack.h runs every block type)
+  by_element,      // read by element, not by kernels::linear (MLA's kv_b_proj, split per head)
 };
 
 // The part of a tensor one rank loads (tensor parallelism): elements [begin, end) along

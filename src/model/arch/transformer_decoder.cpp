@@ -49,7 +49,8 @@ TransformerDecoder::TransformerDecoder(const io::ModelConfig& config, WeightLoad
   const double eps = config.rms_norm_eps;
   // A tied lm_head is the embedding: the last stage holds it too.
   if (first_stage() || (last_stage() && config.tie_word_embeddings)) {
-    embedding_ = Embedding::load(weights, "model.embed_tokens.weight", config.vocab_size, hidden);
+    embedding_ = Embedding::load(weights, "model.embed_tokens.weight", config.vocab_size, hidden,
+                                 config.tie_word_embeddings);
   } else {
     weights.skip("model.embed_tokens.weight");
   }

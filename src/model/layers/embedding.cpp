@@ -17,16 +17,17 @@ VocabPart VocabPart::of(int64_t vocab, const TensorSplit& split) {
 }
 
 Embedding Embedding::load(WeightLoader& weights, const std::string& name, int64_t vocab,
-                          int64_t hidden) {
+                          int64_t hidden, bool tied) {
   const TensorSplit split = TensorSplit::over(weights.tensor_group());
+  const MatrixUse use = tied ? MatrixUse::tied_embedding : MatrixUse::embedding;
   Embedding embedding;
   embedding.vocab = vocab;
   embedding.part = VocabPart::of(vocab, split);
   if (!split.split()) {
-    embedding.weight = weights.matrix(name, {vocab, hidden}, MatrixUse::embedding);
+    embedding.weight = weights.matrix(name, {vocab, hidden}, use);
     return embedding;
   }
-  embedding.weight = weights.matrix(name, {vocab, hidden}, MatrixUse::embedding,
+  embedding.weight = weights.matrix(name, {vocab, hidden}, use,
                                     Slice{0, embedding.part.begin, embedding.part.end});
   embedding.reduce = split.reduce;
   return embedding;

@@ -33,9 +33,10 @@ struct Embedding {
   VocabPart part{};
   std::shared_ptr<parallel::Communicator> reduce = nullptr;  // null: unsplit
 
-  // This rank's rows of the loader's tensor group.
+  // This rank's rows of the loader's tensor group. `tied`: the lm_head too
+  // (MatrixUse::tied_embedding: quantized with it under --quantize-lm-head).
   static Embedding load(WeightLoader& weights, const std::string& name, int64_t vocab,
-                        int64_t hidden);
+                        int64_t hidden, bool tied = false);
   // out [tokens.size(), hidden]; ids outside the vocabulary are an Error.
   void forward(std::span<const int32_t> tokens, float* out) const;
 };

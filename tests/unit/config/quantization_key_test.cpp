@@ -62,5 +62,36 @@ TEST(QuantizationKey, RefusalsNameTheKeyTheValueAndTheChoices) {
       {"conflicting values", "model.quantization", "quantization"});
 }
 
+// quantize_lm_head (--quantize-lm-head) rides on the quantization it goes with: refused
+// alone and with the types whose kernels run projections only.
+TEST(QuantizationKey, QuantizeLmHeadGoesWithABlockQuantization) {
+  RecipeConfig flag;
+  apply_override(flag, "quantization", "q4_0", "--quantization", true);
+  apply_override(flag, "quantize_lm_head", true, "--quantize-lm-head");
+  EXPECT_TRUE(load_options(flag).quantization->lm_head);
+  EXPECT_FALSE(
+      load_options(parse_infer(R"({"model": {"quantization": "q4_0"}})")).quantization->lm_head);
+  const RecipeConfig file =
+      parse_infer(R"({"model": {"quantization": "int4", "quantize_lm_head": true}})");
+  EXPECT_TRUE(load_options(file).quantization->lm_head);
+  EXPECT_TRUE(load_options(file).quantization->mix);
+
+  expect_config_error(
+      [] {
+        RecipeConfig c;
+        apply_override(c, "quantize_lm_head", true, "--quantize-lm-head");
+        load_options(c);
+      },
+      {"--quantize-lm-head", "needs quantization"});
+  expect_config_error(
+      [] {
+        load_options(
+            parse_infer(R"({"model": {"quantization": "w8a8", "quantize_lm_head": true}})"));
+      },
+      {"model.quantize_lm_head", "w8a8", "block types"});
+  expect_config_error([] { parse_infer(R"({"model": {"quantize_lm_head": "maybe"}})"); },
+                      {"model.quantize_lm_head", "maybe"});
+}
+
 }  // namespace
 }  // namespace deepinfer::config

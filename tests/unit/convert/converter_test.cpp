@@ -90,6 +90,35 @@ TEST_F(ConvertTest, Q8_0LoadsZeroCopyAndEqualsQuantizeAtLoad) {
   EXPECT_EQ(blocks, 14);  // 7 projections x 2 layers; embeddings and lm_head stay f32
 }
 
+// --quantize_lm_head on a tied model: the embedding (its lm_head) is written in q8_0 (rows of
+// 64 are not whole super-blocks), as quantize-at-load holds it.
+TEST_F(ConvertTest, QuantizedLmHeadIsWrittenAsItLoads) {
+  ConvertOptions options;
+  options.input_dir = kData + "/tiny-qwen2";
+  options.output_dir = out("q4-head");
+  options.precision = "q4_0";
+  options.quantize_lm_head = true;
+  options.progress = false;
+  EXPECT_EQ(convert_checkpoint(options).precision, "q4_0+lm_head");
+
+  model::LoadOptions at_load;
+  at_load.quantization = model::with_lm_head(DType::q4_0);
+  const Captured expected = load_all(options.input_dir, at_load);
+  const Captured converted = load_all(options.output_dir, {});
+  ASSERT_EQ(converted.tensors.size(), expected.tensors.size());
+  for (const auto& [name, tensor] : converted.tensors) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(expected.tensors.count(name));
+    EXPECT_TRUE(same_bytes(tensor, expected.tensors.at(name)));
+  }
+  EXPECT_EQ(converted.tensors.at("model.embed_tokens.weight").dtype(), DType::q8_0);
+
+  options.output_dir = out("w8a8-head");
+  options.precision = "w8a8";
+  EXPECT_THROW(convert_checkpoint(options), Error);
+  EXPECT_FALSE(fs::exists(options.output_dir));
+}
+
 TEST_F(ConvertTest, Fp32OfAnF32CheckpointIsTheSameBytes) {
   ConvertOptions options;
   options.input_dir = kData + "/tiny-qwen2";

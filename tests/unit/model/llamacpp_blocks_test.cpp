@@ -114,6 +114,42 @@ TEST(LlamaCppBlocks, EveryTypeAndTensorMatchesLlamaQuantize) {
   EXPECT_EQ(compared, 9 * static_cast<int>(doc["tensors"].size()));
 }
 
+// --quantize-lm-head against llama-quantize without --pure: output.weight of an untied model
+// and token_embd.weight of a tied one get q6_k, or q8_0 for q8_0 and for rows that are not
+// whole 256-element super-blocks (llama_tensor_get_type), with the same blocks.
+TEST(LlamaCppBlocks, TheLmHeadGetsLlamaQuantizesOutputTypeAndBlocks) {
+  const nlohmann::json doc =
+      read_json_file(std::string(DEEPINFER_TEST_DATA_DIR) + "/quantize/llamacpp_blocks.json");
+  const nlohmann::json& heads = doc["heads"];
+  ASSERT_EQ(heads["types"].size(), 4u);
+  int compared = 0;
+  for (const auto& [type_name, golden] : heads["types"].items()) {
+    const Quantization q = with_lm_head(*parse_quantization(type_name));
+    for (const auto& t : heads["tensors"]) {
+      const std::string file = t["file"];
+      SCOPED_TRACE(type_name + " " + file);
+      const int64_t rows = t["rows"];
+      const int64_t cols = t["cols"];
+      const std::vector<float> x = generate(t["seed"].get<uint64_t>(), rows * cols,
+                                            t["scale"].get<double>(), t["sparse"].get<bool>());
+      const QuantizationTarget target = lm_head_target(q, cols);
+      ASSERT_TRUE(target.type.has_value());
+      const QuantTraits& traits = *block_traits(*target.type);
+      EXPECT_EQ(std::string(traits.name), golden[file]["type"].get<std::string>());
+      const size_t row_bytes = quant_row_bytes(traits.type, cols);
+      std::vector<uint8_t> blocks(row_bytes * static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r)
+        quantize_row(traits.type, x.data() + r * cols, blocks.data() + r * row_bytes, cols);
+      EXPECT_EQ(testing::sha256_hex(blocks.data(), blocks.size()),
+                golden[file]["sha256"].get<std::string>());
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 12);
+  // Rows that are not whole 32-element blocks stay as stored (llama.cpp would keep F16).
+  EXPECT_FALSE(lm_head_target(with_lm_head(DType::q4_0), 48).type);
+}
+
 // The q4_k_m mix of a 24-layer dense model, the layers use_more_bits picks: the first and last
 // three, and every third between them (llama.cpp's llama_tensor_get_type).
 TEST(LlamaCppBlocks, Q4KMGivesAttnVAndFfnDownOfLlamaCppsLayersQ6K) {

@@ -128,6 +128,36 @@ INSTANTIATE_TEST_SUITE_P(Models, QuantizeAtLoad,
                            return name;
                          });
 
+// --quantize-lm-head: the lm_head of an untied model (tiny-qwen3) and the embedding of a tied
+// one (tiny-qwen2, which is its lm_head) hold the Q8_0 blocks gguf-py writes for them
+// (llama-quantize's output type for rows of 64; tools/make_quantize_goldens.py), so the logits
+// equal that file's bit for bit. The embedding of the untied model stays f32.
+TEST(QuantizeLmHead, TiedAndUntiedHeadsEqualTheGgufPyFileBitForBit) {
+  for (const char* name : {"tiny-qwen2", "tiny-qwen3"}) {
+    SCOPED_TRACE(name);
+    LoadOptions options;
+    options.quantization = with_lm_head(DType::q4_0);
+    LoadReport report;
+    auto at_load = load_model(model_dir(name), options, &report);
+    auto file = load_model(gguf_py_file(name, "q4_0-head"), {});
+    EXPECT_NE(report.quantization.find("q4_0 (lm_head too)"), std::string::npos)
+        << report.quantization;
+    const bool tied = std::string(name) == "tiny-qwen2";
+    // Kept as stored: the untied model's embedding; nothing of the tied one.
+    EXPECT_EQ(report.quantization.find("not quantized") != std::string::npos, !tied)
+        << report.quantization;
+    EXPECT_GT(report.weight_bytes.at("q8_0"), 0);
+    const nlohmann::json golden = load_golden(name);
+    for (const auto& c : golden["cases"]) {
+      const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+      const GenerationRun want = run_greedy(*file, prompt, 2, 0, 4);
+      const GenerationRun got = run_greedy(*at_load, prompt, 2, 0, 4);
+      EXPECT_EQ(got.logits, want.logits) << "prompt of " << prompt.size();
+      EXPECT_EQ(got.greedy, want.greedy) << "prompt of " << prompt.size();
+    }
+  }
+}
+
 // Fidelity on the golden prompts: KL(f32 || q8_0) of the next-token distributions at the last
 // prompt position. Measured 6.3e-4 ... 4.2e-3 nats over the 8 cases (the native Q8_0 path
 // also rounds the activations to 8 bits per block, and these random-weight models amplify
