@@ -88,10 +88,19 @@ Result time_linear(int64_t m, int64_t k, int64_t n, DType dtype, int copies, Thr
       convert_from_f32(src.data(), w.data(), dtype, src.size());
     }
   }
+  // Block weights run as a model holds them: repacked where pack_weights() repacks them (q4_0
+  // under AVX2; DEEPINFER_PACK_WEIGHTS=0 for the stored layout).
+  std::vector<kernels::PackedWeights> repacked;
+  if (is_block_dtype(dtype) && kernels::repacks_blocks(dtype))
+    for (const auto& w : weights) repacked.push_back(kernels::pack_weights(w.data(), dtype, n, k));
   std::vector<float> x(static_cast<size_t>(m * k), 0.25f), y(static_cast<size_t>(m * n));
   auto call = [&](int i) {
-    kernels::linear(x.data(), m, k, weights[static_cast<size_t>(i % copies)].data(), dtype, n,
-                    nullptr, y.data(), pool);
+    const size_t c = static_cast<size_t>(i % copies);
+    if (!repacked.empty()) {
+      kernels::linear(x.data(), m, repacked[c], nullptr, y.data(), pool);
+    } else {
+      kernels::linear(x.data(), m, k, weights[c].data(), dtype, n, nullptr, y.data(), pool);
+    }
   };
   return time_calls(call, copies, 7, 0.05, pool);
 }

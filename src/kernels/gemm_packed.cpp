@@ -16,6 +16,7 @@
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "kernels/linear_schedule.h"
+#include "kernels/whole_block_layout.h"
 
 namespace deepinfer::kernels {
 namespace {
@@ -80,6 +81,12 @@ bool weight_packing() {
   return set >= 0 ? set == 1 : env_weight_packing();
 }
 
+bool repacks_blocks(DType dtype) {
+  // The AVX2 q4_0 decode spent its time transposing the stored rows, not reading them:
+  // docs/PERFORMANCE.md ("q4_0 repacked at load").
+  return weight_packing() && active_isa() == Isa::avx2 && dtype == DType::q4_0;
+}
+
 bool packs_weights(DType dtype) {
   const Isa isa = active_isa();
   if (!weight_packing() || isa == Isa::scalar) return false;
@@ -92,18 +99,25 @@ bool packs_weights(DType dtype) {
 
 PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k, bool huge_pages) {
   PackedWeights packed;
-  if (!packs_weights(dtype)) return packed;
+  const bool repack = repacks_blocks(dtype) && k % detail::kQuantBlock == 0;
+  if (!packs_weights(dtype) && !repack) return packed;
   if (w == nullptr || n <= 0 || k <= 0) return packed;
   const int64_t panels = (n + kPanel - 1) / kPanel;
+  const int64_t groups = (n + detail::wb::kRepackRows - 1) / detail::wb::kRepackRows;
   const size_t bytes =
-      static_cast<size_t>(panels * detail::packed_panel_elements(k, dtype)) * dtype_size(dtype);
+      repack ? static_cast<size_t>(groups * detail::wb::kRepackRows) * dtype_bytes(dtype, k)
+             : static_cast<size_t>(panels * detail::packed_panel_elements(k, dtype)) *
+                   dtype_size(dtype);
   const bool own_mapping = huge_pages && bytes >= kHugePageBytes;
   void* memory = own_mapping ? static_cast<void*>(map_anonymous(bytes, true, "packed weights"))
                              : std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   DI_CHECK(memory != nullptr, "kernels::pack_weights: cannot allocate ", bytes,
            " bytes for a packed ", n, " x ", k, " ", dtype_name(dtype), " matrix");
   std::memset(memory, 0, bytes);  // the padding rows and the odd-k half pairs multiply as 0
-  if (dtype == DType::f32) {
+  if (repack) {
+    detail::wb::repack_q4_0_rows8(static_cast<const uint8_t*>(w), n, k,
+                                  static_cast<uint8_t*>(memory));
+  } else if (dtype == DType::f32) {
     pack_f32(static_cast<const float*>(w), n, k, static_cast<float*>(memory));
   } else {
     pack_bf16(static_cast<const uint16_t*>(w), n, k, static_cast<uint16_t*>(memory));
@@ -132,6 +146,11 @@ void linear(const float* x, int64_t m, const PackedWeights& w, const float* bias
   DI_CHECK(m >= 0, "kernels::linear: negative row count ", m);
   const int64_t k = w.k(), n = w.n();
   const Isa isa = active_isa();
+  if (is_block_dtype(w.dtype())) {  // repacked for AVX2 (repacks_blocks); else as stored
+    const bool repacked_here = isa == Isa::avx2;
+    return detail::linear_with_layout(x, m, k, repacked_here ? w.panels() : w.source(), w.dtype(),
+                                      repacked_here, n, bias, y, pool);
+  }
   if (isa == Isa::scalar)  // packed under AVX2 / AVX-512, the ISA forced to scalar since
     return linear(x, m, k, w.source(), w.dtype(), n, bias, y, pool);
   if (m == 0) return;

@@ -194,6 +194,12 @@ void run_item_range(int64_t m, int64_t n, int64_t tile_n, int64_t begin, int64_t
 
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
             const float* bias, float* y, ThreadPool& pool) {
+  detail::linear_with_layout(x, m, k, w, w_dtype, false, n, bias, y, pool);
+}
+
+void detail::linear_with_layout(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype,
+                                bool w_repacked, int64_t n, const float* bias, float* y,
+                                ThreadPool& pool) {
   DI_CHECK(m >= 0 && k >= 0 && n >= 0, "kernels::linear: negative size (m=", m, ", k=", k,
            ", n=", n, ")");
   const bool blocks = is_block_dtype(w_dtype);
@@ -214,6 +220,9 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
   }
 
   const Isa isa = active_isa();
+  DI_CHECK(!w_repacked || (isa == Isa::avx2 && w_dtype == DType::q4_0),
+           "kernels::linear: repacked ", dtype_name(w_dtype), " weights under ", isa_name(isa),
+           " (only q4_0 under AVX2 is repacked)");
   LinearBackend be = linear_backend(isa);
   detail::LinearArgs args{x, k, k, w, w_dtype, n, bias, y};
   const bool bf16_x = w_dtype == DType::bf16 && matmul_precision() == MatmulPrecision::bf16;
@@ -227,6 +236,7 @@ void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
     args.xq = xq.q.data();
     args.xd = xq.d.data();
     args.xt = xq.t.data();
+    args.w_repacked = w_repacked;
     q_rows = block_rows(isa, w_dtype);
   } else if (dpbf16) {
     const int64_t stride = detail::avx512::linear_bf16_x_stride(k);

@@ -17,6 +17,7 @@
 // Each output's FMAs run in block order whatever the path, so results do not depend on m, on
 // the row's place in the batch or on the thread split.
 #include <climits>
+#include <type_traits>
 
 #include "kernels/backend.h"
 #include "kernels/simd_avx2.h"
@@ -78,6 +79,13 @@ struct WbStrided {
   const uint8_t* base;
   int64_t stride;
   const uint8_t* at(int r) const { return base + r * stride; }
+};
+
+// A group of a repacked q4_0 matrix (wb::repack_q4_0_rows8): its blocks, already transposed.
+// at() is the group's start, as for WbStrided (the next group follows 8 stored rows later).
+struct WbRepacked {
+  const uint8_t* base;
+  const uint8_t* at(int) const { return base; }
 };
 
 inline WbRows wb_group_rows(const LinearArgs& a, int64_t j0, int64_t cols, int64_t row_bytes) {
@@ -232,8 +240,19 @@ DEEPINFER_INLINE void k4_quants(const Rows& g, int64_t at, WbGroup<W>* out) {
 // Transposes stored block sb of the group into out[0 .. kSub<W>) (see the top of the file).
 template <DType W, class Rows>
 DEEPINFER_INLINE void wb_transpose(const Rows& g, int64_t sb, WbGroup<W>* out) {
-  const int64_t at = sb * kStoredBytes<W>;
-  if constexpr (kWithMin<W>) {
+  [[maybe_unused]] const int64_t at = sb * kStoredBytes<W>;
+  if constexpr (std::is_same_v<Rows, WbRepacked>) {
+    static_assert(W == DType::q4_0, "only q4_0 is repacked");
+    const uint8_t* p = g.base + sb * wb::kRepackedQ40Bytes;
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    DEEPINFER_UNROLL
+    for (int o = 0; o < 4; ++o) {
+      const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * o));
+      out->u[o] = _mm256_and_si256(words, low);
+      out->u[o + 4] = _mm256_and_si256(_mm256_srli_epi16(words, 4), low);
+    }
+    out->d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 128)));
+  } else if constexpr (kWithMin<W>) {
     k4_scales<W>(g, at, out);
     k4_quants<W>(g, at, out);
   } else {
@@ -409,6 +428,18 @@ void wb_stream(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
   }
 }
 
+// wb_stream over a repacked q4_0 matrix: n0 is a multiple of 8 (linear_tile_n), so group
+// j / 8 starts j stored rows' bytes in.
+template <DType W>
+void wb_stream_repacked(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const int64_t blocks = a.k / kQuantBlock;
+  const int64_t row_bytes = blocks * kStoredBytes<W>;
+  for (int64_t j = n0; j < n1; j += kWbGroup) {
+    const WbRepacked g{static_cast<const uint8_t*>(a.w) + j * row_bytes};
+    wb_stream_rows<W, 4>(a, m0, m1, g, j, min64(kWbGroup, n1 - j), blocks, row_bytes);
+  }
+}
+
 // Blocks [b0, b1) of x rows i0 .. i0 + MR - 1 by the NG transposed groups of panel (indexed
 // [g][b - b0]); starts from y unless b0 == 0, and adds the bias when b1 is the last block.
 template <DType W, int MR, int NG>
@@ -445,7 +476,7 @@ void wb_panel_rows(const LinearArgs& a, int64_t m0, int64_t m1, const WbGroup<W>
     if (i < m1) wb_panel_rows<W, MR - 1, NG>(a, i, m1, panel, j0, cols, b0, b1, blocks);
 }
 
-template <DType W>
+template <DType W, bool Repacked>
 void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
   const int64_t row_bytes = blocks / kSub<W> * kStoredBytes<W>;
@@ -454,9 +485,15 @@ void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
   for (int64_t j = n0; j < n1; j += kWbPanelGroups * kWbGroup) {
     const int64_t cols = min64(kWbPanelGroups * kWbGroup, n1 - j);
     const int ng = static_cast<int>((cols + kWbGroup - 1) / kWbGroup);
-    WbRows g[kWbPanelGroups];
-    for (int p = 0; p < ng; ++p)
-      g[p] = wb_group_rows(a, j + p * kWbGroup, min64(kWbGroup, cols - p * kWbGroup), row_bytes);
+    std::conditional_t<Repacked, WbRepacked, WbRows> g[kWbPanelGroups];
+    for (int p = 0; p < ng; ++p) {
+      const int64_t jg = j + p * kWbGroup;
+      if constexpr (Repacked) {
+        g[p] = WbRepacked{static_cast<const uint8_t*>(a.w) + jg * row_bytes};
+      } else {
+        g[p] = wb_group_rows(a, jg, min64(kWbGroup, cols - p * kWbGroup), row_bytes);
+      }
+    }
     for (int64_t b0 = 0; b0 < blocks; b0 += chunk) {
       const int64_t b1 = min64(blocks, b0 + chunk);
       for (int p = 0; p < ng; ++p)
@@ -472,13 +509,18 @@ void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
 }
 
 // The whole-block types' linear (q4_0, q5_0, q8_0, q4_k, q5_k) over rows m0 .. m1, outputs
-// n0 .. n1.
+// n0 .. n1; q4_0 also repacked (a.w_repacked).
 inline void whole_block_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0,
                                     int64_t n1) {
   const bool panels = m1 - m0 >= kWbPanelMinRows;
+  if (a.w_repacked) {
+    constexpr DType W = DType::q4_0;
+    return panels ? wb_panels<W, true>(a, m0, m1, n0, n1)
+                  : wb_stream_repacked<W>(a, m0, m1, n0, n1);
+  }
   wb::with_whole_block_type(a.w_dtype, [&](auto type) {
     constexpr DType W = decltype(type)::value;
-    return panels ? wb_panels<W>(a, m0, m1, n0, n1) : wb_stream<W>(a, m0, m1, n0, n1);
+    return panels ? wb_panels<W, false>(a, m0, m1, n0, n1) : wb_stream<W>(a, m0, m1, n0, n1);
   });
 }
 

@@ -36,8 +36,8 @@ class PackedWeights {
 };
 
 // Packs w[n, k] (row-major, f32 or bf16) where the packed GEMM pays under the active ISA:
-// f32 and bf16 on AVX-512, f32 on AVX2 (one layout for both ISAs); otherwise returns an
-// undefined PackedWeights (use w as stored).
+// f32 and bf16 on AVX-512, f32 on AVX2 (one layout for both ISAs), and repacks q4_0 under AVX2
+// (repacks_blocks); otherwise returns an undefined PackedWeights (use w as stored).
 // w must outlive the result (it stays the input of the fallback path). `huge_pages`: panels
 // of at least 2 MiB get their own 2 MiB aligned mapping advised for transparent huge pages
 // (MemoryOptions::huge_pages, core/memory.h).
@@ -45,6 +45,10 @@ PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k,
                            bool huge_pages = false);
 // Whether pack_weights() packs a matrix of `dtype` now (weight packing on, active ISA, dtype).
 bool packs_weights(DType dtype);
+// Whether pack_weights() repacks a block-type matrix now: q4_0 under AVX2, its blocks in the
+// order the AVX2 kernel reads them (kernels/whole_block_layout.h; same bytes as stored).
+// Separate from packs_weights(): the MoE expert panels (packed_experts.h) take f32 / bf16 only.
+bool repacks_blocks(DType dtype);
 
 // Whether pack_weights() packs at all: a process-wide setting read at each call, for A/B runs
 // and for comparing a layer with packed weights against one without. Until set, it is on

@@ -33,6 +33,16 @@ constexpr int64_t kQuantsAt = W == DType::q5_0   ? 6
                               : W == DType::q5_k ? 48
                                                  : 2;
 
+// q4_0 repacked at load for the AVX2 kernel (pack_weights; linear_whole_block_avx2.h): the rows
+// in groups of kRepackRows (the last group zero-padded), a group's blocks in order, each as
+// kRepackedQ40Bytes: for o = 0 .. 3, the 32-bit word o (nibble bytes 4o .. 4o + 3) of rows
+// 0 .. 7, which is the transposition the kernel otherwise does as it streams the stored rows,
+// then the 8 rows' f16 scales. A group takes 8 stored rows' bytes.
+constexpr int kRepackRows = 8;
+constexpr int64_t kRepackedQ40Bytes = 144;
+// w[n, k] q4_0 as stored into that layout: out holds (n + 7) / 8 * 8 stored rows' bytes.
+void repack_q4_0_rows8(const uint8_t* w, int64_t n, int64_t k, uint8_t* out);
+
 // fn(std::integral_constant<DType, W>{}) for the whole-block type `dtype` (q8_0 for any other).
 template <class Fn>
 inline void with_whole_block_type(DType dtype, Fn&& fn) {

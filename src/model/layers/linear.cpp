@@ -31,6 +31,9 @@ void Linear::set_weight(const WeightLoader& weights, const std::string& name, Te
 }
 
 void Linear::pack(bool huge_pages) {
+  // Block weights (q4_0 repacked for AVX2) only when mapped: the stored bytes are then dropped
+  // below, while a copy of weights quantized at load would double them.
+  if (is_block_dtype(weight.dtype()) && !weight.is_borrowed()) return;
   packed =
       kernels::pack_weights(weight.raw(), weight.dtype(), out_features, in_features, huge_pages);
   // Every forward now reads the panels, so the mapped bytes as stored would only double the
@@ -52,7 +55,8 @@ void Linear::forward(const float* x, int64_t rows, float* y, ThreadPool& pool) c
                          out_features, b, y, pool);
     return;
   }
-  // pack_weights() packs only f32 / bf16, so the FP8 / W8A8 weights above never have panels.
+  // pack_weights() packs only f32 / bf16 and repacks q4_0, so the FP8 / W8A8 weights above
+  // never have panels.
   if (packed.defined() && packed.source() == weight.raw() && packed.n() == out_features &&
       packed.k() == in_features) {
     kernels::linear(x, rows, packed, b, y, pool);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "core/dtype.h"
@@ -16,6 +17,7 @@
 #include "kernels/backend.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
+#include "kernels/packed_weights.h"
 #include "kernels/reference.h"
 
 namespace deepinfer::kernels {
@@ -332,6 +334,49 @@ TEST(KernelsLinearBlocksAvx512, BwAndVnniVariantsEqualTheReference) {
       }
     }
   }
+}
+
+// q4_0 repacked at load for AVX2 (pack_weights, kernels/whole_block_layout.h) gives the kernel
+// the vectors it builds from the stored rows, so the same bits: streaming (m < 8) and panel
+// calls, n with tails (the last group zero-padded), one and two threads. Other ISAs keep
+// reading the stored matrix.
+TEST(KernelsLinearRepacked, Q4_0RepackedForAvx2EqualsTheStoredMatrixBitwise) {
+  if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  const bool packing = weight_packing();
+  set_weight_packing(true);
+  uint32_t seed = 700;
+  for (const auto& [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 64, 8}, {1, 256, 37}, {3, 96, 16}, {7, 128, 70}, {8, 160, 45}, {33, 512, 9}}) {
+    SCOPED_TRACE(::testing::Message() << "m=" << m << " k=" << k << " n=" << n);
+    const auto x = random_floats(static_cast<size_t>(m * k), ++seed, -2.0f, 2.0f);
+    const auto w = random_blocks(DType::q4_0, n, k, ++seed);
+    const auto bias = random_floats(static_cast<size_t>(n), ++seed);
+    PackedWeights packed;
+    {
+      testing::IsaGuard guard(Isa::avx2);
+      packed = pack_weights(w.data(), DType::q4_0, n, k);
+    }
+    ASSERT_TRUE(packed.defined());
+    EXPECT_EQ(packed.source(), w.data());
+    EXPECT_EQ(packed.bytes(), static_cast<size_t>((n + 7) / 8 * 8) * dtype_bytes(DType::q4_0, k));
+    for (Isa isa : supported_isas()) {
+      testing::IsaGuard guard(isa);
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(::testing::Message() << isa_name(isa) << ", " << threads << " threads");
+        ThreadPool pool(threads);
+        std::vector<float> got(static_cast<size_t>(m * n), NAN), want(got.size(), NAN);
+        linear(x.data(), m, packed, bias.data(), got.data(), pool);
+        linear(x.data(), m, k, w.data(), DType::q4_0, n, bias.data(), want.data(), pool);
+        EXPECT_TRUE(testing::bitwise_equal(got.data(), want.data(), got.size()));
+      }
+    }
+  }
+  {
+    testing::IsaGuard guard(Isa::scalar);  // no repacked kernel: as stored
+    const auto w = random_blocks(DType::q4_0, 8, 64, 9);
+    EXPECT_FALSE(pack_weights(w.data(), DType::q4_0, 8, 64).defined());
+  }
+  set_weight_packing(packing);
 }
 
 }  // namespace
