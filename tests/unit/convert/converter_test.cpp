@@ -48,6 +48,21 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
          std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
+// The converted checkpoint's tensors, each byte-identical to what loading the source with
+// `at_load` holds.
+Captured expect_converted_as_loaded(const ConvertOptions& options,
+                                    const model::LoadOptions& at_load) {
+  const Captured expected = load_all(options.input_dir, at_load);
+  Captured converted = load_all(options.output_dir, {});
+  EXPECT_EQ(converted.tensors.size(), expected.tensors.size());
+  for (const auto& [name, tensor] : converted.tensors) {
+    SCOPED_TRACE(name);
+    const auto it = expected.tensors.find(name);
+    EXPECT_TRUE(it != expected.tensors.end() && same_bytes(tensor, it->second));
+  }
+  return converted;
+}
+
 class ConvertTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -60,27 +75,29 @@ class ConvertTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(root_); }
   std::string out(const std::string& name) const { return (root_ / name).string(); }
+  // Test model `model` to out(name) in `precision`, without a progress bar.
+  ConvertOptions options_for(const std::string& model, const std::string& name,
+                             const std::string& precision) const {
+    ConvertOptions options;
+    options.input_dir = kData + "/" + model;
+    options.output_dir = out(name);
+    options.precision = precision;
+    options.progress = false;
+    return options;
+  }
   fs::path root_;
 };
 
 TEST_F(ConvertTest, Q8_0LoadsZeroCopyAndEqualsQuantizeAtLoad) {
-  ConvertOptions options;
-  options.input_dir = kData + "/tiny-qwen3";
-  options.output_dir = out("q8");
-  options.precision = "q8_0";
-  options.progress = false;
+  const ConvertOptions options = options_for("tiny-qwen3", "q8", "q8_0");
   convert_checkpoint(options);
 
   model::LoadOptions at_load;
   at_load.quantization = DType::q8_0;
-  const Captured expected = load_all(options.input_dir, at_load);
-  const Captured converted = load_all(options.output_dir, {});
-  ASSERT_EQ(converted.tensors.size(), expected.tensors.size());
+  const Captured converted = expect_converted_as_loaded(options, at_load);
   int64_t blocks = 0;
   for (const auto& [name, tensor] : converted.tensors) {
     SCOPED_TRACE(name);
-    ASSERT_TRUE(expected.tensors.count(name));
-    EXPECT_TRUE(same_bytes(tensor, expected.tensors.at(name)));
     EXPECT_TRUE(tensor.is_borrowed()) << "copied at load";
     if (tensor.dtype() == DType::q8_0) {
       ++blocks;
@@ -93,24 +110,13 @@ TEST_F(ConvertTest, Q8_0LoadsZeroCopyAndEqualsQuantizeAtLoad) {
 // --quantize_lm_head on a tied model: the embedding (its lm_head) is written in q8_0 (rows of
 // 64 are not whole super-blocks), as quantize-at-load holds it.
 TEST_F(ConvertTest, QuantizedLmHeadIsWrittenAsItLoads) {
-  ConvertOptions options;
-  options.input_dir = kData + "/tiny-qwen2";
-  options.output_dir = out("q4-head");
-  options.precision = "q4_0";
+  ConvertOptions options = options_for("tiny-qwen2", "q4-head", "q4_0");
   options.quantize_lm_head = true;
-  options.progress = false;
   EXPECT_EQ(convert_checkpoint(options).precision, "q4_0+lm_head");
 
   model::LoadOptions at_load;
   at_load.quantization = model::with_lm_head(DType::q4_0);
-  const Captured expected = load_all(options.input_dir, at_load);
-  const Captured converted = load_all(options.output_dir, {});
-  ASSERT_EQ(converted.tensors.size(), expected.tensors.size());
-  for (const auto& [name, tensor] : converted.tensors) {
-    SCOPED_TRACE(name);
-    ASSERT_TRUE(expected.tensors.count(name));
-    EXPECT_TRUE(same_bytes(tensor, expected.tensors.at(name)));
-  }
+  const Captured converted = expect_converted_as_loaded(options, at_load);
   EXPECT_EQ(converted.tensors.at("model.embed_tokens.weight").dtype(), DType::q8_0);
 
   options.output_dir = out("w8a8-head");
