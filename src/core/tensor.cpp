@@ -43,6 +43,10 @@ void Storage::release_pages(const std::byte* begin, size_t bytes) const {
   if (file_ != nullptr) file_->release(begin, bytes);
 }
 
+bool Storage::pages_releasable() const {
+  return file_ != nullptr && file_->mapped() && !file_->locked();
+}
+
 Storage::~Storage() {
   if (owner_ != nullptr) return;
   if (mapped_) {

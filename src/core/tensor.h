@@ -40,6 +40,8 @@ class Storage {
   // Drops the resident pages of [begin, begin + bytes) when this is a file mapping
   // (MappedFile::release: the values stay); owned or other borrowed bytes are left as they are.
   void release_pages(const std::byte* begin, size_t bytes) const;
+  // Whether release_pages() drops anything: a file mapping, not --no-mmap memory nor --mlock.
+  bool pages_releasable() const;
 
  private:
   Storage(std::byte* data, size_t size, std::shared_ptr<const void> owner, bool mapped = false)
@@ -69,6 +71,8 @@ class Tensor {
   size_t nbytes() const { return dtype_bytes(dtype_, numel()); }
   bool is_contiguous() const;
   bool is_borrowed() const { return storage_ && !storage_->owned(); }
+  // Whether release_pages() drops anything (Storage::pages_releasable).
+  bool pages_releasable() const { return storage_ && storage_->pages_releasable(); }
   // Drops the resident pages of this view's bytes when it views a file mapping (the values
   // stay: they are read from the file again if touched); see Storage::release_pages.
   void release_pages() const {

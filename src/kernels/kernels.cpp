@@ -15,6 +15,7 @@
 #include "kernels/backend.h"
 #include "kernels/isa.h"
 #include "kernels/linear_schedule.h"
+#include "kernels/whole_block_layout.h"
 
 namespace deepinfer::kernels {
 namespace {
@@ -224,6 +225,10 @@ void detail::linear_with_layout(const float* x, int64_t m, int64_t k, const void
            "kernels::linear: repacked ", dtype_name(w_dtype), " weights under ", isa_name(isa),
            " (only q4_0 under AVX2 is repacked)");
   LinearBackend be = linear_backend(isa);
+  // A repacked group is 8 rows: every thread's share must start at one.
+  DI_CHECK(!w_repacked || be.tile_n() % detail::wb::kRepackRows == 0,
+           "kernels::linear: output tiles of ", be.tile_n(), " split the repacked groups of ",
+           detail::wb::kRepackRows, " rows");
   detail::LinearArgs args{x, k, k, w, w_dtype, n, bias, y};
   const bool bf16_x = w_dtype == DType::bf16 && matmul_precision() == MatmulPrecision::bf16;
   const bool dpbf16 = bf16_x && isa == Isa::avx512 && cpu_has_avx512_bf16();

@@ -31,9 +31,10 @@ void Linear::set_weight(const WeightLoader& weights, const std::string& name, Te
 }
 
 void Linear::pack(bool huge_pages) {
-  // Block weights (q4_0 repacked for AVX2) only when mapped: the stored bytes are then dropped
-  // below, while a copy of weights quantized at load would double them.
-  if (is_block_dtype(weight.dtype()) && !weight.is_borrowed()) return;
+  // Block weights (q4_0 repacked for AVX2) only when their stored pages can be dropped below (a
+  // file mapping; not --no-mmap, --mlock, or weights quantized at load): a copy beside them
+  // would double them.
+  if (is_block_dtype(weight.dtype()) && !weight.pages_releasable()) return;
   packed =
       kernels::pack_weights(weight.raw(), weight.dtype(), out_features, in_features, huge_pages);
   // Every forward now reads the panels, so the mapped bytes as stored would only double the

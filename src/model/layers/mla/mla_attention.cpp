@@ -90,8 +90,10 @@ std::unique_ptr<MlaAttention> MlaAttention::load(WeightLoader& weights, const st
 
   // kv_b_proj is read in per-head row slices (and transposed below), which block types do not
   // allow: a block-quantized one (GGUF attn_kv_b) runs dequantized to f32.
-  if (is_block_dtype(attn->kv_b_proj_.weight.dtype()))
+  if (is_block_dtype(attn->kv_b_proj_.weight.dtype())) {
     attn->kv_b_proj_.weight = attn->kv_b_proj_.weight.to(DType::f32);
+    attn->kv_b_proj_.packed = {};  // a q4_0 repacking (Linear::pack) would never be read
+  }
   const int64_t rank = shape.kv_lora_rank;
   const int64_t nope = shape.qk_nope_head_dim;
   // A GGUF file's block-typed attn_k_b / attn_v_b (io/gguf_tensors.cpp): the absorbed decode
