@@ -89,7 +89,7 @@ Result time_linear(int64_t m, int64_t k, int64_t n, DType dtype, int copies, Thr
     }
   }
   // Block weights run as a model holds them: repacked where pack_weights() repacks them (q4_0
-  // under AVX2; DEEPINFER_PACK_WEIGHTS=0 for the stored layout).
+  // / q5_0 / q4_k under AVX2; DEEPINFER_PACK_WEIGHTS=0 for the stored layout).
   std::vector<kernels::PackedWeights> repacked;
   if (is_block_dtype(dtype) && kernels::repacks_blocks(dtype))
     for (const auto& w : weights) repacked.push_back(kernels::pack_weights(w.data(), dtype, n, k));

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/memory.h"
+#include "core/quant_blocks.h"
 #include "kernels/backend.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
@@ -82,9 +83,13 @@ bool weight_packing() {
 }
 
 bool repacks_blocks(DType dtype) {
-  // The AVX2 q4_0 decode spent its time transposing the stored rows, not reading them:
-  // docs/PERFORMANCE.md ("q4_0 repacked at load").
-  return weight_packing() && active_isa() == Isa::avx2 && dtype == DType::q4_0;
+  // The AVX2 decode of these spent its time transposing the stored rows, not reading them:
+  // docs/PERFORMANCE.md ("q4_0 repacked at load", "q5_0 and q4_k repacked").
+  return weight_packing() && active_isa() == Isa::avx2 && detail::wb::repacks_for_avx2(dtype);
+}
+
+bool reads_repacked_blocks(const PackedWeights& w) {
+  return w.defined() && is_block_dtype(w.dtype()) && active_isa() == Isa::avx2;
 }
 
 bool packs_weights(DType dtype) {
@@ -99,7 +104,7 @@ bool packs_weights(DType dtype) {
 
 PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k, bool huge_pages) {
   PackedWeights packed;
-  const bool repack = repacks_blocks(dtype) && k % detail::kQuantBlock == 0;
+  const bool repack = repacks_blocks(dtype) && k % block_traits(dtype)->block_size == 0;
   if (!packs_weights(dtype) && !repack) return packed;
   if (w == nullptr || n <= 0 || k <= 0) return packed;
   const int64_t panels = (n + kPanel - 1) / kPanel;
@@ -113,14 +118,20 @@ PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k, boo
                              : std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   DI_CHECK(memory != nullptr, "kernels::pack_weights: cannot allocate ", bytes,
            " bytes for a packed ", n, " x ", k, " ", dtype_name(dtype), " matrix");
-  std::memset(memory, 0, bytes);  // the padding rows and the odd-k half pairs multiply as 0
   if (repack) {
-    detail::wb::repack_q4_0_rows8(static_cast<const uint8_t*>(w), n, k,
-                                  static_cast<uint8_t*>(memory));
-  } else if (dtype == DType::f32) {
-    pack_f32(static_cast<const float*>(w), n, k, static_cast<float*>(memory));
+    // Every byte of the whole groups is written; the padding rows of the last multiply as 0.
+    const size_t group_bytes = detail::wb::kRepackRows * dtype_bytes(dtype, k);
+    if (n % detail::wb::kRepackRows != 0)
+      std::memset(static_cast<std::byte*>(memory) + bytes - group_bytes, 0, group_bytes);
+    detail::wb::repack_rows8(dtype, static_cast<const uint8_t*>(w), n, k,
+                             static_cast<uint8_t*>(memory));
   } else {
-    pack_bf16(static_cast<const uint16_t*>(w), n, k, static_cast<uint16_t*>(memory));
+    std::memset(memory, 0, bytes);  // the padding rows and the odd-k half pairs multiply as 0
+    if (dtype == DType::f32) {
+      pack_f32(static_cast<const float*>(w), n, k, static_cast<float*>(memory));
+    } else {
+      pack_bf16(static_cast<const uint16_t*>(w), n, k, static_cast<uint16_t*>(memory));
+    }
   }
   if (own_mapping) {
     packed.panels_ = std::shared_ptr<const void>(memory, [bytes](const void* p) {
@@ -147,9 +158,9 @@ void linear(const float* x, int64_t m, const PackedWeights& w, const float* bias
   const int64_t k = w.k(), n = w.n();
   const Isa isa = active_isa();
   if (is_block_dtype(w.dtype())) {  // repacked for AVX2 (repacks_blocks); else as stored
-    const bool repacked_here = isa == Isa::avx2;
-    return detail::linear_with_layout(x, m, k, repacked_here ? w.panels() : w.source(), w.dtype(),
-                                      repacked_here, n, bias, y, pool);
+    const bool repacked = reads_repacked_blocks(w);
+    return detail::linear_with_layout(x, m, k, repacked ? w.panels() : w.source(), w.dtype(),
+                                      repacked, n, bias, y, pool);
   }
   if (isa == Isa::scalar)  // packed under AVX2 / AVX-512, the ISA forced to scalar since
     return linear(x, m, k, w.source(), w.dtype(), n, bias, y, pool);

@@ -126,6 +126,18 @@ int64_t row_granule(DType w_dtype) {
   return traits ? traits->block_size : 1;
 }
 
+// Repacked blocks (LinearArgs::w_repacked) only of the types and the ISA that repack them, and
+// in output tiles of whole 8-row groups: every thread's share must start at one.
+void check_repacked_layout(bool w_repacked, DType w_dtype, Isa isa) {
+  if (!w_repacked) return;
+  DI_CHECK(isa == Isa::avx2 && detail::wb::repacks_for_avx2(w_dtype), "kernels::linear: repacked ",
+           dtype_name(w_dtype), " weights under ", isa_name(isa),
+           " (q4_0, q5_0 and q4_k are repacked, under AVX2)");
+  const int64_t tile_n = linear_backend(isa).tile_n();
+  DI_CHECK(tile_n % detail::wb::kRepackRows == 0, "kernels::linear: output tiles of ", tile_n,
+           " split the repacked groups of ", detail::wb::kRepackRows, " rows");
+}
+
 void rows_dpbf16(const detail::LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
                  float*) {
   detail::avx512::linear_rows_dpbf16(a, m0, m1, n0, n1);
@@ -221,14 +233,8 @@ void detail::linear_with_layout(const float* x, int64_t m, int64_t k, const void
   }
 
   const Isa isa = active_isa();
-  DI_CHECK(!w_repacked || (isa == Isa::avx2 && w_dtype == DType::q4_0),
-           "kernels::linear: repacked ", dtype_name(w_dtype), " weights under ", isa_name(isa),
-           " (only q4_0 under AVX2 is repacked)");
+  check_repacked_layout(w_repacked, w_dtype, isa);
   LinearBackend be = linear_backend(isa);
-  // A repacked group is 8 rows: every thread's share must start at one.
-  DI_CHECK(!w_repacked || be.tile_n() % detail::wb::kRepackRows == 0,
-           "kernels::linear: output tiles of ", be.tile_n(), " split the repacked groups of ",
-           detail::wb::kRepackRows, " rows");
   detail::LinearArgs args{x, k, k, w, w_dtype, n, bias, y};
   const bool bf16_x = w_dtype == DType::bf16 && matmul_precision() == MatmulPrecision::bf16;
   const bool dpbf16 = bf16_x && isa == Isa::avx512 && cpu_has_avx512_bf16();
@@ -287,30 +293,38 @@ void detail::linear_with_layout(const float* x, int64_t m, int64_t k, const void
 }
 
 void linear_grouped(std::span<const LinearJob> jobs, int64_t k, DType w_dtype, int64_t n,
-                    ThreadPool& pool) {
+                    ThreadPool& pool, bool w_repacked) {
   DI_CHECK(is_block_dtype(w_dtype), "kernels::linear_grouped: weight dtype ", dtype_name(w_dtype),
            " is not a block type");
   DI_CHECK(k > 0 && n >= 0 && k % row_granule(w_dtype) == 0,
            "kernels::linear_grouped: ", dtype_name(w_dtype),
            " weights need k to be a positive whole number of ", row_granule(w_dtype),
            "-element blocks, got k = ", k);
-  // The first quantized x row of each job, and each job's first work item.
-  std::vector<int64_t> row0(jobs.size() + 1, 0), item0(jobs.size() + 1, 0);
+  // Each job's first quantized x row (a job with the x of the one before it shares its rows:
+  // q / k / v or gate / up of one input) and first work item.
+  std::vector<int64_t> row0(jobs.size(), 0), item0(jobs.size() + 1, 0);
+  std::vector<char> shares_x(jobs.size(), 0);
   const int64_t tile_n = linear_backend(active_isa()).tile_n();
-  const int64_t n_tiles = (n + tile_n - 1) / tile_n;
-  int64_t largest = 1;
+  const auto outputs = [n](const LinearJob& job) { return job.n > 0 ? job.n : n; };
+  int64_t largest = 1, rows = 0, out_total = 0;
   for (size_t g = 0; g < jobs.size(); ++g) {
     const LinearJob& job = jobs[g];
-    DI_CHECK(job.m >= 0 && (job.m == 0 || (job.x && job.w && job.y)),
-             "kernels::linear_grouped: job ", g, " has m = ", job.m, " or a null pointer");
-    row0[g + 1] = row0[g] + job.m;
+    DI_CHECK(job.m >= 0 && job.n >= 0 && (job.m == 0 || (job.x && job.w && job.y)),
+             "kernels::linear_grouped: job ", g, " has m = ", job.m, ", n = ", job.n,
+             " or a null pointer");
+    shares_x[g] = g > 0 && job.x == jobs[g - 1].x && job.m == jobs[g - 1].m;
+    row0[g] = shares_x[g] ? row0[g - 1] : rows;
+    if (!shares_x[g]) rows += job.m;
+    const int64_t n_tiles = (outputs(job) + tile_n - 1) / tile_n;
     item0[g + 1] = item0[g] + n_tiles * ((job.m + kLinearRowBlock - 1) / kLinearRowBlock);
     largest = std::max(largest, job.m);
+    out_total += job.m * outputs(job);
   }
-  if (row0.back() == 0 || n == 0) return;
-  QuantizedX& xq = quantized_x_buffer(row0.back(), k);
+  if (out_total == 0) return;
+  check_repacked_layout(w_repacked, w_dtype, active_isa());
+  QuantizedX& xq = quantized_x_buffer(rows, k);
   for (size_t g = 0; g < jobs.size(); ++g)
-    quantize_rows(jobs[g].x, jobs[g].m, k, w_dtype, xq, row0[g], pool);
+    if (!shares_x[g]) quantize_rows(jobs[g].x, jobs[g].m, k, w_dtype, xq, row0[g], pool);
   const RowsFn q_rows = block_rows(active_isa(), w_dtype);
   const int64_t macs_per_item = std::min(largest, kLinearRowBlock) * tile_n * k;
   const int64_t min_chunk = std::max<int64_t>(1, kMinMacsPerThread / macs_per_item);
@@ -321,12 +335,13 @@ void linear_grouped(std::span<const LinearJob> jobs, int64_t k, DType w_dtype, i
       const int64_t lo = std::max(begin, item0[g]), hi = std::min(end, item0[g + 1]);
       if (lo >= hi) continue;
       const LinearJob& job = jobs[g];
-      detail::LinearArgs args{nullptr, k, k, job.w, w_dtype, n, nullptr, job.y};
+      detail::LinearArgs args{nullptr, k, k, job.w, w_dtype, outputs(job), nullptr, job.y};
+      args.w_repacked = w_repacked;
       args.xq = xq.q.data() + row0[g] * k;
       args.xd = xq.d.data() + row0[g] * k / 4;
       args.xt = xq.t.data() + row0[g] * k / 4;
       run_item_range(
-          job.m, n, tile_n, lo - item0[g], hi - item0[g],
+          job.m, outputs(job), tile_n, lo - item0[g], hi - item0[g],
           [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) { q_rows(args, m0, m1, n0, n1); });
     }
   });

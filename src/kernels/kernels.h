@@ -54,18 +54,23 @@ namespace deepinfer::kernels {
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
             const float* bias, float* y, ThreadPool& pool);
 
-// Several block-weight products of the same shape in one call, each job y[m, n] = x[m, k] ·
-// W^T with its own x, weights and y (no bias): the routed experts of an MoE layer. Bitwise each
-// job's linear(); one thread split and one wake-up for the whole group, and a thread's share
-// streams the jobs' weights back to back (decode is a handful of small matrices per layer).
+// Several block-weight products of one k and weight type in one call, each job y[m, n] = x[m,
+// k] · W^T with its own x, weights, y and (optionally) n, no bias: the routed experts of an MoE
+// layer, or q / k / v and gate / up of one input. Bitwise each job's linear(); one thread split
+// and one wake-up for the whole group, a thread's share streams the jobs' weights back to back
+// (decode is a handful of small matrices per layer), and a job whose x and m are those of the
+// job before it reuses that job's quantized x.
 struct LinearJob {
   const float* x = nullptr;  // [m, k]
   int64_t m = 0;
   const void* w = nullptr;  // [n, k] of the call's w_dtype
   float* y = nullptr;       // [m, n]
+  int64_t n = 0;            // 0: the call's n
 };
+// w_repacked: every job's w is its rows repacked for AVX2 (pack_weights() of the whole stack,
+// a job's matrix being whole 8-row groups of it: see packed_weights.h), under AVX2 only.
 void linear_grouped(std::span<const LinearJob> jobs, int64_t k, DType w_dtype, int64_t n,
-                    ThreadPool& pool);
+                    ThreadPool& pool, bool w_repacked = false);
 
 // The block types whose linear() takes whole-block integer dots (above).
 constexpr bool is_whole_block_dtype(DType w_dtype) {

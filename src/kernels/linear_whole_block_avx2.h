@@ -81,8 +81,9 @@ struct WbStrided {
   const uint8_t* at(int r) const { return base + r * stride; }
 };
 
-// A group of a repacked q4_0 matrix (wb::repack_q4_0_rows8): its blocks, already transposed.
-// at() is the group's start, as for WbStrided (the next group follows 8 stored rows later).
+// A group of a repacked matrix (wb::repack_rows8: q4_0, q5_0, q4_k): its blocks, already
+// transposed. at() is the group's start, as for WbStrided (the next group follows 8 stored rows
+// later).
 struct WbRepacked {
   const uint8_t* base;
   const uint8_t* at(int) const { return base; }
@@ -175,10 +176,10 @@ DEEPINFER_INLINE __m256i wb_u32s(const Rows& g, int64_t at) {
 
 // Sub-block scales and min terms of a q4_k / q5_k super-block at `at` for the 8 rows (as the
 // AVX-512 k4_scales: ggml's get_scale_min_k4 per lane, d * float(scale), -(dmin * float(min))).
-template <DType W, class Rows>
-DEEPINFER_INLINE void k4_scales(const Rows& g, int64_t at, WbGroup<W>* out) {
-  const __m256 d = wb_f16s(g, at), dmin = wb_f16s(g, at + 2);
-  const __m256i s0 = wb_u32s(g, at + 4), s1 = wb_u32s(g, at + 8), s2 = wb_u32s(g, at + 12);
+// From the 8 rows' d and dmin and their scale bytes as three 32-bit words (lane r: row r).
+template <DType W>
+DEEPINFER_INLINE void k4_scales(__m256 d, __m256 dmin, __m256i s0, __m256i s1, __m256i s2,
+                                WbGroup<W>* out) {
   const __m256i six = _mm256_set1_epi32(63), four = _mm256_set1_epi32(15);
   const __m256i two = _mm256_set1_epi32(3), sign = _mm256_set1_epi32(INT32_MIN);
   DEEPINFER_UNROLL
@@ -200,6 +201,12 @@ DEEPINFER_INLINE void k4_scales(const Rows& g, int64_t at, WbGroup<W>* out) {
     const __m256 m = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(min));
     out[j].m = _mm256_castsi256_ps(_mm256_xor_si256(_mm256_castps_si256(m), sign));  // -m exactly
   }
+}
+
+template <DType W, class Rows>
+DEEPINFER_INLINE void k4_scales(const Rows& g, int64_t at, WbGroup<W>* out) {
+  k4_scales<W>(wb_f16s(g, at), wb_f16s(g, at + 2), wb_u32s(g, at + 4), wb_u32s(g, at + 8),
+               wb_u32s(g, at + 12), out);
 }
 
 // The 8 sub-blocks of a q4_k / q5_k super-block at `at` (as the AVX-512 k4_quants).
@@ -237,21 +244,59 @@ DEEPINFER_INLINE void k4_quants(const Rows& g, int64_t at, WbGroup<W>* out) {
   }
 }
 
+DEEPINFER_INLINE __m256i load_256(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+DEEPINFER_INLINE __m256 load_f16x8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Repacked block p (wb::repack_rows8) into out[0 .. kSub<W>): loads, the nibble split, and
+// q5_0's fifth bits each one shift into bit 4 of its byte.
+template <DType W>
+DEEPINFER_INLINE void wb_unpack_repacked(const uint8_t* p, WbGroup<W>* out) {
+  const __m256i low = _mm256_set1_epi8(0x0f);
+  if constexpr (W == DType::q4_k) {
+    k4_scales<W>(load_f16x8(p), load_f16x8(p + 16), load_256(p + 32), load_256(p + 64),
+                 load_256(p + 96), out);
+    DEEPINFER_UNROLL
+    for (int pair = 0; pair < 4; ++pair) {  // word 8 pair + o: sub-blocks 2 pair and 2 pair + 1
+      DEEPINFER_UNROLL
+      for (int o = 0; o < 8; ++o) {
+        const __m256i words = load_256(p + 128 + 32 * (8 * pair + o));
+        out[2 * pair].u[o] = _mm256_and_si256(words, low);
+        out[2 * pair + 1].u[o] = _mm256_and_si256(_mm256_srli_epi16(words, 4), low);
+      }
+    }
+  } else {
+    static_assert(W == DType::q4_0 || W == DType::q5_0, "q4_0, q5_0 and q4_k are repacked");
+    DEEPINFER_UNROLL
+    for (int o = 0; o < 4; ++o) {
+      const __m256i words = load_256(p + 32 * o);
+      out->u[o] = _mm256_and_si256(words, low);
+      out->u[o + 4] = _mm256_and_si256(_mm256_srli_epi16(words, 4), low);
+    }
+    int64_t at = 128;
+    if constexpr (W == DType::q5_0) {
+      const __m256i bits = load_256(p + at), fifth = _mm256_set1_epi8(0x10);
+      DEEPINFER_UNROLL
+      for (int o = 0; o < 8; ++o) {  // bit o + 8c to bit 4 + 8c
+        const __m256i moved =
+            o <= 4 ? _mm256_slli_epi32(bits, 4 - o) : _mm256_srli_epi32(bits, o - 4);
+        out->u[o] = _mm256_or_si256(out->u[o], _mm256_and_si256(moved, fifth));
+      }
+      at += 32;
+    }
+    out->d = load_f16x8(p + at);
+  }
+}
+
 // Transposes stored block sb of the group into out[0 .. kSub<W>) (see the top of the file).
 template <DType W, class Rows>
 DEEPINFER_INLINE void wb_transpose(const Rows& g, int64_t sb, WbGroup<W>* out) {
   [[maybe_unused]] const int64_t at = sb * kStoredBytes<W>;
   if constexpr (std::is_same_v<Rows, WbRepacked>) {
-    static_assert(W == DType::q4_0, "only q4_0 is repacked");
-    const uint8_t* p = g.base + sb * wb::kRepackedQ40Bytes;
-    const __m256i low = _mm256_set1_epi8(0x0f);
-    DEEPINFER_UNROLL
-    for (int o = 0; o < 4; ++o) {
-      const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * o));
-      out->u[o] = _mm256_and_si256(words, low);
-      out->u[o + 4] = _mm256_and_si256(_mm256_srli_epi16(words, 4), low);
-    }
-    out->d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 128)));
+    wb_unpack_repacked<W>(g.base + sb * wb::kRepackedBytes<W>, out);
   } else if constexpr (kWithMin<W>) {
     k4_scales<W>(g, at, out);
     k4_quants<W>(g, at, out);
@@ -391,6 +436,7 @@ void wb_stream_tile(const LinearArgs& a, int64_t i0, const Rows& g, int64_t j0, 
   for (int64_t sb = 0; sb < blocks / kSub<W>; ++sb) {
     WbGroup<W> w[kSub<W>];
     wb_transpose<W>(g, sb, w);
+    DEEPINFER_UNROLL
     for (int s = 0; s < kSub<W>; ++s) {
       // The lines spread over the sub-blocks: a burst of a whole super-block's stalls.
       for (int q = s * lines / kSub<W>; q < (s + 1) * lines / kSub<W>; ++q)
@@ -428,12 +474,12 @@ void wb_stream(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
   }
 }
 
-// wb_stream over a repacked q4_0 matrix: n0 is a multiple of 8 (linear_tile_n), so group
-// j / 8 starts j stored rows' bytes in.
+// wb_stream over a repacked matrix: n0 is a multiple of 8 (linear_tile_n), so group j / 8
+// starts j stored rows' bytes in.
 template <DType W>
 void wb_stream_repacked(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
-  const int64_t row_bytes = blocks * kStoredBytes<W>;
+  const int64_t row_bytes = blocks / kSub<W> * kStoredBytes<W>;
   for (int64_t j = n0; j < n1; j += kWbGroup) {
     const WbRepacked g{static_cast<const uint8_t*>(a.w) + j * row_bytes};
     wb_stream_rows<W, 4>(a, m0, m1, g, j, min64(kWbGroup, n1 - j), blocks, row_bytes);
@@ -509,17 +555,17 @@ void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
 }
 
 // The whole-block types' linear (q4_0, q5_0, q8_0, q4_k, q5_k) over rows m0 .. m1, outputs
-// n0 .. n1; q4_0 also repacked (a.w_repacked).
+// n0 .. n1; q4_0, q5_0 and q4_k also repacked (a.w_repacked).
 inline void whole_block_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0,
                                     int64_t n1) {
   const bool panels = m1 - m0 >= kWbPanelMinRows;
-  if (a.w_repacked) {
-    constexpr DType W = DType::q4_0;
-    return panels ? wb_panels<W, true>(a, m0, m1, n0, n1)
-                  : wb_stream_repacked<W>(a, m0, m1, n0, n1);
-  }
   wb::with_whole_block_type(a.w_dtype, [&](auto type) {
     constexpr DType W = decltype(type)::value;
+    if constexpr (wb::repacks_for_avx2(W)) {
+      if (a.w_repacked)
+        return panels ? wb_panels<W, true>(a, m0, m1, n0, n1)
+                      : wb_stream_repacked<W>(a, m0, m1, n0, n1);
+    }
     return panels ? wb_panels<W, false>(a, m0, m1, n0, n1) : wb_stream<W>(a, m0, m1, n0, n1);
   });
 }

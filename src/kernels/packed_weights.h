@@ -9,6 +9,10 @@
 
 namespace deepinfer::kernels {
 
+// Rows per group of repacked blocks (repacks_blocks): a matrix of whole groups keeps every
+// group at its stored byte offset, so a stack of such matrices repacks as one.
+constexpr int64_t kRepackRowGroup = 8;
+
 class PackedWeights {
  public:
   PackedWeights() = default;
@@ -36,8 +40,8 @@ class PackedWeights {
 };
 
 // Packs w[n, k] (row-major, f32 or bf16) where the packed GEMM pays under the active ISA:
-// f32 and bf16 on AVX-512, f32 on AVX2 (one layout for both ISAs), and repacks q4_0 under AVX2
-// (repacks_blocks); otherwise returns an undefined PackedWeights (use w as stored).
+// f32 and bf16 on AVX-512, f32 on AVX2 (one layout for both ISAs), and repacks q4_0, q5_0 and
+// q4_k under AVX2 (repacks_blocks); otherwise returns an undefined PackedWeights (use w as stored).
 // w must outlive the result (it stays the input of the fallback path). `huge_pages`: panels
 // of at least 2 MiB get their own 2 MiB aligned mapping advised for transparent huge pages
 // (MemoryOptions::huge_pages, core/memory.h).
@@ -45,10 +49,14 @@ PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k,
                            bool huge_pages = false);
 // Whether pack_weights() packs a matrix of `dtype` now (weight packing on, active ISA, dtype).
 bool packs_weights(DType dtype);
-// Whether pack_weights() repacks a block-type matrix now: q4_0 under AVX2, its blocks in the
-// order the AVX2 kernel reads them (kernels/whole_block_layout.h; same bytes as stored).
+// Whether pack_weights() repacks a block-type matrix now: q4_0, q5_0 and q4_k under AVX2, their
+// blocks in the order the AVX2 kernel reads them (kernels/whole_block_layout.h; same bytes as
+// stored, and a matrix of whole 8-row groups keeps every row group at its stored offset).
 // Separate from packs_weights(): the MoE expert panels (packed_experts.h) take f32 / bf16 only.
 bool repacks_blocks(DType dtype);
+// Whether w holds repacked blocks (repacks_blocks() at packing) that the active ISA reads: under
+// any other ISA since, linear() reads w.source().
+bool reads_repacked_blocks(const PackedWeights& w);
 
 // Whether pack_weights() packs at all: a process-wide setting read at each call, for A/B runs
 // and for comparing a layer with packed weights against one without. Until set, it is on

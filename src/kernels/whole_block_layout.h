@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/dtype.h"
+#include "kernels/packed_weights.h"
 
 namespace deepinfer::kernels::detail::wb {
 
@@ -33,15 +34,25 @@ constexpr int64_t kQuantsAt = W == DType::q5_0   ? 6
                               : W == DType::q5_k ? 48
                                                  : 2;
 
-// q4_0 repacked at load for the AVX2 kernel (pack_weights; linear_whole_block_avx2.h): the rows
-// in groups of kRepackRows (the last group zero-padded), a group's blocks in order, each as
-// kRepackedQ40Bytes: for o = 0 .. 3, the 32-bit word o (nibble bytes 4o .. 4o + 3) of rows
-// 0 .. 7, which is the transposition the kernel otherwise does as it streams the stored rows,
-// then the 8 rows' f16 scales. A group takes 8 stored rows' bytes.
-constexpr int kRepackRows = 8;
-constexpr int64_t kRepackedQ40Bytes = 144;
-// w[n, k] q4_0 as stored into that layout: out holds (n + 7) / 8 * 8 stored rows' bytes.
-void repack_q4_0_rows8(const uint8_t* w, int64_t n, int64_t k, uint8_t* out);
+// Repacked at load for the AVX2 kernel (pack_weights; linear_whole_block_avx2.h): q4_0, q5_0
+// and q4_k. The rows in groups of kRepackRows (the last group zero-padded), a group's stored
+// blocks (q4_k: super-blocks) in order, each as kRepackedBytes<W> = 8 stored blocks' bytes, so a
+// group takes 8 stored rows' bytes and group g starts 8 g stored rows in. Each holds what the
+// kernel otherwise builds from the stored rows as it streams them, lane r being row r:
+//  - q4_0, q5_0: for o = 0 .. 3, the 32-bit word o (nibble bytes 4o .. 4o + 3) of the 8 rows
+//    (128 B); q5_0 then its fifth bits, lane r's word holding at bit o + 8c the fifth bit of
+//    element 4o + c (32 B); then the 8 f16 scales (16 B).
+//  - q4_k: the 8 f16 d, the 8 f16 dmin (16 B each), the three 32-bit words of the 12 scale bytes
+//    (3 x 32 B), then for o = 0 .. 31 word o of the 128 nibble bytes (32 x 32 B).
+constexpr int kRepackRows = static_cast<int>(kRepackRowGroup);
+template <DType W>
+constexpr int64_t kRepackedBytes = kRepackRows* kStoredBytes<W>;
+constexpr bool repacks_for_avx2(DType dtype) {
+  return dtype == DType::q4_0 || dtype == DType::q5_0 || dtype == DType::q4_k;
+}
+// w[n, k] of a repacks_for_avx2 type as stored into that layout: out holds (n + 7) / 8 * 8
+// stored rows' bytes, zero-filled by the caller (the padding rows multiply as 0).
+void repack_rows8(DType dtype, const uint8_t* w, int64_t n, int64_t k, uint8_t* out);
 
 // fn(std::integral_constant<DType, W>{}) for the whole-block type `dtype` (q8_0 for any other).
 template <class Fn>

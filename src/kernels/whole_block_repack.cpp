@@ -1,26 +1,70 @@
-// q4_0 repacked for the AVX2 whole-block kernel (whole_block_layout.h): bytes moved, no
-// arithmetic, so the kernel sees exactly the vectors it would build from the stored rows.
+// The whole-block types repacked for the AVX2 kernel (whole_block_layout.h): bytes moved (q5_0's
+// fifth bits reordered), no arithmetic, so the kernel sees exactly the vectors it would build
+// from the stored rows.
 #include <cstring>
 
+#include "core/error.h"
 #include "kernels/whole_block_layout.h"
 
 namespace deepinfer::kernels::detail::wb {
+namespace {
 
-void repack_q4_0_rows8(const uint8_t* w, int64_t n, int64_t k, uint8_t* out) {
-  constexpr int64_t stored = kStoredBytes<DType::q4_0>;
-  const int64_t blocks = k / 32;
+// q5_0's 32-bit qh (bit e: element e's fifth bit) as the repacked word (bit o + 8c: element
+// 4o + c's).
+uint32_t fifth_bits_by_lane_byte(const uint8_t* qh) {
+  uint32_t in;
+  std::memcpy(&in, qh, sizeof(in));
+  uint32_t out = 0;
+  for (int o = 0; o < 8; ++o)
+    for (int c = 0; c < 4; ++c) out |= ((in >> (4 * o + c)) & 1u) << (o + 8 * c);
+  return out;
+}
+
+// Stored block (or super-block) `src` of row r into the group's repacked block `dst`.
+template <DType W>
+void repack_block(const uint8_t* src, int r, uint8_t* dst) {
+  if constexpr (W == DType::q4_k) {
+    std::memcpy(dst + 2 * r, src, 2);           // d
+    std::memcpy(dst + 16 + 2 * r, src + 2, 2);  // dmin
+    for (int s = 0; s < 3; ++s) std::memcpy(dst + 32 + 32 * s + 4 * r, src + 4 + 4 * s, 4);
+    for (int o = 0; o < 32; ++o) std::memcpy(dst + 128 + 32 * o + 4 * r, src + 16 + 4 * o, 4);
+  } else {
+    for (int o = 0; o < 4; ++o) std::memcpy(dst + 32 * o + 4 * r, src + kQuantsAt<W> + 4 * o, 4);
+    int64_t at = 128;
+    if constexpr (W == DType::q5_0) {
+      const uint32_t bits = fifth_bits_by_lane_byte(src + 2);
+      std::memcpy(dst + at + 4 * r, &bits, 4);
+      at += 32;
+    }
+    std::memcpy(dst + at + 2 * r, src, 2);  // the f16 scale
+  }
+}
+
+template <DType W>
+void repack(const uint8_t* w, int64_t n, int64_t k, uint8_t* out) {
+  const int64_t blocks = k / 32 / kSub<W>;  // stored blocks per row
   const int64_t groups = (n + kRepackRows - 1) / kRepackRows;
-  std::memset(out, 0, static_cast<size_t>(groups * kRepackRows * blocks * stored));
   for (int64_t g = 0; g < groups; ++g) {
     for (int r = 0; r < kRepackRows && g * kRepackRows + r < n; ++r) {
-      const uint8_t* row = w + (g * kRepackRows + r) * blocks * stored;
-      for (int64_t b = 0; b < blocks; ++b) {
-        uint8_t* dst = out + (g * blocks + b) * kRepackedQ40Bytes;
-        const uint8_t* src = row + b * stored;
-        for (int o = 0; o < 4; ++o) std::memcpy(dst + 32 * o + 4 * r, src + 2 + 4 * o, 4);
-        std::memcpy(dst + 128 + 2 * r, src, 2);  // the f16 scale
-      }
+      const uint8_t* row = w + (g * kRepackRows + r) * blocks * kStoredBytes<W>;
+      for (int64_t b = 0; b < blocks; ++b)
+        repack_block<W>(row + b * kStoredBytes<W>, r, out + (g * blocks + b) * kRepackedBytes<W>);
     }
+  }
+}
+
+}  // namespace
+
+void repack_rows8(DType dtype, const uint8_t* w, int64_t n, int64_t k, uint8_t* out) {
+  switch (dtype) {
+    case DType::q4_0:
+      return repack<DType::q4_0>(w, n, k, out);
+    case DType::q5_0:
+      return repack<DType::q5_0>(w, n, k, out);
+    case DType::q4_k:
+      return repack<DType::q4_k>(w, n, k, out);
+    default:
+      fail("repack_rows8: ", dtype_name(dtype), " is not repacked");
   }
 }
 

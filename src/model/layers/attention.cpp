@@ -60,9 +60,9 @@ void GqaAttention::forward(const float* x, const ForwardBatch& batch, const floa
   std::vector<float> q(static_cast<size_t>(tokens * q_width));
   std::vector<float> k(static_cast<size_t>(tokens * kv_width));
   std::vector<float> v(static_cast<size_t>(tokens * kv_width));
-  q_proj_.forward(x, tokens, q.data(), pool);
-  k_proj_.forward(x, tokens, k.data(), pool);
-  v_proj_.forward(x, tokens, v.data(), pool);
+  const Linear* projections[] = {&q_proj_, &k_proj_, &v_proj_};
+  float* outputs[] = {q.data(), k.data(), v.data()};
+  forward_same_input(projections, x, tokens, outputs, pool);
   if (q_norm_) {
     q_norm_->forward(q.data(), tokens * shape_.heads, q.data());
     k_norm_->forward(k.data(), tokens * shape_.kv_heads, k.data());

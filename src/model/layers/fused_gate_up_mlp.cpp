@@ -32,8 +32,9 @@ void FusedGateUpMlp::forward(const float* x, int64_t tokens, float* out, ThreadP
   if (gate_proj_.weight.defined()) {
     std::vector<float> gate(static_cast<size_t>(tokens * width));
     std::vector<float> up(gate.size());
-    gate_proj_.forward(x, tokens, gate.data(), pool);
-    up_proj_.forward(x, tokens, up.data(), pool);
+    const Linear* projections[] = {&gate_proj_, &up_proj_};
+    float* outputs[] = {gate.data(), up.data()};
+    forward_same_input(projections, x, tokens, outputs, pool);
     kernels::silu_mul(gate.data(), up.data(), gate.data(), tokens * width);
     down_proj_.forward(gate.data(), tokens, out, pool);
     return;

@@ -30,8 +30,9 @@ void GatedMlp::forward(const float* x, int64_t tokens, float* out, ThreadPool& p
   const int64_t width = gate_proj_.out_features;
   std::vector<float> gate(static_cast<size_t>(tokens * width));
   std::vector<float> up(static_cast<size_t>(tokens * width));
-  gate_proj_.forward(x, tokens, gate.data(), pool);
-  up_proj_.forward(x, tokens, up.data(), pool);
+  const Linear* projections[] = {&gate_proj_, &up_proj_};
+  float* outputs[] = {gate.data(), up.data()};
+  forward_same_input(projections, x, tokens, outputs, pool);
   kernels::silu_mul(gate.data(), up.data(), gate.data(), tokens * width);
   down_proj_.forward(gate.data(), tokens, out, pool);
 }

@@ -1,7 +1,9 @@
 #include "model/layers/linear.h"
 
 #include <utility>
+#include <vector>
 
+#include "core/error.h"
 #include "kernels/kernels.h"
 
 namespace deepinfer::model {
@@ -31,8 +33,8 @@ void Linear::set_weight(const WeightLoader& weights, const std::string& name, Te
 }
 
 void Linear::pack(bool huge_pages) {
-  // Block weights (q4_0 repacked for AVX2) only when their stored pages can be dropped below (a
-  // file mapping; not --no-mmap, --mlock, or weights quantized at load): a copy beside them
+  // Block weights (q4_0, q5_0, q4_k repacked for AVX2) only when their stored pages can be dropped
+  // (a file mapping; not --no-mmap, --mlock, or weights quantized at load): a copy beside them
   // would double them.
   if (is_block_dtype(weight.dtype()) && !weight.pages_releasable()) return;
   packed =
@@ -41,6 +43,52 @@ void Linear::pack(bool huge_pages) {
   // resident weights: drop their pages (the file gives them back to a rare reader, e.g. a
   // tied embedding's row lookups or MLA's kv_b slices). Owned weights (widened at load) stay.
   if (packed.defined()) weight.release_pages();
+}
+
+namespace {
+
+// The block matrix Linear::forward() multiplies by, and whether it is repacked.
+struct BlockMatrix {
+  const void* w = nullptr;
+  bool repacked = false;
+};
+BlockMatrix block_matrix(const Linear& l) {
+  const bool packed = l.packed.defined() && l.packed.source() == l.weight.raw() &&
+                      l.packed.n() == l.out_features && l.packed.k() == l.in_features;
+  if (packed && kernels::reads_repacked_blocks(l.packed)) return {l.packed.panels(), true};
+  return {l.weight.raw(), false};
+}
+
+}  // namespace
+
+void forward_same_input(std::span<const Linear* const> linears, const float* x, int64_t rows,
+                        std::span<float* const> ys, ThreadPool& pool) {
+  DI_CHECK(linears.size() == ys.size(), "forward_same_input: ", linears.size(), " linears but ",
+           ys.size(), " outputs");
+  if (linears.empty()) return;
+  const Linear& first = *linears.front();
+  const BlockMatrix first_matrix = block_matrix(first);
+  bool grouped = linears.size() > 1 && is_block_dtype(first.weight.dtype());
+  for (const Linear* l : linears)
+    grouped = grouped && l->weight.dtype() == first.weight.dtype() &&
+              l->in_features == first.in_features &&
+              block_matrix(*l).repacked == first_matrix.repacked;
+  if (!grouped) {
+    for (size_t i = 0; i < linears.size(); ++i) linears[i]->forward(x, rows, ys[i], pool);
+    return;
+  }
+  std::vector<kernels::LinearJob> jobs;
+  for (size_t i = 0; i < linears.size(); ++i)
+    jobs.push_back({x, rows, block_matrix(*linears[i]).w, ys[i], linears[i]->out_features});
+  kernels::linear_grouped(jobs, first.in_features, first.weight.dtype(), first.out_features, pool,
+                          first_matrix.repacked);
+  for (size_t i = 0; i < linears.size(); ++i) {
+    if (!linears[i]->bias.defined()) continue;
+    const float* b = linears[i]->bias.data<float>();
+    const int64_t n = linears[i]->out_features;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j) ys[i][r * n + j] += b[j];
+  }
 }
 
 void Linear::forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const {
@@ -56,7 +104,7 @@ void Linear::forward(const float* x, int64_t rows, float* y, ThreadPool& pool) c
                          out_features, b, y, pool);
     return;
   }
-  // pack_weights() packs only f32 / bf16 and repacks q4_0, so the FP8 / W8A8 weights above
+  // pack_weights() packs only f32 / bf16 and repacks q4_0 / q5_0 / q4_k, so the FP8 / W8A8 weights
   // never have panels.
   if (packed.defined() && packed.source() == weight.raw() && packed.n() == out_features &&
       packed.k() == in_features) {

@@ -1,5 +1,6 @@
 #pragma once
 // y = x W^T (+ b), W stored [out, in] as Hugging Face Linear does.
+#include <span>
 #include <string>
 
 #include "core/tensor.h"
@@ -39,5 +40,12 @@ struct Linear {
   // x [rows, in_features] -> y [rows, out_features]
   void forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const;
 };
+
+// forward() of several linears of one input x [rows, in_features] (q / k / v, gate / up) into
+// ys[i]: one kernels::linear_grouped call (one wake-up, x quantized once) when they are all
+// block weights of one type, in_features and layout (all repacked or all as stored), else one
+// forward() each. Bitwise the same either way (a bias is one add after the dot, as in linear()).
+void forward_same_input(std::span<const Linear* const> linears, const float* x, int64_t rows,
+                        std::span<float* const> ys, ThreadPool& pool);
 
 }  // namespace deepinfer::model

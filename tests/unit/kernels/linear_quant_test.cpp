@@ -336,38 +336,43 @@ TEST(KernelsLinearBlocksAvx512, BwAndVnniVariantsEqualTheReference) {
   }
 }
 
-// q4_0 repacked at load for AVX2 (pack_weights, kernels/whole_block_layout.h) gives the kernel
-// the vectors it builds from the stored rows, so the same bits: streaming (m < 8) and panel
-// calls, n with tails (the last group zero-padded), one and two threads. Other ISAs keep
-// reading the stored matrix.
-TEST(KernelsLinearRepacked, Q4_0RepackedForAvx2EqualsTheStoredMatrixBitwise) {
+// q4_0, q5_0 and q4_k repacked at load for AVX2 (pack_weights, kernels/whole_block_layout.h)
+// give the kernel the vectors it builds from the stored rows, so the same bits: streaming
+// (m < 8) and panel calls, n with tails (the last group zero-padded), one and two threads.
+// Other ISAs keep reading the stored matrix.
+TEST(KernelsLinearRepacked, RepackedForAvx2EqualsTheStoredMatrixBitwise) {
   if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
   const bool packing = weight_packing();
   set_weight_packing(true);
   uint32_t seed = 700;
-  for (const auto& [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {1, 64, 8}, {1, 256, 37}, {3, 96, 16}, {7, 128, 70}, {8, 160, 45}, {33, 512, 9}}) {
-    SCOPED_TRACE(::testing::Message() << "m=" << m << " k=" << k << " n=" << n);
-    const auto x = random_floats(static_cast<size_t>(m * k), ++seed, -2.0f, 2.0f);
-    const auto w = random_blocks(DType::q4_0, n, k, ++seed);
-    const auto bias = random_floats(static_cast<size_t>(n), ++seed);
-    PackedWeights packed;
-    {
-      testing::IsaGuard guard(Isa::avx2);
-      packed = pack_weights(w.data(), DType::q4_0, n, k);
-    }
-    ASSERT_TRUE(packed.defined());
-    EXPECT_EQ(packed.source(), w.data());
-    EXPECT_EQ(packed.bytes(), static_cast<size_t>((n + 7) / 8 * 8) * dtype_bytes(DType::q4_0, k));
-    for (Isa isa : supported_isas()) {
-      testing::IsaGuard guard(isa);
-      for (int threads : {1, 2}) {
-        SCOPED_TRACE(::testing::Message() << isa_name(isa) << ", " << threads << " threads");
-        ThreadPool pool(threads);
-        std::vector<float> got(static_cast<size_t>(m * n), NAN), want(got.size(), NAN);
-        linear(x.data(), m, packed, bias.data(), got.data(), pool);
-        linear(x.data(), m, k, w.data(), DType::q4_0, n, bias.data(), want.data(), pool);
-        EXPECT_TRUE(testing::bitwise_equal(got.data(), want.data(), got.size()));
+  for (const DType type : {DType::q4_0, DType::q5_0, DType::q4_k}) {
+    const int64_t unit = type == DType::q4_k ? 8 : 1;  // k in 256s for the k-quant
+    for (const auto& [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+             {1, 64, 8}, {1, 256, 37}, {3, 96, 16}, {7, 128, 70}, {8, 160, 45}, {33, 512, 9}}) {
+      const int64_t kk = k * unit;
+      SCOPED_TRACE(::testing::Message()
+                   << dtype_name(type) << " m=" << m << " k=" << kk << " n=" << n);
+      const auto x = random_floats(static_cast<size_t>(m * kk), ++seed, -2.0f, 2.0f);
+      const auto w = random_blocks(type, n, kk, ++seed);
+      const auto bias = random_floats(static_cast<size_t>(n), ++seed);
+      PackedWeights packed;
+      {
+        testing::IsaGuard guard(Isa::avx2);
+        packed = pack_weights(w.data(), type, n, kk);
+      }
+      ASSERT_TRUE(packed.defined());
+      EXPECT_EQ(packed.source(), w.data());
+      EXPECT_EQ(packed.bytes(), static_cast<size_t>((n + 7) / 8 * 8) * dtype_bytes(type, kk));
+      for (Isa isa : supported_isas()) {
+        testing::IsaGuard guard(isa);
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(::testing::Message() << isa_name(isa) << ", " << threads << " threads");
+          ThreadPool pool(threads);
+          std::vector<float> got(static_cast<size_t>(m * n), NAN), want(got.size(), NAN);
+          linear(x.data(), m, packed, bias.data(), got.data(), pool);
+          linear(x.data(), m, kk, w.data(), type, n, bias.data(), want.data(), pool);
+          EXPECT_TRUE(testing::bitwise_equal(got.data(), want.data(), got.size()));
+        }
       }
     }
   }
@@ -375,6 +380,46 @@ TEST(KernelsLinearRepacked, Q4_0RepackedForAvx2EqualsTheStoredMatrixBitwise) {
     testing::IsaGuard guard(Isa::scalar);  // no repacked kernel: as stored
     const auto w = random_blocks(DType::q4_0, 8, 64, 9);
     EXPECT_FALSE(pack_weights(w.data(), DType::q4_0, 8, 64).defined());
+  }
+  set_weight_packing(packing);
+}
+
+// linear_grouped over repacked stacks (ExpertStack::repack_blocks: one pack_weights() of the
+// whole [experts * rows, k] stack, each expert at its stored byte offset) equals each expert's
+// linear() on the stored matrix, bit for bit, with 0, 1 and several rows per expert.
+TEST(KernelsLinearRepacked, GroupedExpertsReadTheirRowsRepackedBitwise) {
+  if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  testing::IsaGuard guard(Isa::avx2);
+  const bool packing = weight_packing();
+  set_weight_packing(true);
+  uint32_t seed = 900;
+  for (const DType type : {DType::q4_0, DType::q5_0, DType::q4_k}) {
+    SCOPED_TRACE(dtype_name(type));
+    const int64_t experts = 4, n = 24, k = type == DType::q4_k ? 512 : 96;
+    const auto w = random_blocks(type, experts * n, k, ++seed);
+    const PackedWeights packed = pack_weights(w.data(), type, experts * n, k);
+    ASSERT_TRUE(reads_repacked_blocks(packed));
+    const size_t each = static_cast<size_t>(n) * dtype_bytes(type, k);
+    const std::vector<int64_t> rows{1, 0, 3, 9};
+    std::vector<std::vector<float>> x, got, want;
+    std::vector<LinearJob> jobs;
+    for (int64_t e = 0; e < experts; ++e) {
+      x.push_back(random_floats(static_cast<size_t>(std::max<int64_t>(1, rows[e]) * k), ++seed));
+      got.emplace_back(static_cast<size_t>(rows[e] * n), NAN);
+      want.emplace_back(got.back().size(), NAN);
+      jobs.push_back({x.back().data(), rows[e],
+                      static_cast<const uint8_t*>(packed.panels()) + e * each, got.back().data()});
+    }
+    for (int threads : {1, 2}) {
+      ThreadPool pool(threads);
+      linear_grouped(jobs, k, type, n, pool, true);
+      for (int64_t e = 0; e < experts; ++e) {
+        linear(x[e].data(), rows[e], k, w.data() + e * each, type, n, nullptr, want[e].data(),
+               pool);
+        EXPECT_TRUE(testing::bitwise_equal(got[e].data(), want[e].data(), got[e].size()))
+            << "expert " << e << ", " << threads << " threads";
+      }
+    }
   }
   set_weight_packing(packing);
 }

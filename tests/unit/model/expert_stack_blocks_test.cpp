@@ -18,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
+#include "kernels/packed_weights.h"
 #include "model/golden_test_util.h"
 #include "model/layers/moe/expert_stack.h"
 
@@ -185,18 +186,40 @@ TEST_P(ExpertStackBlocks, ExpertJIsSlicedByRowBytes) {
   // otherwise) equals forward() of each expert bitwise, with uneven row counts and an idle
   // expert.
   const int64_t counts[] = {2, 0, 5};
-  for (const ExpertStack* stack : {&fused, &apart}) {
+  const auto group_equals_forward = [&](const ExpertStack& stack, const ExpertStack& reference) {
     std::vector<ExpertStack::ExpertRows> work;
     std::vector<std::vector<float>> got(experts), want(experts);
     for (int64_t e = 0; e < experts; ++e) {
       const auto size = static_cast<size_t>(counts[e] * h);
       got[e].assign(size, NAN);
       want[e].assign(size, NAN);
-      stack->forward(e, x.data(), counts[e], want[e].data(), pool);
+      reference.forward(e, x.data(), counts[e], want[e].data(), pool);
       work.push_back({e, x.data(), counts[e], got[e].data()});
     }
-    stack->forward_group(work, pool);
+    stack.forward_group(work, pool);
     for (int64_t e = 0; e < experts; ++e) EXPECT_EQ(got[e], want[e]) << "expert " << e;
+  };
+  for (const ExpertStack* stack : {&fused, &apart}) group_equals_forward(*stack, *stack);
+  // The same stacks mapped from a file (as a GGUF's are) and repacked for AVX2 where the type
+  // repacks (ExpertStack::repack_blocks; their stored pages dropped): forward_group still
+  // equals each expert's forward() on the in-memory stacks bit for bit.
+  const std::vector<Tensor> maps = mapped_copies(
+      {tensor_of(gate_up_all, {experts, 2 * i, h}, c.gate_up),
+       tensor_of(gate_all, {experts, i, h}, c.gate_up),
+       tensor_of(up_all, {experts, i, h}, c.gate_up), tensor_of(down_all, {experts, h, i}, c.down)},
+      str_cat("experts_", dtype_name(c.gate_up)));
+  const Tensor &gate_up_mapped = maps[0], &gate_mapped = maps[1], &up_mapped = maps[2],
+               &down_mapped = maps[3];
+  ExpertStack fused_mapped(gate_up_mapped, down_mapped);
+  ExpertStack apart_mapped(gate_mapped, up_mapped, down_mapped);
+  const bool repacks = kernels::repacks_blocks(c.gate_up) && kernels::repacks_blocks(c.down);
+  for (ExpertStack* stack : {&fused_mapped, &apart_mapped}) {
+    stack->repack_blocks();
+    if (repacks) {
+      EXPECT_EQ(stack->repacked_parts(), stack == &fused_mapped ? 2 : 3);
+    }
+    SCOPED_TRACE("mapped");
+    group_equals_forward(*stack, fused);
   }
 }
 

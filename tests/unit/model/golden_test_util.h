@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/mapped_file.h"
+#include "core/tensor.h"
 #include "core/text_file.h"
 #include "engine/greedy.h"
 #include "model/causal_lm.h"
@@ -122,6 +124,29 @@ inline void expect_chunked_prefill_bitwise(CausalLM& model, const nlohmann::json
     EXPECT_EQ(chunked.logits, whole.logits) << "chunk " << chunk;
     EXPECT_EQ(chunked.greedy, whole.greedy) << "chunk " << chunk;
   }
+}
+
+// `tensors` copied into one file and mapped back (as a GGUF's tensors are): views whose pages
+// can be dropped, so Linear::pack and ExpertStack::repack_blocks repack them where the ISA does.
+inline std::vector<Tensor> mapped_copies(const std::vector<Tensor>& tensors,
+                                         const std::string& tag) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / str_cat("deepinfer_mapped_", tag, "_", ::getpid());
+  {
+    std::ofstream out(path, std::ios::binary);
+    for (const Tensor& t : tensors)
+      out.write(static_cast<const char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
+  }
+  const auto file = MappedFile::open(path.string());
+  std::filesystem::remove(path);  // the mapping keeps the bytes
+  std::vector<Tensor> views;
+  size_t at = 0;
+  for (const Tensor& t : tensors) {
+    views.push_back(
+        Tensor::view(Storage::map(file, file->data() + at, t.nbytes()), 0, t.shape(), t.dtype()));
+    at += t.nbytes();
+  }
+  return views;
 }
 
 // A scratch model directory holding `config` and the weights of `source`; the name is unique

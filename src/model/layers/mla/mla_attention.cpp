@@ -92,7 +92,7 @@ std::unique_ptr<MlaAttention> MlaAttention::load(WeightLoader& weights, const st
   // allow: a block-quantized one (GGUF attn_kv_b) runs dequantized to f32.
   if (is_block_dtype(attn->kv_b_proj_.weight.dtype())) {
     attn->kv_b_proj_.weight = attn->kv_b_proj_.weight.to(DType::f32);
-    attn->kv_b_proj_.packed = {};  // a q4_0 repacking (Linear::pack) would never be read
+    attn->kv_b_proj_.packed = {};  // a block repacking (Linear::pack) would never be read
   }
   const int64_t rank = shape.kv_lora_rank;
   const int64_t nope = shape.qk_nope_head_dim;
@@ -148,16 +148,16 @@ MlaForm choose_mla_form(const MlaShape& shape, int64_t tokens, int64_t context) 
 void MlaAttention::project(const float* x, int64_t tokens, const float* cos, const float* sin,
                            float* q, float* kv, ThreadPool& pool) const {
   const auto& s = shape_;
-  if (q_proj_) {
-    q_proj_->forward(x, tokens, q, pool);
-  } else {
-    std::vector<float> q_a(static_cast<size_t>(tokens * s.q_lora_rank));
-    q_a_proj_->forward(x, tokens, q_a.data(), pool);
+  // The query's first projection and kv_a share x: one grouped call where the weights allow.
+  std::vector<float> q_a(q_proj_ ? 0 : static_cast<size_t>(tokens * s.q_lora_rank));
+  const Linear* projections[] = {q_proj_ ? &*q_proj_ : &*q_a_proj_, &kv_a_proj_};
+  float* outputs[] = {q_proj_ ? q : q_a.data(), kv};
+  forward_same_input(projections, x, tokens, outputs, pool);
+  if (!q_proj_) {
     q_a_norm_->forward(q_a.data(), tokens, q_a.data());
     q_b_proj_->forward(q_a.data(), tokens, q, pool);
   }
   const int64_t width = s.cache_width();
-  kv_a_proj_.forward(x, tokens, kv, pool);
   for (int64_t t = 0; t < tokens; ++t) kv_a_norm_.forward(kv + t * width, 1, kv + t * width);
   // The rope part sits after the nope part of each query head and after the latent of each
   // kv row: rotate "heads" of stride qk_head_dim (resp. cache_width) starting there.

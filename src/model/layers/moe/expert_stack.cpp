@@ -535,28 +535,42 @@ void ExpertStack::forward_group(std::span<const ExpertRows> work, ThreadPool& po
   if (at.back() == 0) return;
   std::vector<float> act(static_cast<size_t>(at.back() * i));
   std::vector<kernels::LinearJob> jobs;
-  const auto add_jobs = [&](const Tensor& stack, float* out, int64_t width) {
-    for (size_t g = 0; g < work.size(); ++g)
-      jobs.push_back(
-          {work[g].x, work[g].rows, expert_matrix(stack, work[g].expert), out + at[g] * width});
+  // A part's experts as repack_blocks() left them (rp) or as stored.
+  const auto repacked = [](const kernels::PackedWeights& rp, const Tensor& stack) {
+    return kernels::reads_repacked_blocks(rp) && rp.source() == stack.raw();
+  };
+  const auto matrix = [](const Tensor& stack, const kernels::PackedWeights& rp, bool read_rp,
+                         int64_t j) -> const void* {
+    if (!read_rp) return expert_matrix(stack, j);
+    return static_cast<const std::byte*>(rp.panels()) + j * expert_matrix_bytes(stack);
+  };
+  const auto add_jobs = [&](const Tensor& stack, const kernels::PackedWeights& rp, bool read_rp,
+                            const float* x, float* out, int64_t width) {
+    for (size_t g = 0; g < work.size(); ++g) {
+      const float* in = x ? x + at[g] * i : work[g].x;
+      float* y = out ? out + at[g] * width : work[g].y;
+      jobs.push_back({in, work[g].rows, matrix(stack, rp, read_rp, work[g].expert), y});
+    }
   };
   if (gate_up_.defined()) {
     std::vector<float> gu(static_cast<size_t>(at.back() * 2 * i));
-    add_jobs(gate_up_, gu.data(), 2 * i);
-    kernels::linear_grouped(jobs, h, gate_up_.dtype(), 2 * i, pool);
+    const bool rp = repacked(repacked_.gate_up, gate_up_);
+    add_jobs(gate_up_, repacked_.gate_up, rp, nullptr, gu.data(), 2 * i);
+    kernels::linear_grouped(jobs, h, gate_up_.dtype(), 2 * i, pool, rp);
     for (int64_t r = 0; r < at.back(); ++r) {
       const float* row = gu.data() + r * 2 * i;
       kernels::silu_mul(row, row + i, act.data() + r * i, i);
     }
   } else {
     std::vector<float> up(act.size());
-    add_jobs(gate_, act.data(), i);
-    if (up_.dtype() != gate_.dtype()) {
-      kernels::linear_grouped(jobs, h, gate_.dtype(), i, pool);
+    const bool gate_rp = repacked(repacked_.gate, gate_), up_rp = repacked(repacked_.up, up_);
+    add_jobs(gate_, repacked_.gate, gate_rp, nullptr, act.data(), i);
+    if (up_.dtype() != gate_.dtype() || gate_rp != up_rp) {
+      kernels::linear_grouped(jobs, h, gate_.dtype(), i, pool, gate_rp);
       jobs.clear();
     }
-    add_jobs(up_, up.data(), i);
-    kernels::linear_grouped(jobs, h, up_.dtype(), i, pool);
+    add_jobs(up_, repacked_.up, up_rp, nullptr, up.data(), i);
+    kernels::linear_grouped(jobs, h, up_.dtype(), i, pool, up_rp);
     // Expert by expert, as forward() does (the same elements in the same calls).
     for (size_t g = 0; g < work.size(); ++g) {
       float* a = act.data() + at[g] * i;
@@ -564,10 +578,35 @@ void ExpertStack::forward_group(std::span<const ExpertRows> work, ThreadPool& po
     }
   }
   jobs.clear();
-  for (size_t g = 0; g < work.size(); ++g)
-    jobs.push_back(
-        {act.data() + at[g] * i, work[g].rows, expert_matrix(down_, work[g].expert), work[g].y});
-  kernels::linear_grouped(jobs, i, down_.dtype(), h, pool);
+  const bool down_rp = repacked(repacked_.down, down_);
+  add_jobs(down_, repacked_.down, down_rp, act.data(), nullptr, h);
+  kernels::linear_grouped(jobs, i, down_.dtype(), h, pool, down_rp);
+}
+
+kernels::PackedWeights ExpertStack::repack_part(const Tensor& stack, bool huge_pages) {
+  if (!stack.defined() || !is_block_dtype(stack.dtype()) ||
+      !kernels::repacks_blocks(stack.dtype()) || stack.dim(1) % kernels::kRepackRowGroup != 0 ||
+      !stack.pages_releasable())
+    return {};
+  kernels::PackedWeights rp = kernels::pack_weights(
+      stack.raw(), stack.dtype(), stack.dim(0) * stack.dim(1), stack.dim(2), huge_pages);
+  if (rp.defined()) stack.release_pages();  // forward_group reads rp now
+  return rp;
+}
+
+int ExpertStack::repacked_parts() const {
+  int parts = 0;
+  for (const auto* rp : {&repacked_.gate_up, &repacked_.gate, &repacked_.up, &repacked_.down})
+    parts += rp->defined() ? 1 : 0;
+  return parts;
+}
+
+void ExpertStack::repack_blocks(bool huge_pages) {
+  repacked_ = {};
+  // forward() (other stacks) reads the stored bytes: repacking them would only fault them back.
+  if (count() == 0 || !is_block_dtype(dtype()) || !is_block_dtype(down_dtype())) return;
+  repacked_ = {repack_part(gate_up_, huge_pages), repack_part(gate_, huge_pages),
+               repack_part(up_, huge_pages), repack_part(down_, huge_pages)};
 }
 
 }  // namespace deepinfer::model

@@ -23,6 +23,7 @@
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "kernels/packed_weights.h"
 #include "model/layers/tensor_parallel.h"
 #include "model/weights.h"
 
@@ -98,8 +99,23 @@ class ExpertStack {
   // a holder that computes from a packed copy (packed_experts.h). A later read of the stored
   // bytes (EPLB moves, the scalar ISA) gets them from the file again.
   void release_pages() const;
+  // Block stacks (q4_0, q5_0, q4_k) repacked for the AVX2 kernel (kernels::repacks_blocks),
+  // each part as one pack_weights() of [count * rows, cols], where its rows per expert are whole
+  // 8-row groups (each expert then starts at its stored byte offset: linear_grouped cannot
+  // check that, so only this builds its jobs) and its stored pages can be dropped (a file
+  // mapping; not --no-mmap / --mlock / stacks copied at load), which they then are. Only
+  // stacks that forward_group runs grouped (gate / up and down all block types). For MoeLayer,
+  // at load and after each EPLB move; `huge_pages` as pack_weights().
+  void repack_blocks(bool huge_pages = false);
+  // How many of the stack's parts repack_blocks() repacked (logs, tests).
+  int repacked_parts() const;
 
  private:
+  // A part of the stack, as repacked (undefined: read as stored).
+  struct Repacked {
+    kernels::PackedWeights gate_up, gate, up, down;
+  };
+  static kernels::PackedWeights repack_part(const Tensor& stack, bool huge_pages);
   std::vector<const Tensor*> part_tensors() const;
   void check_row_scales() const;
   bool w8a8() const { return down_.defined() && down_.dtype() == DType::i8; }
@@ -110,6 +126,7 @@ class ExpertStack {
   Tensor down_;
   Fp8Scales fp8_;   // f8_e4m3 stacks only
   RowScales w8a8_;  // i8 stacks only
+  Repacked repacked_;
 };
 
 }  // namespace deepinfer::model

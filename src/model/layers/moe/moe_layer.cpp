@@ -110,6 +110,7 @@ void MoeLayer::repack_experts() const {
   // experts. Stacks copied at load (per-expert checkpoint tensors, dtype changes, EPLB moves)
   // stay beside their panels (docs/CONFIG.md enable_atb_moe).
   if (packed_.defined()) experts_.release_pages();
+  experts_.repack_blocks(config_.huge_pages);
 }
 
 std::unique_ptr<MoeLayer> MoeLayer::load(WeightLoader& weights, const std::string& prefix,
@@ -123,6 +124,7 @@ std::unique_ptr<MoeLayer> MoeLayer::load(WeightLoader& weights, const std::strin
   layer_config.replicated_tokens = config.replicated_tokens || weights.expert_tokens_replicated();
   if (!layer_config.capacity_factor) layer_config.capacity_factor = options.capacity_factor;
   layer_config.fused_experts = config.fused_experts && options.fused_experts;
+  layer_config.huge_pages = weights.memory_options().huge_pages;
   if (layer_config.communication_dtype == parallel::CommunicationDType::f32) {
     layer_config.communication_dtype = options.communication_dtype;
   }

@@ -73,6 +73,9 @@ struct MoeConfig {
   // enable_atb_moe: f32 / bf16 routed experts run as one grouped job on packed panels
   // (packed_experts.h); false, or other weight types: ExpertStack::forward per expert.
   bool fused_experts = true;
+  // Repacked block stacks (ExpertStack::repack_blocks) of 2 MiB or more in huge-page advised
+  // memory (MemoryOptions::huge_pages, set by load()).
+  bool huge_pages = false;
 };
 
 class MoeLayer : public FeedForward {
@@ -135,7 +138,8 @@ class MoeLayer : public FeedForward {
   void set_placement(parallel::ExpertPlacement placement) const;
   // Moves expert weights so that this rank holds `next`'s slots (an all-to-all of bytes).
   void migrate(const parallel::ExpertPlacement& next) const;
-  // packed_ from experts_ (at construction and after a migration), when fused_experts.
+  // packed_ from experts_ (at construction and after a migration), when fused_experts; and
+  // experts_' block stacks repacked (ExpertStack::repack_blocks).
   void repack_experts() const;
 
   MoeConfig config_;
