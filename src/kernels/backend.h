@@ -41,11 +41,11 @@ struct LinearArgs {
   const int8_t* xq = nullptr;
   const float* xd = nullptr;
   const int32_t* xt = nullptr;
-  // w is repacked for the AVX2 kernel (q4_0, q5_0, q4_k: pack_weights; wb::repack_rows8).
+  // w is repacked (q4_0, q5_0, q4_k under AVX2 / AVX-512: pack_weights; wb::repack_rows8).
   bool w_repacked = false;
 };
 
-// kernels::linear, on w as stored or, with w_repacked, on blocks repacked for AVX2 (the packed
+// kernels::linear, on w as stored or, with w_repacked, on repacked blocks (the packed
 // overload's path for such weights, gemm_packed.cpp; LinearArgs::w_repacked).
 void linear_with_layout(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype,
                         bool w_repacked, int64_t n, const float* bias, float* y, ThreadPool& pool);

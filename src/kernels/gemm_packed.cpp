@@ -83,13 +83,16 @@ bool weight_packing() {
 }
 
 bool repacks_blocks(DType dtype) {
-  // The AVX2 decode of these spent its time transposing the stored rows, not reading them:
-  // docs/PERFORMANCE.md ("q4_0 repacked at load", "q5_0 and q4_k repacked").
-  return weight_packing() && active_isa() == Isa::avx2 && detail::wb::repacks_for_avx2(dtype);
+  // The decode of these spent its time transposing the stored rows, not reading them (AVX-512
+  // q5_0 also gathering its fifth bits): docs/PERFORMANCE.md ("q4_0 repacked at load", "q5_0
+  // and q4_k repacked", "repacked blocks on AVX-512").
+  return weight_packing() && detail::wb::reads_repacked_layout(active_isa()) &&
+         detail::wb::has_repacked_layout(dtype);
 }
 
 bool reads_repacked_blocks(const PackedWeights& w) {
-  return w.defined() && is_block_dtype(w.dtype()) && active_isa() == Isa::avx2;
+  return w.defined() && is_block_dtype(w.dtype()) &&
+         detail::wb::reads_repacked_layout(active_isa());
 }
 
 bool packs_weights(DType dtype) {

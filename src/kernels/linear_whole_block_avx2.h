@@ -561,7 +561,7 @@ inline void whole_block_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1,
   const bool panels = m1 - m0 >= kWbPanelMinRows;
   wb::with_whole_block_type(a.w_dtype, [&](auto type) {
     constexpr DType W = decltype(type)::value;
-    if constexpr (wb::repacks_for_avx2(W)) {
+    if constexpr (wb::has_repacked_layout(W)) {
       if (a.w_repacked)
         return panels ? wb_panels<W, true>(a, m0, m1, n0, n1)
                       : wb_stream_repacked<W>(a, m0, m1, n0, n1);

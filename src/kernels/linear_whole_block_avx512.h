@@ -86,6 +86,38 @@ inline WbRows wb_rows(const LinearArgs& a, int64_t j0, int64_t cols, int64_t row
   return g;
 }
 
+// A group of a repacked matrix (wb::repack_rows8: q4_0, q5_0, q4_k): two of its 8-row groups,
+// rows 0 .. 7 at base and rows 8 .. 7 + 8 at hi, 8 stored rows later (base again where the
+// matrix ends within the first: those lanes are never stored). Their blocks are already
+// transposed, so a vector is two 32-byte loads. at() is the group's start, as for WbStrided (the
+// next group follows 16 stored rows later).
+struct WbRepacked {
+  const uint8_t* base;
+  const uint8_t* hi;
+  const uint8_t* at(int) const { return base; }
+  // Block data at byte `p` of a repacked block: lanes 0 .. 7 from base, 8 .. 15 from hi.
+  __m512i bytes(int64_t p) const {
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + p));
+    const __m256i up = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi + p));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), up, 1);
+  }
+  __m512 f16s(int64_t p) const {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + p));
+    const __m128i up = _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi + p));
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), up, 1));
+  }
+};
+
+// Where stored offset `at` (sb * kStoredBytes: block or super-block sb) is in a repacked group.
+constexpr int64_t repacked_at(int64_t at) {
+  return at * wb::kRepackRows;
+}
+
+inline WbRepacked wb_repacked(const LinearArgs& a, int64_t j0, int64_t cols, int64_t row_bytes) {
+  const auto* base = static_cast<const uint8_t*>(a.w) + j0 * row_bytes;
+  return {base, cols > wb::kRepackRows ? base + wb::kRepackRows * row_bytes : base};
+}
+
 // The 16 bytes at offset `at` of the group's 16 rows as 32-bit words: words[o] lane r is word
 // o of row r. Loaded as 4 registers of 4 rows each (lane group l of register z holds row
 // z + 4l), then a 4 x 4 transpose of 32-bit words within every 128-bit lane group.
@@ -142,14 +174,23 @@ struct K4Super {
 
 template <DType W, class Rows>
 DEEPINFER_INLINE void k4_super(const Rows& g, int64_t at, K4Super& k) {
-  // The 16 header bytes of the 16 rows, transposed as the quants are (instead of 4 gathers).
-  __m512i words[4];
-  wb_words(g, at, words);
-  k.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words[0]));
-  k.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(words[0], 16)));
-  k.s0 = words[1];
-  k.s1 = words[2];
-  k.s2 = words[3];
+  if constexpr (std::is_same_v<Rows, WbRepacked>) {  // d, dmin, the 3 scale words (q4_k)
+    const int64_t p = repacked_at(at);
+    k.d = g.f16s(p);
+    k.dmin = g.f16s(p + 16);
+    k.s0 = g.bytes(p + 32);
+    k.s1 = g.bytes(p + 64);
+    k.s2 = g.bytes(p + 96);
+  } else {
+    // The 16 header bytes of the 16 rows, transposed as the quants are (instead of 4 gathers).
+    __m512i words[4];
+    wb_words(g, at, words);
+    k.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words[0]));
+    k.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(words[0], 16)));
+    k.s0 = words[1];
+    k.s1 = words[2];
+    k.s2 = words[3];
+  }
   if constexpr (W == DType::q5_k) {
     wb_words(g, at + 16, k.high_lo);
     wb_words(g, at + 32, k.high_hi);
@@ -185,15 +226,24 @@ DEEPINFER_INLINE void k4_scale_min(const K4Super& k, int j, WbGroupMin& out) {
 template <DType W, class Rows>
 DEEPINFER_INLINE void k4_pair(const Rows& g, int64_t at, int p, const K4Super& k, WbGroupMin* out) {
   const __m512i low = _mm512_set1_epi8(0x0f);
-  __m512i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31 of the pair
-  wb_words(g, at + kQuantsAt<W> + 32 * p, lo);
-  wb_words(g, at + kQuantsAt<W> + 32 * p + 16, hi);
-  DEEPINFER_UNROLL
-  for (int o = 0; o < 4; ++o) {
-    out[0].u[o] = _mm512_and_si512(lo[o], low);
-    out[0].u[o + 4] = _mm512_and_si512(hi[o], low);
-    out[1].u[o] = _mm512_and_si512(_mm512_srli_epi32(lo[o], 4), low);
-    out[1].u[o + 4] = _mm512_and_si512(_mm512_srli_epi32(hi[o], 4), low);
+  if constexpr (std::is_same_v<Rows, WbRepacked>) {  // word 8 p + o: u[o] of both sub-blocks
+    DEEPINFER_UNROLL
+    for (int o = 0; o < 8; ++o) {
+      const __m512i words = g.bytes(repacked_at(at) + 128 + 32 * (8 * p + o));
+      out[0].u[o] = _mm512_and_si512(words, low);
+      out[1].u[o] = _mm512_and_si512(_mm512_srli_epi32(words, 4), low);
+    }
+  } else {
+    __m512i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31 of the pair
+    wb_words(g, at + kQuantsAt<W> + 32 * p, lo);
+    wb_words(g, at + kQuantsAt<W> + 32 * p + 16, hi);
+    DEEPINFER_UNROLL
+    for (int o = 0; o < 4; ++o) {
+      out[0].u[o] = _mm512_and_si512(lo[o], low);
+      out[0].u[o + 4] = _mm512_and_si512(hi[o], low);
+      out[1].u[o] = _mm512_and_si512(_mm512_srli_epi32(lo[o], 4), low);
+      out[1].u[o + 4] = _mm512_and_si512(_mm512_srli_epi32(hi[o], 4), low);
+    }
   }
   DEEPINFER_UNROLL
   for (int s = 0; s < 2; ++s) {
@@ -212,16 +262,10 @@ DEEPINFER_INLINE void k4_pair(const Rows& g, int64_t at, int p, const K4Super& k
   }
 }
 
-// Transposes stored block sb of the group into out[0 .. kSub<W>) (see the top of the file).
+// Stored block at byte `at` of the 16 rows (q4_0, q5_0, q8_0), transposed.
 template <class Dot, DType W, class Rows>
-DEEPINFER_INLINE void wb_transpose(const Rows& g, int64_t sb, WbGroupOf<W>* out) {
-  const int64_t at = sb * kStoredBytes<W>;
-  if constexpr (kWithMin<W>) {
-    K4Super k;
-    k4_super<W>(g, at, k);
-    for (int p = 0; p < 4; ++p) k4_pair<W>(g, at, p, k, out + 2 * p);
-    return;
-  } else if constexpr (W == DType::q8_0) {
+DEEPINFER_INLINE void wb_transpose_stored(const Rows& g, int64_t at, WbGroupOf<W>* out) {
+  if constexpr (W == DType::q8_0) {
     __m512i lo[4], hi[4];  // elements 0 .. 15, 16 .. 31
     wb_words(g, at + 2, lo);
     wb_words(g, at + 18, hi);
@@ -243,6 +287,48 @@ DEEPINFER_INLINE void wb_transpose(const Rows& g, int64_t sb, WbGroupOf<W>* out)
   }
   const __m512i d = _mm512_i32gather_epi32(g.offsets, g.at(0) + at, 1);
   out->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d));
+}
+
+// Repacked block at byte p of the group (wb::repack_rows8; q4_0, q5_0): loads, the nibble split,
+// and q5_0's fifth bits each one shift into bit 4 of its byte.
+template <DType W>
+DEEPINFER_INLINE void wb_unpack_repacked(const WbRepacked& g, int64_t p, WbGroupOf<W>* out) {
+  static_assert(W == DType::q4_0 || W == DType::q5_0, "q4_0, q5_0 and q4_k are repacked");
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  DEEPINFER_UNROLL
+  for (int o = 0; o < 4; ++o) {
+    const __m512i words = g.bytes(p + 32 * o);
+    out->u[o] = _mm512_and_si512(words, low);
+    out->u[o + 4] = _mm512_and_si512(_mm512_srli_epi32(words, 4), low);
+  }
+  int64_t scales = p + 128;
+  if constexpr (W == DType::q5_0) {
+    const __m512i bits = g.bytes(scales), fifth = _mm512_set1_epi8(0x10);
+    DEEPINFER_UNROLL
+    for (int o = 0; o < 8; ++o) {  // bit o + 8c to bit 4 + 8c (bit 4 is clear)
+      const __m512i moved =
+          o <= 4 ? _mm512_slli_epi32(bits, 4 - o) : _mm512_srli_epi32(bits, o - 4);
+      out->u[o] = _mm512_or_si512(out->u[o], _mm512_and_si512(moved, fifth));
+    }
+    scales += 32;
+  }
+  out->d = g.f16s(scales);
+}
+
+// Block sb of the group into out[0 .. kSub<W>): stored blocks transposed (see the top of the
+// file), repacked ones unpacked.
+template <class Dot, DType W, class Rows>
+DEEPINFER_INLINE void wb_transpose(const Rows& g, int64_t sb, WbGroupOf<W>* out) {
+  const int64_t at = sb * kStoredBytes<W>;
+  if constexpr (kWithMin<W>) {
+    K4Super k;
+    k4_super<W>(g, at, k);
+    for (int p = 0; p < 4; ++p) k4_pair<W>(g, at, p, k, out + 2 * p);
+  } else if constexpr (std::is_same_v<Rows, WbRepacked>) {
+    wb_unpack_repacked<W>(g, repacked_at(at), out);
+  } else {
+    wb_transpose_stored<Dot, W>(g, at, out);
+  }
 }
 
 inline int32_t load_i32(const int8_t* p) {
@@ -392,6 +478,19 @@ void wb_stream(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
   }
 }
 
+// wb_stream over a repacked matrix: n0 is a multiple of 16 (linear_tile_n), so group j / 16
+// starts j stored rows' bytes in.
+template <class Dot, DType W, bool PF>
+void wb_stream_repacked(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const int64_t blocks = a.k / kQuantBlock;
+  const int64_t row_bytes = blocks / kSub<W> * kStoredBytes<W>;
+  for (int64_t j = n0; j < n1; j += kWbGroup) {
+    const int64_t cols = min64(kWbGroup, n1 - j);
+    wb_stream_rows<Dot, W, 4, PF>(a, m0, m1, wb_repacked(a, j, cols, row_bytes), j, cols, blocks,
+                                  row_bytes);
+  }
+}
+
 // Blocks [b0, b1) of x rows i0 .. i0 + MR - 1 by the NG transposed groups of panel (indexed
 // [g][b - b0]); starts from y unless b0 == 0, and adds the bias when b1 is the last block.
 template <class Dot, DType W, int MR, int NG>
@@ -425,7 +524,7 @@ void wb_panel_rows(const LinearArgs& a, int64_t m0, int64_t m1, const WbGroupOf<
     if (i < m1) wb_panel_rows<Dot, W, MR - 1, NG>(a, i, m1, panel, j0, cols, b0, b1, blocks);
 }
 
-template <class Dot, DType W>
+template <class Dot, DType W, bool Repacked>
 void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
   const int64_t row_bytes = blocks / kSub<W> * kStoredBytes<W>;
@@ -433,9 +532,15 @@ void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
   for (int64_t j = n0; j < n1; j += 2 * kWbGroup) {
     const int64_t cols = min64(2 * kWbGroup, n1 - j);
     const int ng = cols > kWbGroup ? 2 : 1;
-    WbRows g[2];
-    for (int p = 0; p < ng; ++p)
-      g[p] = wb_rows(a, j + p * kWbGroup, min64(kWbGroup, cols - p * kWbGroup), row_bytes);
+    std::conditional_t<Repacked, WbRepacked, WbRows> g[2];
+    for (int p = 0; p < ng; ++p) {
+      const int64_t jg = j + p * kWbGroup, width = min64(kWbGroup, cols - p * kWbGroup);
+      if constexpr (Repacked) {
+        g[p] = wb_repacked(a, jg, width, row_bytes);
+      } else {
+        g[p] = wb_rows(a, jg, width, row_bytes);
+      }
+    }
     for (int64_t b0 = 0; b0 < blocks; b0 += kWbPanelBlocks) {
       const int64_t b1 = min64(blocks, b0 + kWbPanelBlocks);
       for (int p = 0; p < ng; ++p)
@@ -452,13 +557,21 @@ void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
 
 template <class Dot, DType W>
 void wb_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  if (m1 - m0 >= kWbPanelMinRows) return wb_panels<Dot, W>(a, m0, m1, n0, n1);
-  return m1 - m0 <= 2 ? wb_stream<Dot, W, true>(a, m0, m1, n0, n1)
-                      : wb_stream<Dot, W, false>(a, m0, m1, n0, n1);
+  const bool panels = m1 - m0 >= kWbPanelMinRows, prefetch = m1 - m0 <= 2;
+  if constexpr (wb::has_repacked_layout(W)) {
+    if (a.w_repacked) {
+      if (panels) return wb_panels<Dot, W, true>(a, m0, m1, n0, n1);
+      return prefetch ? wb_stream_repacked<Dot, W, true>(a, m0, m1, n0, n1)
+                      : wb_stream_repacked<Dot, W, false>(a, m0, m1, n0, n1);
+    }
+  }
+  if (panels) return wb_panels<Dot, W, false>(a, m0, m1, n0, n1);
+  return prefetch ? wb_stream<Dot, W, true>(a, m0, m1, n0, n1)
+                  : wb_stream<Dot, W, false>(a, m0, m1, n0, n1);
 }
 
 // The whole-block types' linear (q4_0, q5_0, q8_0, q4_k, q5_k) over rows m0 .. m1, outputs
-// n0 .. n1.
+// n0 .. n1; q4_0, q5_0 and q4_k also repacked (a.w_repacked).
 template <class Dot>
 void whole_block_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   wb::with_whole_block_type(

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/dtype.h"
+#include "kernels/isa.h"
 #include "kernels/packed_weights.h"
 
 namespace deepinfer::kernels::detail::wb {
@@ -34,11 +35,12 @@ constexpr int64_t kQuantsAt = W == DType::q5_0   ? 6
                               : W == DType::q5_k ? 48
                                                  : 2;
 
-// Repacked at load for the AVX2 kernel (pack_weights; linear_whole_block_avx2.h): q4_0, q5_0
-// and q4_k. The rows in groups of kRepackRows (the last group zero-padded), a group's stored
-// blocks (q4_k: super-blocks) in order, each as kRepackedBytes<W> = 8 stored blocks' bytes, so a
-// group takes 8 stored rows' bytes and group g starts 8 g stored rows in. Each holds what the
-// kernel otherwise builds from the stored rows as it streams them, lane r being row r:
+// Repacked at load for the AVX2 and AVX-512 kernels (pack_weights; linear_whole_block_avx2.h,
+// linear_whole_block_avx512.h, which reads two groups per vector): q4_0, q5_0 and q4_k. The rows in
+// groups of kRepackRows (the last group zero-padded), a group's stored blocks (q4_k: super-blocks)
+// in order, each as kRepackedBytes<W> = 8 stored blocks' bytes, so a group takes 8 stored rows'
+// bytes and group g starts 8 g stored rows in. Each holds what the kernel otherwise builds from the
+// stored rows as it streams them, lane r being row r:
 //  - q4_0, q5_0: for o = 0 .. 3, the 32-bit word o (nibble bytes 4o .. 4o + 3) of the 8 rows
 //    (128 B); q5_0 then its fifth bits, lane r's word holding at bit o + 8c the fifth bit of
 //    element 4o + c (32 B); then the 8 f16 scales (16 B).
@@ -47,10 +49,14 @@ constexpr int64_t kQuantsAt = W == DType::q5_0   ? 6
 constexpr int kRepackRows = static_cast<int>(kRepackRowGroup);
 template <DType W>
 constexpr int64_t kRepackedBytes = kRepackRows* kStoredBytes<W>;
-constexpr bool repacks_for_avx2(DType dtype) {
+constexpr bool has_repacked_layout(DType dtype) {
   return dtype == DType::q4_0 || dtype == DType::q5_0 || dtype == DType::q4_k;
 }
-// w[n, k] of a repacks_for_avx2 type as stored into that layout: out holds (n + 7) / 8 * 8
+// The ISAs whose kernels read that layout: AVX2 a group per vector, AVX-512 two groups.
+constexpr bool reads_repacked_layout(Isa isa) {
+  return isa == Isa::avx2 || isa == Isa::avx512;
+}
+// w[n, k] of a has_repacked_layout type as stored into that layout: out holds (n + 7) / 8 * 8
 // stored rows' bytes, zero-filled by the caller (the padding rows multiply as 0).
 void repack_rows8(DType dtype, const uint8_t* w, int64_t n, int64_t k, uint8_t* out);
 

@@ -33,9 +33,9 @@ void Linear::set_weight(const WeightLoader& weights, const std::string& name, Te
 }
 
 void Linear::pack(bool huge_pages) {
-  // Block weights (q4_0, q5_0, q4_k repacked for AVX2) only when their stored pages can be dropped
-  // (a file mapping; not --no-mmap, --mlock, or weights quantized at load): a copy beside them
-  // would double them.
+  // Block weights (q4_0, q5_0, q4_k repacked for AVX2 / AVX-512) only when their stored pages can
+  // be dropped (a file mapping; not --no-mmap, --mlock, or weights quantized at load): a copy
+  // beside them would double them.
   if (is_block_dtype(weight.dtype()) && !weight.pages_releasable()) return;
   packed =
       kernels::pack_weights(weight.raw(), weight.dtype(), out_features, in_features, huge_pages);

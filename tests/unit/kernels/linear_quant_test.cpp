@@ -19,6 +19,7 @@
 #include "kernels/kernels.h"
 #include "kernels/packed_weights.h"
 #include "kernels/reference.h"
+#include "kernels/whole_block_layout.h"
 
 namespace deepinfer::kernels {
 namespace {
@@ -336,42 +337,86 @@ TEST(KernelsLinearBlocksAvx512, BwAndVnniVariantsEqualTheReference) {
   }
 }
 
-// q4_0, q5_0 and q4_k repacked at load for AVX2 (pack_weights, kernels/whole_block_layout.h)
-// give the kernel the vectors it builds from the stored rows, so the same bits: streaming
-// (m < 8) and panel calls, n with tails (the last group zero-padded), one and two threads.
-// Other ISAs keep reading the stored matrix.
-TEST(KernelsLinearRepacked, RepackedForAvx2EqualsTheStoredMatrixBitwise) {
-  if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+// The ISAs that read repacked blocks, where this CPU has them.
+std::vector<Isa> repacking_isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : supported_isas())
+    if (detail::wb::reads_repacked_layout(isa)) isas.push_back(isa);
+  return isas;
+}
+
+// The AVX-512 BW variant (dispatch picks VNNI where the CPU has it) on repacked w into y.
+void avx512_bw_rows(const float* x, int64_t m, int64_t k, const PackedWeights& w, float* y) {
+  std::vector<int8_t> q(static_cast<size_t>(m * k));
+  std::vector<float> d(static_cast<size_t>(m * k / 4));
+  std::vector<int32_t> t(static_cast<size_t>(m * k / 4));
+  detail::quantize_x_blocks(x, m, k, w.dtype(), q.data(), d.data(), t.data());
+  detail::LinearArgs args;
+  args.k = k;
+  args.w = w.panels();
+  args.w_dtype = w.dtype();
+  args.w_repacked = true;
+  args.n = w.n();
+  args.y = y;
+  args.xq = q.data();
+  args.xd = d.data();
+  args.xt = t.data();
+  detail::avx512::linear_rows_q8(args, 0, m, 0, w.n());
+}
+
+// q4_0, q5_0 and q4_k repacked at load for AVX2 and AVX-512 (pack_weights,
+// kernels/whole_block_layout.h) give the kernels the vectors they build from the stored rows, so
+// the same bits: streaming (m < 8) and panel calls, n with tails (the last group zero-padded;
+// AVX-512: a lone last group of 8), one and two threads, both AVX-512 variants. The scalar ISA
+// keeps reading the stored matrix.
+TEST(KernelsLinearRepacked, RepackedEqualsTheStoredMatrixBitwise) {
+  if (repacking_isas().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
   const bool packing = weight_packing();
   set_weight_packing(true);
   uint32_t seed = 700;
   for (const DType type : {DType::q4_0, DType::q5_0, DType::q4_k}) {
     const int64_t unit = type == DType::q4_k ? 8 : 1;  // k in 256s for the k-quant
-    for (const auto& [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-             {1, 64, 8}, {1, 256, 37}, {3, 96, 16}, {7, 128, 70}, {8, 160, 45}, {33, 512, 9}}) {
+    for (const auto& [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 64, 8},
+                                                                                    {1, 256, 37},
+                                                                                    {3, 96, 16},
+                                                                                    {2, 64, 24},
+                                                                                    {7, 128, 70},
+                                                                                    {8, 160, 45},
+                                                                                    {9, 64, 40},
+                                                                                    {33, 512, 9}}) {
       const int64_t kk = k * unit;
       SCOPED_TRACE(::testing::Message()
                    << dtype_name(type) << " m=" << m << " k=" << kk << " n=" << n);
       const auto x = random_floats(static_cast<size_t>(m * kk), ++seed, -2.0f, 2.0f);
       const auto w = random_blocks(type, n, kk, ++seed);
       const auto bias = random_floats(static_cast<size_t>(n), ++seed);
-      PackedWeights packed;
-      {
-        testing::IsaGuard guard(Isa::avx2);
-        packed = pack_weights(w.data(), type, n, kk);
-      }
-      ASSERT_TRUE(packed.defined());
-      EXPECT_EQ(packed.source(), w.data());
-      EXPECT_EQ(packed.bytes(), static_cast<size_t>((n + 7) / 8 * 8) * dtype_bytes(type, kk));
-      for (Isa isa : supported_isas()) {
-        testing::IsaGuard guard(isa);
-        for (int threads : {1, 2}) {
-          SCOPED_TRACE(::testing::Message() << isa_name(isa) << ", " << threads << " threads");
-          ThreadPool pool(threads);
-          std::vector<float> got(static_cast<size_t>(m * n), NAN), want(got.size(), NAN);
-          linear(x.data(), m, packed, bias.data(), got.data(), pool);
-          linear(x.data(), m, kk, w.data(), type, n, bias.data(), want.data(), pool);
-          EXPECT_TRUE(testing::bitwise_equal(got.data(), want.data(), got.size()));
+      for (Isa packing_isa : repacking_isas()) {  // one layout: packed under either
+        PackedWeights packed;
+        {
+          testing::IsaGuard guard(packing_isa);
+          packed = pack_weights(w.data(), type, n, kk);
+        }
+        ASSERT_TRUE(packed.defined());
+        EXPECT_EQ(packed.source(), w.data());
+        EXPECT_EQ(packed.bytes(), static_cast<size_t>((n + 7) / 8 * 8) * dtype_bytes(type, kk));
+        for (Isa isa : supported_isas()) {
+          testing::IsaGuard guard(isa);
+          for (int threads : {1, 2}) {
+            SCOPED_TRACE(::testing::Message() << "packed under " << isa_name(packing_isa) << ", "
+                                              << isa_name(isa) << ", " << threads << " threads");
+            ThreadPool pool(threads);
+            std::vector<float> got(static_cast<size_t>(m * n), NAN), want(got.size(), NAN);
+            linear(x.data(), m, packed, bias.data(), got.data(), pool);
+            linear(x.data(), m, kk, w.data(), type, n, bias.data(), want.data(), pool);
+            EXPECT_TRUE(testing::bitwise_equal(got.data(), want.data(), got.size()));
+            if (isa == Isa::avx512 && threads == 1) {
+              std::vector<float> bw(got.size(), NAN), stored(got.size(), NAN);
+              avx512_bw_rows(x.data(), m, kk, packed, bw.data());
+              linear(x.data(), m, kk, w.data(), type, n, nullptr, stored.data(), pool);
+              EXPECT_TRUE(testing::bitwise_equal(bw.data(), stored.data(), bw.size()))
+                  << "AVX-512BW";
+            }
+          }
         }
       }
     }
@@ -388,36 +433,39 @@ TEST(KernelsLinearRepacked, RepackedForAvx2EqualsTheStoredMatrixBitwise) {
 // whole [experts * rows, k] stack, each expert at its stored byte offset) equals each expert's
 // linear() on the stored matrix, bit for bit, with 0, 1 and several rows per expert.
 TEST(KernelsLinearRepacked, GroupedExpertsReadTheirRowsRepackedBitwise) {
-  if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
-  testing::IsaGuard guard(Isa::avx2);
+  if (repacking_isas().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
   const bool packing = weight_packing();
   set_weight_packing(true);
   uint32_t seed = 900;
-  for (const DType type : {DType::q4_0, DType::q5_0, DType::q4_k}) {
-    SCOPED_TRACE(dtype_name(type));
-    const int64_t experts = 4, n = 24, k = type == DType::q4_k ? 512 : 96;
-    const auto w = random_blocks(type, experts * n, k, ++seed);
-    const PackedWeights packed = pack_weights(w.data(), type, experts * n, k);
-    ASSERT_TRUE(reads_repacked_blocks(packed));
-    const size_t each = static_cast<size_t>(n) * dtype_bytes(type, k);
-    const std::vector<int64_t> rows{1, 0, 3, 9};
-    std::vector<std::vector<float>> x, got, want;
-    std::vector<LinearJob> jobs;
-    for (int64_t e = 0; e < experts; ++e) {
-      x.push_back(random_floats(static_cast<size_t>(std::max<int64_t>(1, rows[e]) * k), ++seed));
-      got.emplace_back(static_cast<size_t>(rows[e] * n), NAN);
-      want.emplace_back(got.back().size(), NAN);
-      jobs.push_back({x.back().data(), rows[e],
-                      static_cast<const uint8_t*>(packed.panels()) + e * each, got.back().data()});
-    }
-    for (int threads : {1, 2}) {
-      ThreadPool pool(threads);
-      linear_grouped(jobs, k, type, n, pool, true);
+  for (Isa isa : repacking_isas()) {
+    testing::IsaGuard guard(isa);
+    for (const DType type : {DType::q4_0, DType::q5_0, DType::q4_k}) {
+      SCOPED_TRACE(::testing::Message() << isa_name(isa) << ", " << dtype_name(type));
+      const int64_t experts = 4, n = 24, k = type == DType::q4_k ? 512 : 96;
+      const auto w = random_blocks(type, experts * n, k, ++seed);
+      const PackedWeights packed = pack_weights(w.data(), type, experts * n, k);
+      ASSERT_TRUE(reads_repacked_blocks(packed));
+      const size_t each = static_cast<size_t>(n) * dtype_bytes(type, k);
+      const std::vector<int64_t> rows{1, 0, 3, 9};
+      std::vector<std::vector<float>> x, got, want;
+      std::vector<LinearJob> jobs;
       for (int64_t e = 0; e < experts; ++e) {
-        linear(x[e].data(), rows[e], k, w.data() + e * each, type, n, nullptr, want[e].data(),
-               pool);
-        EXPECT_TRUE(testing::bitwise_equal(got[e].data(), want[e].data(), got[e].size()))
-            << "expert " << e << ", " << threads << " threads";
+        x.push_back(random_floats(static_cast<size_t>(std::max<int64_t>(1, rows[e]) * k), ++seed));
+        got.emplace_back(static_cast<size_t>(rows[e] * n), NAN);
+        want.emplace_back(got.back().size(), NAN);
+        jobs.push_back({x.back().data(), rows[e],
+                        static_cast<const uint8_t*>(packed.panels()) + e * each,
+                        got.back().data()});
+      }
+      for (int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        linear_grouped(jobs, k, type, n, pool, true);
+        for (int64_t e = 0; e < experts; ++e) {
+          linear(x[e].data(), rows[e], k, w.data() + e * each, type, n, nullptr, want[e].data(),
+                 pool);
+          EXPECT_TRUE(testing::bitwise_equal(got[e].data(), want[e].data(), got[e].size()))
+              << "expert " << e << ", " << threads << " threads";
+        }
       }
     }
   }
