@@ -462,32 +462,24 @@ void wb_stream_rows(const LinearArgs& a, int64_t m0, int64_t m1, const Rows& g, 
     if (i < m1) wb_stream_rows<Dot, W, MR - 1, PF>(a, i, m1, g, j, cols, blocks, row_bytes);
 }
 
-template <class Dot, DType W, bool PF>
+// Repacked: n0 is a multiple of 16 (linear_tile_n), so group j / 16 starts j stored rows' bytes
+// in.
+template <class Dot, DType W, bool PF, bool Repacked>
 void wb_stream(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
   const int64_t row_bytes = blocks / kSub<W> * kStoredBytes<W>;
   for (int64_t j = n0; j < n1; j += kWbGroup) {
     const int64_t cols = min64(kWbGroup, n1 - j);
-    if (cols == kWbGroup) {
+    if constexpr (Repacked) {
+      wb_stream_rows<Dot, W, 4, PF>(a, m0, m1, wb_repacked(a, j, cols, row_bytes), j, cols, blocks,
+                                    row_bytes);
+    } else if (cols == kWbGroup) {
       wb_stream_rows<Dot, W, 4, PF>(a, m0, m1, wb_strided(a, j, row_bytes), j, cols, blocks,
                                     row_bytes);
     } else {
       wb_stream_rows<Dot, W, 4, PF>(a, m0, m1, wb_rows(a, j, cols, row_bytes), j, cols, blocks,
                                     row_bytes);
     }
-  }
-}
-
-// wb_stream over a repacked matrix: n0 is a multiple of 16 (linear_tile_n), so group j / 16
-// starts j stored rows' bytes in.
-template <class Dot, DType W, bool PF>
-void wb_stream_repacked(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  const int64_t blocks = a.k / kQuantBlock;
-  const int64_t row_bytes = blocks / kSub<W> * kStoredBytes<W>;
-  for (int64_t j = n0; j < n1; j += kWbGroup) {
-    const int64_t cols = min64(kWbGroup, n1 - j);
-    wb_stream_rows<Dot, W, 4, PF>(a, m0, m1, wb_repacked(a, j, cols, row_bytes), j, cols, blocks,
-                                  row_bytes);
   }
 }
 
@@ -561,13 +553,13 @@ void wb_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int
   if constexpr (wb::has_repacked_layout(W)) {
     if (a.w_repacked) {
       if (panels) return wb_panels<Dot, W, true>(a, m0, m1, n0, n1);
-      return prefetch ? wb_stream_repacked<Dot, W, true>(a, m0, m1, n0, n1)
-                      : wb_stream_repacked<Dot, W, false>(a, m0, m1, n0, n1);
+      return prefetch ? wb_stream<Dot, W, true, true>(a, m0, m1, n0, n1)
+                      : wb_stream<Dot, W, false, true>(a, m0, m1, n0, n1);
     }
   }
   if (panels) return wb_panels<Dot, W, false>(a, m0, m1, n0, n1);
-  return prefetch ? wb_stream<Dot, W, true>(a, m0, m1, n0, n1)
-                  : wb_stream<Dot, W, false>(a, m0, m1, n0, n1);
+  return prefetch ? wb_stream<Dot, W, true, false>(a, m0, m1, n0, n1)
+                  : wb_stream<Dot, W, false, false>(a, m0, m1, n0, n1);
 }
 
 // The whole-block types' linear (q4_0, q5_0, q8_0, q4_k, q5_k) over rows m0 .. m1, outputs
