@@ -16,8 +16,10 @@
 // The transposition is shared by every x row of a tile: small calls (decode) transpose each
 // block as they stream it; calls of kWbPanelMinRows rows or more transpose a panel of 32
 // weight rows once per kWbPanelBlocks blocks and run all their x rows over it, 4 rows x 32
-// outputs per tile. Each output's FMAs run in block order whatever the path, so results do
-// not depend on m, on the row's place in the batch or on the thread split.
+// outputs per tile. q4_0, q5_0 and q4_k repacked at load (a.w_repacked; whole_block_layout.h)
+// are read as two 8-row groups per vector, already transposed. Each output's FMAs run in block
+// order whatever the path, so results do not depend on m, on the row's place in the batch, on
+// the thread split or on the layout.
 #include "kernels/simd_avx512.h"  // first: see the note there
 
 #include <climits>
@@ -87,7 +89,7 @@ inline WbRows wb_rows(const LinearArgs& a, int64_t j0, int64_t cols, int64_t row
 }
 
 // A group of a repacked matrix (wb::repack_rows8: q4_0, q5_0, q4_k): two of its 8-row groups,
-// rows 0 .. 7 at base and rows 8 .. 7 + 8 at hi, 8 stored rows later (base again where the
+// rows 0 .. 7 at base and rows 8 .. 15 at hi, 8 stored rows later (base again where the
 // matrix ends within the first: those lanes are never stored). Their blocks are already
 // transposed, so a vector is two 32-byte loads. at() is the group's start, as for WbStrided (the
 // next group follows 16 stored rows later).
