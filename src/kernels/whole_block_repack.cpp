@@ -1,6 +1,6 @@
-// The whole-block types repacked for the AVX2 kernel (whole_block_layout.h): bytes moved (q5_0's
-// fifth bits reordered), no arithmetic, so the kernel sees exactly the vectors it would build
-// from the stored rows.
+// The whole-block types repacked for the AVX2 and AVX-512 kernels (whole_block_layout.h): bytes
+// moved (q5_0's fifth bits reordered), no arithmetic, so the kernel sees exactly the vectors it
+// would build from the stored rows.
 #include <cstring>
 
 #include "core/error.h"

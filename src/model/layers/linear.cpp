@@ -53,9 +53,8 @@ struct BlockMatrix {
   bool repacked = false;
 };
 BlockMatrix block_matrix(const Linear& l) {
-  const bool packed = l.packed.defined() && l.packed.source() == l.weight.raw() &&
-                      l.packed.n() == l.out_features && l.packed.k() == l.in_features;
-  if (packed && kernels::reads_repacked_blocks(l.packed)) return {l.packed.panels(), true};
+  if (l.packed_current() && kernels::reads_repacked_blocks(l.packed))
+    return {l.packed.panels(), true};
   return {l.weight.raw(), false};
 }
 
@@ -67,21 +66,22 @@ void forward_same_input(std::span<const Linear* const> linears, const float* x, 
            ys.size(), " outputs");
   if (linears.empty()) return;
   const Linear& first = *linears.front();
-  const BlockMatrix first_matrix = block_matrix(first);
+  std::vector<BlockMatrix> matrices;
+  for (const Linear* l : linears) matrices.push_back(block_matrix(*l));
   bool grouped = linears.size() > 1 && is_block_dtype(first.weight.dtype());
-  for (const Linear* l : linears)
-    grouped = grouped && l->weight.dtype() == first.weight.dtype() &&
-              l->in_features == first.in_features &&
-              block_matrix(*l).repacked == first_matrix.repacked;
+  for (size_t i = 0; i < linears.size(); ++i)
+    grouped = grouped && linears[i]->weight.dtype() == first.weight.dtype() &&
+              linears[i]->in_features == first.in_features &&
+              matrices[i].repacked == matrices.front().repacked;
   if (!grouped) {
     for (size_t i = 0; i < linears.size(); ++i) linears[i]->forward(x, rows, ys[i], pool);
     return;
   }
   std::vector<kernels::LinearJob> jobs;
   for (size_t i = 0; i < linears.size(); ++i)
-    jobs.push_back({x, rows, block_matrix(*linears[i]).w, ys[i], linears[i]->out_features});
+    jobs.push_back({x, rows, matrices[i].w, ys[i], linears[i]->out_features});
   kernels::linear_grouped(jobs, first.in_features, first.weight.dtype(), first.out_features, pool,
-                          first_matrix.repacked);
+                          matrices.front().repacked);
   for (size_t i = 0; i < linears.size(); ++i) {
     if (!linears[i]->bias.defined()) continue;
     const float* b = linears[i]->bias.data<float>();
@@ -106,8 +106,7 @@ void Linear::forward(const float* x, int64_t rows, float* y, ThreadPool& pool) c
   }
   // pack_weights() packs only f32 / bf16 and repacks q4_0 / q5_0 / q4_k, so the FP8 / W8A8 weights
   // never have panels.
-  if (packed.defined() && packed.source() == weight.raw() && packed.n() == out_features &&
-      packed.k() == in_features) {
+  if (packed_current()) {
     kernels::linear(x, rows, packed, b, y, pool);
     return;
   }

@@ -37,6 +37,11 @@ struct Linear {
   // Packs weight where that pays (f32 / bf16 on AVX-512 and AVX2); set_weight() does it.
   // `huge_pages`: the panels on transparent huge pages (MemoryOptions::huge_pages).
   void pack(bool huge_pages = false);
+  // Whether packed is weight's current packing (what forward() reads).
+  bool packed_current() const {
+    return packed.defined() && packed.source() == weight.raw() && packed.n() == out_features &&
+           packed.k() == in_features;
+  }
   // x [rows, in_features] -> y [rows, out_features]
   void forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const;
 };
