@@ -14,6 +14,9 @@ namespace deepinfer::kernels::detail::avx512 {
 namespace {
 
 constexpr int kTile = 8;  // query vectors per register tile (8 accumulators + 16 K columns)
+// Queries of a wide tile, one per lane: 16 consecutive queries that all read a chunk (MLA's
+// heads of one token) take their scores with the queries along the lanes (chunk_scores_wide).
+constexpr int kWide = 16;
 
 enum class Kind { f32, f16, bf16, i8 };
 
@@ -113,6 +116,46 @@ inline void chunk_scores(const Rows& kr, const int64_t* rows, int64_t head_dim,
   for (int i = 0; i < T; ++i) _mm512_storeu_ps(dots + i * kLanes, s[i]);
 }
 
+// chunk_scores for the 16 queries of a wide tile from qt, the queries transposed (qt[d * 16 +
+// i] = q_i[d], zero past head_dim): per dimension one qt load and one FMA per key with that
+// key's element broadcast, the queries along the lanes, so no K tile is transposed (only the
+// 16 x 16 dots at the end). Per (query, key) the FMA chain over d is chunk_scores' own, so
+// the dots are bitwise the same. kbuf: 16 x 16 floats, a chunk's K elements widened to f32.
+// Bytes per stored element of a K / V row.
+template <Kind K>
+constexpr int64_t element_bytes() {
+  return K == Kind::f32 ? 4 : (K == Kind::i8 ? 1 : 2);
+}
+
+template <Kind K>
+inline void chunk_scores_wide(const Rows& kr, const int64_t* rows, const int64_t* next_rows,
+                              int64_t head_dim, const float* qt, float* dots, float* kbuf) {
+  __m512 acc[kWide];
+  DEEPINFER_UNROLL
+  for (int j = 0; j < kWide; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t d0 = 0; d0 < head_dim; d0 += kLanes) {
+    const __mmask16 m =
+        head_dim - d0 >= kLanes ? static_cast<__mmask16>(0xffff) : first_lanes(head_dim - d0);
+    DEEPINFER_UNROLL
+    for (int j = 0; j < 16; ++j)
+      _mm512_storeu_ps(kbuf + j * kLanes, load_row<K>(kr, rows[j], d0, m));
+    // The next chunk's rows, as far along as this one: 16 rows at a row stride apart are more
+    // streams than the hardware prefetchers follow (measured: the loads above stalled).
+    DEEPINFER_UNROLL
+    for (int j = 0; j < 16; ++j)
+      _mm_prefetch(kr.base + (next_rows[j] * kr.stride + d0) * element_bytes<K>(), _MM_HINT_T0);
+    for (int c = 0; c < 16; ++c) {
+      const __m512 qv = _mm512_loadu_ps(qt + (d0 + c) * kWide);
+      DEEPINFER_UNROLL
+      for (int j = 0; j < 16; ++j)
+        acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(kbuf[j * kLanes + c]), qv, acc[j]);
+    }
+  }
+  transpose16(acc);  // acc[i] lane j: q_i . k_j
+  DEEPINFER_UNROLL
+  for (int i = 0; i < kWide; ++i) _mm512_storeu_ps(dots + i * kLanes, acc[i]);
+}
+
 // acc_i = acc_i * corr_i + sum_j p_i[j] v_j over the chunk's 16 keys (p is 0 past a query's
 // last key, so those terms add nothing), each V vector loaded once for the T queries.
 template <Kind K, int T>
@@ -136,11 +179,12 @@ inline void chunk_values(const Rows& vr, const int64_t* rows, int64_t v_dim, con
   }
 }
 
+// The chunk's online softmax for T queries from their scores (probs[i][16], overwritten by the
+// probabilities), then their V sums.
 template <Kind K, int T>
-inline void chunk_tile(const Rows& kr, const Rows& vr, const int64_t* krows, const int64_t* vrows,
-                       const AttendArgs& a, int64_t c0, const float* const* q, const int64_t* last,
-                       float* const* acc, float* max, float* denom, float* probs) {
-  chunk_scores<K, T>(kr, krows, a.head_dim, q, probs);
+inline void chunk_softmax_values(const Rows& vr, const int64_t* vrows, const AttendArgs& a,
+                                 int64_t c0, const int64_t* last, float* const* acc, float* max,
+                                 float* denom, float* probs) {
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
   const __m512 scale = _mm512_set1_ps(a.scale);
   float corr[T];
@@ -161,6 +205,14 @@ inline void chunk_tile(const Rows& kr, const Rows& vr, const int64_t* krows, con
 }
 
 template <Kind K, int T>
+inline void chunk_tile(const Rows& kr, const Rows& vr, const int64_t* krows, const int64_t* vrows,
+                       const AttendArgs& a, int64_t c0, const float* const* q, const int64_t* last,
+                       float* const* acc, float* max, float* denom, float* probs) {
+  chunk_scores<K, T>(kr, krows, a.head_dim, q, probs);
+  chunk_softmax_values<K, T>(vr, vrows, a, c0, last, acc, max, denom, probs);
+}
+
+template <Kind K, int T>
 inline void run_tile(const Rows& kr, const Rows& vr, const int64_t* krows, const int64_t* vrows,
                      const AttendArgs& a, int64_t c0, const float* const* q, const int64_t* last,
                      float* const* acc, float* max, float* denom, float* probs, int64_t n) {
@@ -171,39 +223,78 @@ inline void run_tile(const Rows& kr, const Rows& vr, const int64_t* krows, const
   chunk_tile<K, T>(kr, vr, krows, vrows, a, c0, q, last, acc, max, denom, probs);
 }
 
+// The wide tiles' queries transposed: qt[(g * hd + d) * 16 + l] = q[16 g + l][d] for each
+// whole group g of 16 queries (q zero-padded to hd, a multiple of 16).
+inline void transpose_groups(const float* const* q, int64_t groups, int64_t hd, float* qt) {
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t d0 = 0; d0 < hd; d0 += kLanes) {
+      __m512 r[16];
+      DEEPINFER_UNROLL
+      for (int l = 0; l < 16; ++l) r[l] = _mm512_loadu_ps(q[g * kWide + l] + d0);
+      transpose16(r);
+      DEEPINFER_UNROLL
+      for (int c = 0; c < 16; ++c) _mm512_storeu_ps(qt + ((g * hd) + d0 + c) * kWide, r[c]);
+    }
+  }
+}
+
+// Rows of the 16 keys of the chunk at c0; keys at or past `end` repeat key c0 (their scores
+// are masked and their probabilities are 0).
+inline void chunk_rows(const AttendArgs& a, int64_t kv_head, int64_t c0, int64_t end,
+                       int64_t* rows) {
+  const int64_t len = min64(kLanes, end - c0);
+  for (int64_t j = 0; j < 16; ++j) {
+    const int64_t t = c0 + (j < len ? j : 0);
+    rows[j] =
+        (a.block_table[t / a.block_size] * a.block_size + t % a.block_size) * a.kv_heads + kv_head;
+  }
+}
+
 template <Kind K>
 void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t span, const float* const* q_in,
                  const int64_t* last, int64_t n, float* const* acc, float* max, float* denom,
                  float* scratch) {
   const int64_t hd = (a.head_dim + kLanes - 1) / kLanes * kLanes;
-  float* qpad = scratch;         // [n][hd] queries, zero-padded
-  float* probs = qpad + n * hd;  // [kTile][16]
+  const int64_t groups = n / kWide;
+  float* qpad = scratch;                 // [n][hd] queries, zero-padded
+  float* probs = qpad + n * hd;          // [kWide][16]
+  float* kbuf = probs + kWide * kLanes;  // [16][16] a chunk's K elements (wide tiles)
+  float* qt = kbuf + kWide * kLanes;     // [groups][hd][16] (wide tiles)
   const float* q[kMaxSpanQueries];
   int64_t max_last = 0;
   for (int64_t i = 0; i < n; ++i) {
     float* dst = qpad + i * hd;
-    for (int64_t d = 0; d < hd; ++d) dst[d] = d < a.head_dim ? q_in[i][d] : 0.0f;
+    for (int64_t d0 = 0; d0 < hd; d0 += kLanes) {
+      const int64_t left = a.head_dim - d0;
+      const __mmask16 m = left >= kLanes ? static_cast<__mmask16>(0xffff) : first_lanes(left);
+      _mm512_storeu_ps(dst + d0, _mm512_maskz_loadu_ps(m, q_in[i] + d0));
+    }
     q[i] = dst;
     max_last = last[i] > max_last ? last[i] : max_last;
     max[i] = -__builtin_inff();
     denom[i] = 0.0f;
     for (int64_t d = 0; d < a.v_head_dim; ++d) acc[i][d] = 0.0f;
   }
+  transpose_groups(q, groups, hd, qt);
   const Rows kr{static_cast<const char*>(a.k), a.head_dim, a.k_scale, a.group};
   const Rows vr{static_cast<const char*>(a.v), a.v_row_stride, a.v_scale, a.group};
   const int64_t begin = span * kAttendSpan;
   const int64_t end = min64(begin + kAttendSpan, max_last + 1);
   for (int64_t c0 = begin; c0 < end; c0 += kLanes) {
-    // Rows of the chunk's keys; keys past the last one any query reads repeat key c0 (their
-    // scores are masked and their probabilities are 0).
-    const int64_t len = min64(kLanes, end - c0);
-    int64_t rows[16];
-    for (int64_t j = 0; j < 16; ++j) {
-      const int64_t t = c0 + (j < len ? j : 0);
-      rows[j] = (a.block_table[t / a.block_size] * a.block_size + t % a.block_size) * a.kv_heads +
-                kv_head;
+    int64_t rows[16], next_rows[16];
+    chunk_rows(a, kv_head, c0, end, rows);
+    chunk_rows(a, kv_head, c0 + kLanes < end ? c0 + kLanes : c0, end, next_rows);
+    // Whole groups of 16 that all read this chunk run as wide tiles, the other queries that
+    // read it a tile of up to 8 at a time.
+    bool wide[kMaxSpanQueries / kWide];
+    for (int64_t g = 0; g < groups; ++g) {
+      wide[g] = true;
+      for (int64_t l = 0; l < kWide; ++l) wide[g] = wide[g] && last[g * kWide + l] >= c0;
+      if (!wide[g]) continue;
+      chunk_scores_wide<K>(kr, rows, next_rows, a.head_dim, qt + g * hd * kWide, probs, kbuf);
+      chunk_softmax_values<K, kWide>(vr, rows, a, c0, last + g * kWide, acc + g * kWide,
+                                     max + g * kWide, denom + g * kWide, probs);
     }
-    // The queries that read this chunk, a tile at a time.
     const float* tq[kTile];
     int64_t tlast[kTile];
     float* tacc[kTile];
@@ -219,7 +310,7 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t span, const float
       count = 0;
     };
     for (int64_t i = 0; i < n; ++i) {
-      if (last[i] < c0) continue;
+      if (last[i] < c0 || (i / kWide < groups && wide[i / kWide])) continue;
       tq[count] = q[i];
       tlast[count] = last[i];
       tacc[count] = acc[i];
@@ -235,7 +326,8 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t span, const float
 }  // namespace
 
 int64_t attend_span_scratch_floats(const AttendArgs& a, int64_t n) {
-  return n * ((a.head_dim + kLanes - 1) / kLanes * kLanes) + kTile * kLanes;
+  const int64_t hd = (a.head_dim + kLanes - 1) / kLanes * kLanes;
+  return n * hd + 2 * kWide * kLanes + n / kWide * hd * kWide;
 }
 
 void attend_span(const AttendArgs& a, int64_t kv_head, int64_t span, const float* const* q,

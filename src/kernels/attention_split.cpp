@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/attention_span.h"
+#include "kernels/linear_schedule.h"
 
 namespace deepinfer::kernels::detail {
 namespace {
@@ -115,6 +116,8 @@ void paged_attention_spans(const float* q, int64_t tokens, const int32_t* positi
     for (int64_t s = span_base[static_cast<size_t>(t)]; s < span_base[static_cast<size_t>(t) + 1];
          ++s)
       slot_token[static_cast<size_t>(s)] = t;
+  // Items are dealt by work stealing: a context's last span is short, so equal shares of
+  // items are not equal work.
   const int64_t units = slots * a.kv_heads;
   const int64_t parts =
       std::clamp<int64_t>((threads + units - 1) / units, (group + max_part - 1) / max_part, group);
@@ -122,7 +125,7 @@ void paged_attention_spans(const float* q, int64_t tokens, const int32_t* positi
   const int64_t row = dv + 2;  // acc, max, denom
   float* partials = partial_floats(static_cast<size_t>(slots * heads * row));
   const size_t scratch_size = static_cast<size_t>(avx512::attend_span_scratch_floats(a, per_part));
-  pool.parallel_for(units * parts, [&](int64_t begin, int64_t end) {
+  run_items_stealing(pool, units * parts, 1, [&](int64_t begin, int64_t end) {
     float* scratch = thread_floats(scratch_size);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t slot = item / (a.kv_heads * parts);

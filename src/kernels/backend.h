@@ -65,10 +65,19 @@ inline constexpr int64_t kQuantSuperBlock = 256;
 // d * float(s[l]) (q4_1, q5_1: types with a min); for the whole-block types (kernels.h) all 8
 // entries of a block hold the same term from the block's sum s: -8 s (q4_0), -16 s (q5_0),
 // -128 s (q8_0, for VNNI's w + 128; the other paths take q8_0 signed and ignore it), or the
-// f32 bits of d * float(s) (q4_k, q5_k). Shared by every ISA
-// (quantize_x.cpp, baseline code), so all of them see the same integers and products.
+// f32 bits of d * float(s) (q4_k, q5_k). quantize_x.cpp states it in baseline code; the AVX2
+// and AVX-512 quantizers store the same bytes (tested), so every ISA's kernels see the same
+// integers and products.
 void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8_t* q, float* d,
                        int32_t* t);
+namespace avx2 {
+void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8_t* q, float* d,
+                       int32_t* t);
+}
+namespace avx512 {
+void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8_t* q, float* d,
+                       int32_t* t);
+}
 
 // The K/V cache of one layer as attend() reads it (PagedKv without std::span). Strides are in
 // elements; an i8 row's scales are at row * (stride / group).

@@ -171,10 +171,14 @@ constexpr int64_t kMinMacsPerThread = int64_t{1} << 16;
 // independent, so a prefill's rows are split between threads.
 void quantize_rows(const float* x, int64_t m, int64_t k, DType w_dtype, QuantizedX& xq,
                    int64_t first, ThreadPool& pool) {
+  using QuantizeFn = void (*)(const float*, int64_t, int64_t, DType, int8_t*, float*, int32_t*);
+  QuantizeFn fn = &detail::quantize_x_blocks;
+  if (active_isa() == Isa::avx512) fn = &detail::avx512::quantize_x_blocks;
+  if (active_isa() == Isa::avx2) fn = &detail::avx2::quantize_x_blocks;
   const auto quantize = [&](int64_t r0, int64_t r1) {
     const int64_t at = first + r0;
-    detail::quantize_x_blocks(x + r0 * k, r1 - r0, k, w_dtype, xq.q.data() + at * k,
-                              xq.d.data() + at * k / 4, xq.t.data() + at * k / 4);
+    fn(x + r0 * k, r1 - r0, k, w_dtype, xq.q.data() + at * k, xq.d.data() + at * k / 4,
+       xq.t.data() + at * k / 4);
   };
   if (m * k >= kMinQuantizeSplit && pool.size() > 1) {
     pool.parallel_for(m, quantize);

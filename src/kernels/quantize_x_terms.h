@@ -1,0 +1,79 @@
+#pragma once
+// The per-block outputs of quantize_x_blocks (backend.h) besides the quants: each block's
+// scale d and the term t its weight type wants, written 8 times per block. One statement for
+// the baseline quantizer and the AVX2 / AVX-512 ones, so all of them store the same values.
+// Internal linkage (static): the ISA files include this too, and no copy compiled with their
+// flags may be picked for the whole program.
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/kernels.h"  // is_whole_block_dtype
+
+namespace deepinfer::kernels::detail::qx {
+
+// What a weight type takes from x: the offset o of its unsigned quants (the integer term is
+// -o times a sum; q8_0's 128 serves VNNI's w + 128), or, with float_term, the f32 bits of
+// d * float(sum) (types with a min); whole_block: one term from the block's sum (kernels.h),
+// else per lane l from s[l] = q[4l] + ... + q[4l + 3].
+struct Terms {
+  int32_t offset = 0;
+  bool float_term = false;
+  bool whole_block = false;
+};
+
+static inline Terms terms_of(DType w_dtype) {
+  Terms terms;
+  switch (w_dtype) {
+    case DType::q4_0:
+      terms.offset = 8;
+      break;
+    case DType::q5_0:
+      terms.offset = 16;
+      break;
+    case DType::q6_k:
+      terms.offset = 32;
+      break;
+    case DType::q8_0:
+      terms.offset = 128;
+      break;
+    default:
+      break;
+  }
+  terms.float_term = terms.offset == 0;
+  terms.whole_block = is_whole_block_dtype(w_dtype);
+  return terms;
+}
+
+static inline int32_t term_of(const Terms& terms, float scale, int32_t sum) {
+  if (!terms.float_term) return -terms.offset * sum;
+  const float term = scale * static_cast<float>(sum);
+  int32_t bits;
+  std::memcpy(&bits, &term, sizeof(bits));
+  return bits;
+}
+
+// One block's 8 entries of d and t from its scale and lane sums s[8].
+static inline void store_terms(const Terms& terms, float scale, const int32_t* s, float* d,
+                               int32_t* t) {
+  int32_t block_term = 0;
+  if (terms.whole_block) {
+    int32_t sum = 0;
+    for (int l = 0; l < 8; ++l) sum += s[l];
+    block_term = term_of(terms, scale, sum);
+  }
+  for (int l = 0; l < 8; ++l) {
+    d[l] = scale;
+    t[l] = terms.whole_block ? block_term : term_of(terms, scale, s[l]);
+  }
+}
+
+// The block's scale from max |x| (NaN anywhere: NaN, so it reaches the outputs as in f32) and
+// the factor its values are multiplied by before rounding.
+static inline float block_scale(float amax, bool nan) {
+  return nan ? __builtin_nanf("") : amax / 127.0f;
+}
+static inline float block_inverse(float scale) {
+  return scale > 0.0f ? 1.0f / scale : 0.0f;
+}
+
+}  // namespace deepinfer::kernels::detail::qx
