@@ -27,6 +27,25 @@ static inline int64_t kv_element_bytes(DType dtype) {
   return dtype == DType::f32 ? 4 : dtype == DType::i8 ? 1 : 2;
 }
 
+// Prefetches the stored K / V rows of key positions [c0, c0 + len) for kv_head: a chunk's rows
+// lie a row of every kv head apart, more streams than the hardware prefetchers keep ahead of
+// (measured: attend() stalled on their loads), so each chunk asks for the next one's.
+static inline void prefetch_chunk_rows(const AttendArgs& a, int64_t c0, int64_t len,
+                                       int64_t kv_head) {
+  const int64_t bytes = kv_element_bytes(a.dtype);
+  const bool shared = v_within_k(a);
+  for (int64_t j = 0; j < len; ++j) {
+    const int64_t t = c0 + j;
+    const int64_t row =
+        (a.block_table[t / a.block_size] * a.block_size + t % a.block_size) * a.kv_heads + kv_head;
+    const char* k = static_cast<const char*>(a.k) + row * a.head_dim * bytes;
+    for (int64_t at = 0; at < a.head_dim * bytes; at += 64) __builtin_prefetch(k + at);
+    if (shared) continue;
+    const char* v = static_cast<const char*>(a.v) + row * a.v_row_stride * bytes;
+    for (int64_t at = 0; at < a.v_head_dim * bytes; at += 64) __builtin_prefetch(v + at);
+  }
+}
+
 // krow[j] / vrow[j] = the K / V rows of key position c0 + j (j < len) for kv_head.
 static inline void chunk_rows(const AttendArgs& a, int64_t c0, int64_t len, int64_t kv_head,
                               WidenKvRow widen, float* scratch, const float** krow,

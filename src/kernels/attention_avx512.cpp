@@ -240,8 +240,8 @@ inline void transpose_groups(const float* const* q, int64_t groups, int64_t hd, 
 
 // Rows of the 16 keys of the chunk at c0; keys at or past `end` repeat key c0 (their scores
 // are masked and their probabilities are 0).
-inline void chunk_rows(const AttendArgs& a, int64_t kv_head, int64_t c0, int64_t end,
-                       int64_t* rows) {
+inline void span_chunk_rows(const AttendArgs& a, int64_t kv_head, int64_t c0, int64_t end,
+                            int64_t* rows) {
   const int64_t len = min64(kLanes, end - c0);
   for (int64_t j = 0; j < 16; ++j) {
     const int64_t t = c0 + (j < len ? j : 0);
@@ -282,8 +282,8 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t span, const float
   const int64_t end = min64(begin + kAttendSpan, max_last + 1);
   for (int64_t c0 = begin; c0 < end; c0 += kLanes) {
     int64_t rows[16], next_rows[16];
-    chunk_rows(a, kv_head, c0, end, rows);
-    chunk_rows(a, kv_head, c0 + kLanes < end ? c0 + kLanes : c0, end, next_rows);
+    span_chunk_rows(a, kv_head, c0, end, rows);
+    span_chunk_rows(a, kv_head, c0 + kLanes < end ? c0 + kLanes : c0, end, next_rows);
     // Whole groups of 16 that all read this chunk run as wide tiles, the other queries that
     // read it a tile of up to 8 at a time.
     bool wide[kMaxSpanQueries / kWide];

@@ -178,6 +178,20 @@ inline void accumulate_v(const AttendArgs& a, const float* const* vrow, int64_t 
   });
 }
 
+// Heads per V accumulation tile: independent FMA chains per V load (one head alone waits
+// out the FMA latency on every key).
+constexpr int kHeadTile = 8;
+
+// accumulate_v for n <= G heads, as one tile of n.
+template <int G>
+inline void accumulate_heads(const AttendArgs& a, const float* const* vrow, int64_t len,
+                             const float* probs, const float* corr, float* acc, int64_t n) {
+  if constexpr (G > 1) {
+    if (n < G) return accumulate_heads<G - 1>(a, vrow, len, probs, corr, acc, n);
+  }
+  accumulate_v<G>(a, vrow, len, probs, corr, acc);
+}
+
 // dot(q, k_j) for the 16 keys of a chunk as one vector, bit for bit what dot() gives for
 // each (hsum16 == hsum per vector); keys j >= len repeat key 0 and are dropped by the caller.
 inline __m512 chunk_dots(const float* q, const float* const* krow, int64_t len, int64_t head_dim) {
@@ -222,6 +236,9 @@ void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, i
     const float* krow[kAttendChunk];
     const float* vrow[kAttendChunk];
     chunk_rows(a, c0, len, kv_head, &widen_kv_row, rows, krow, vrow);
+    if (c0 + kAttendChunk <= pos)
+      prefetch_chunk_rows(a, c0 + kAttendChunk, min64(kAttendChunk, pos + 1 - c0 - kAttendChunk),
+                          kv_head);
     for (int64_t g = 0; g < q_heads; ++g) {
       float* p = probs + g * kAttendChunk;
       const __m512 dots = chunk_dots(q + g * a.head_dim, krow, len, a.head_dim);
@@ -234,11 +251,9 @@ void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, i
       denom[g] = denom[g] * corr[g] + hsum(e);
       max[g] = new_max;
     }
-    int64_t g = 0;
-    for (; g + 4 <= q_heads; g += 4)
-      accumulate_v<4>(a, vrow, len, probs + g * kAttendChunk, corr + g, acc + g * a.v_head_dim);
-    for (; g < q_heads; ++g)
-      accumulate_v<1>(a, vrow, len, probs + g * kAttendChunk, corr + g, acc + g * a.v_head_dim);
+    for (int64_t g = 0; g < q_heads; g += kHeadTile)
+      accumulate_heads<kHeadTile>(a, vrow, len, probs + g * kAttendChunk, corr + g,
+                                  acc + g * a.v_head_dim, min64(kHeadTile, q_heads - g));
   }
   for (int64_t g = 0; g < q_heads; ++g) {
     const __m512 dv = _mm512_set1_ps(denom[g]);
