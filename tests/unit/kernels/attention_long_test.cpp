@@ -31,6 +31,7 @@ const LongCase kLongCases[] = {
     {8, 2, 128, 128, 0, 5, 513, 16, false},     // odd block size, one key past two spans
     {4, 1, 192, 128, 0, 8, 300, 64, false},     // head_dim 192, v 128
     {16, 1, 576, 512, 576, 16, 270, 64, true},  // DeepSeek latent: one row for 16 heads
+    {40, 1, 80, 64, 80, 16, 290, 16, true},     // two wide tiles of 16 heads and 8 more
     {3, 3, 24, 40, 0, 7, 260, 8, false},        // MHA, scale groups narrower than a vector
 };
 
