@@ -112,7 +112,7 @@ def run_deepinfer(args, model, ids, dtype, gguf):
     source = ["--model", str(model), "--dtype", dtype] if dtype in DENSE_DTYPES else ["--model", str(gguf)]
     cmd = [str(args.deepinfer), "generate", *source, "--prompt-ids", ",".join(map(str, ids)),
            "--max-new-tokens", str(args.new_tokens + 1), "--ignore-eos", "--json", "--threads",
-           str(args.threads), "--log-level", "warn"]
+           str(args.threads), "--log-level", "warn", *args.deepinfer_args]
     out = json.loads(run(cmd))
     assert out["decode_steps"] == args.new_tokens, out
     return {"prefill_tok_s": len(ids) / out["prefill_seconds"],
@@ -160,11 +160,15 @@ def main():
     parser.add_argument("--no-probe", action="store_true", help="skip the bandwidth / roofline probes")
     parser.add_argument("--deepinfer", default=str(ROOT / "build" / "deepinfer"))
     parser.add_argument("--llama-bench", help="llama-bench binary (default: bench/llamacpp-src/build-*/bin)")
+    parser.add_argument("--deepinfer-args", default="",
+                        help="extra deepinfer generate flags, e.g. '--kv-cache-dtype f16' (with "
+                             "--llama-args '-ctk f16 -ctv f16': the same KV dtype on both sides)")
     parser.add_argument("--llama-args", default="",
                         help="extra llama-bench flags, e.g. '-fa off' or '-ctk bf16 -ctv bf16'")
     parser.add_argument("--out", help="JSON report (default bench/out/llamacpp-<shape>.json)")
     args = parser.parse_args()
     args.llama_args = args.llama_args.split()
+    args.deepinfer_args = args.deepinfer_args.split()
 
     model = ROOT / "bench" / "models" / f"{args.shape}-random"
     gguf_dir = ROOT / "bench" / "models" / "gguf"
@@ -230,7 +234,7 @@ def main():
               "new_tokens": args.new_tokens, "repeats": args.repeats, "statistic": "median",
               "cpu": platform.processor() or platform.machine(), "deepinfer_commit": git,
               "realtime": os.sched_getscheduler(0) == os.SCHED_FIFO, "llama_cpp": info,
-              "llama_bench_args": args.llama_args, "ggufs": {d: str(p) for d, p in ggufs.items()},
+              "llama_bench_args": args.llama_args, "deepinfer_args": args.deepinfer_args, "ggufs": {d: str(p) for d, p in ggufs.items()},
               "read_bandwidth_gb_s": bandwidth, "q4_integer_dot_roofline_gb_s": roofline, "probes": probes,
               "results": rows, "ratios_deepinfer_over_llamacpp": ratios}
     out = pathlib.Path(args.out or ROOT / "bench" / "out" / f"llamacpp-{args.shape}.json")

@@ -506,10 +506,10 @@ class WidenedContext {
   PagedKv view_;
 };
 
-}  // namespace
-
-void paged_attention(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
-                     const PagedKv& kv, float scale, float* out, ThreadPool& pool) {
+// paged_attention, with query_tiles: paged_attention_query_tiles.
+void paged_attention_with(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
+                          const PagedKv& kv, float scale, float* out, ThreadPool& pool,
+                          bool query_tiles) {
   DI_CHECK(tokens >= 0 && heads > 0 && kv.kv_heads > 0 && heads % kv.kv_heads == 0,
            "kernels::paged_attention: ", heads, " query heads cannot share ", kv.kv_heads,
            " kv heads (heads must be a positive multiple of kv_heads)");
@@ -546,14 +546,15 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
   // (MLA absorbed decode: 16+ heads on one latent row); at GQA groups of <= 8 the chunked
   // kernel below is still faster (docs/PERFORMANCE.md, "Long-context decode"). The choice
   // depends on the shape only, so batch and thread invariance hold.
-  if (active_isa() == Isa::avx512 && heads / kv.kv_heads >= kSpanKernelMinGroup) {
+  if (active_isa() == Isa::avx512 && (query_tiles || heads / kv.kv_heads >= kSpanKernelMinGroup)) {
     detail::paged_attention_spans(q, tokens, positions, heads, args, out, pool);
     return;
   }
   if (kv.dtype != DType::f32 && tokens > 1 &&
       WidenedContext::bytes(kv, max_pos + 1) <= kMaxWidenedContextBytes) {
     const WidenedContext widened(kv, detail::v_within_k(args), max_pos + 1, pool);
-    paged_attention(q, tokens, positions, heads, widened.view(), scale, out, pool);
+    paged_attention_with(q, tokens, positions, heads, widened.view(), scale, out, pool,
+                         query_tiles);
     return;
   }
   const Isa isa = active_isa();
@@ -591,6 +592,19 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
       }
     }
   });
+}
+
+}  // namespace
+
+void paged_attention(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
+                     const PagedKv& kv, float scale, float* out, ThreadPool& pool) {
+  paged_attention_with(q, tokens, positions, heads, kv, scale, out, pool, false);
+}
+
+void paged_attention_query_tiles(const float* q, int64_t tokens, const int32_t* positions,
+                                 int64_t heads, const PagedKv& kv, float scale, float* out,
+                                 ThreadPool& pool) {
+  paged_attention_with(q, tokens, positions, heads, kv, scale, out, pool, true);
 }
 
 }  // namespace deepinfer::kernels

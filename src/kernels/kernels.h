@@ -202,6 +202,15 @@ struct PagedKv {
 void paged_attention(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
                      const PagedKv& kv, float scale, float* out, ThreadPool& pool);
 
+// paged_attention with query tiles whatever the group: on AVX-512 the span kernel
+// (attention_span.h), whose tiles of several tokens' heads share every K/V load, also for
+// groups paged_attention gives the per-token kernel (MHA / GQA). For many-token calls of a
+// caller whose choice depends only on its own sequence (MLA's expanded prefill, already not
+// decode's arithmetic); other ISAs run paged_attention.
+void paged_attention_query_tiles(const float* q, int64_t tokens, const int32_t* positions,
+                                 int64_t heads, const PagedKv& kv, float scale, float* out,
+                                 ThreadPool& pool);
+
 // The same attention in three separate passes per query head (enable_atb_attention = false,
 // for A/B runs): all scores q.k * scale of keys [0, pos] into a buffer, kernels::softmax over
 // it, then the probability-weighted sum of the V rows. Same inputs and output as

@@ -54,7 +54,9 @@ void fill(const std::vector<float>& rows, int64_t width, DType dtype, int64_t gr
 
 class KernelsAttentionLong : public testing::PerIsaTest {};
 
-TEST_P(KernelsAttentionLong, SpansMatchReferenceAndDecodeEqualsPrefill) {
+// Every case and cache dtype through `attend`: within 2e-4 of the reference; one token at a
+// time (split-K decode) equals the whole batch (query tiles) and any thread count bitwise.
+void check_long_contexts(PagedAttentionFn attend) {
   uint32_t seed = 40;
   for (const DType dtype : {DType::f32, DType::bf16, DType::f16, DType::i8}) {
     for (const LongCase& c : kLongCases) {
@@ -95,24 +97,34 @@ TEST_P(KernelsAttentionLong, SpansMatchReferenceAndDecodeEqualsPrefill) {
       std::vector<float> decode(ref.size(), NAN);
       ThreadPool two(2);
       for (int64_t t = 0; t < tokens; ++t)
-        paged_attention(q.data() + t * c.heads * c.head_dim, 1, &positions[static_cast<size_t>(t)],
-                        c.heads, kv, scale, decode.data() + t * out_row, two);
+        attend(q.data() + t * c.heads * c.head_dim, 1, &positions[static_cast<size_t>(t)], c.heads,
+               kv, scale, decode.data() + t * out_row, two);
       // Reference sums run over up to 700 keys in one f32 chain.
       EXPECT_EQ(first_mismatch(decode, ref, 2e-4f, 2e-5f), -1)
           << dtype_name(dtype) << " head_dim=" << c.head_dim << " len=" << c.len;
       for (int threads : {1, 2, 3}) {
         ThreadPool pool(threads);
         std::vector<float> batch(ref.size(), NAN);
-        paged_attention(q.data(), tokens, positions.data(), c.heads, kv, scale, batch.data(), pool);
+        attend(q.data(), tokens, positions.data(), c.heads, kv, scale, batch.data(), pool);
         EXPECT_TRUE(bitwise_equal(batch.data(), decode.data(), decode.size()))
             << dtype_name(dtype) << " head_dim=" << c.head_dim << " threads=" << threads;
         std::vector<float> one(static_cast<size_t>(out_row), NAN);
-        paged_attention(q.data(), 1, &positions[0], c.heads, kv, scale, one.data(), pool);
+        attend(q.data(), 1, &positions[0], c.heads, kv, scale, one.data(), pool);
         EXPECT_TRUE(bitwise_equal(one.data(), decode.data(), one.size()))
             << dtype_name(dtype) << " head_dim=" << c.head_dim << " decode threads=" << threads;
       }
     }
   }
+}
+
+TEST_P(KernelsAttentionLong, SpansMatchReferenceAndDecodeEqualsPrefill) {
+  check_long_contexts(&paged_attention);
+}
+
+// The query-tile entry (MLA's expanded prefill) runs the span kernel for every group on
+// AVX-512, MHA and GQA included.
+TEST_P(KernelsAttentionLong, QueryTilesMatchReferenceAndDecodeEqualsPrefill) {
+  check_long_contexts(&paged_attention_query_tiles);
 }
 
 DI_INSTANTIATE_PER_ISA(KernelsAttentionLong);

@@ -269,7 +269,11 @@ void MlaAttention::attend_expanded(const float* q, int64_t tokens, const int32_t
   kv.head_dim = qk;
   kv.v_head_dim = v_dim;
   kv.block_table = std::span<const int32_t>(&only_block, 1);
-  attend_(q, tokens, positions, s.heads, kv, s.softmax_scale, attended, pool);
+  // The fused kernel in query tiles: every key row is shared by a tile of tokens (the per-token
+  // kernel reads the whole context once per query token and head).
+  const kernels::PagedAttentionFn attend =
+      attend_ == &kernels::paged_attention ? &kernels::paged_attention_query_tiles : attend_;
+  attend(q, tokens, positions, s.heads, kv, s.softmax_scale, attended, pool);
 }
 
 void MlaAttention::attend_absorbed(const float* q, int64_t tokens, const int32_t* positions,
