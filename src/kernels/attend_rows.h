@@ -3,6 +3,8 @@
 // cache (bf16, f16, int8 + scales) is widened chunk by chunk into scratch, once for all the
 // query heads that share the kv head, so the attention arithmetic is the f32 code whatever
 // the storage. Everything here is `static`: each ISA file gets its own copy (see backend.h).
+#include <type_traits>
+
 #include "kernels/backend.h"
 
 namespace deepinfer::kernels::detail {
@@ -44,6 +46,20 @@ static inline void prefetch_chunk_rows(const AttendArgs& a, int64_t c0, int64_t 
     const char* v = static_cast<const char*>(a.v) + row * a.v_row_stride * bytes;
     for (int64_t at = 0; at < a.v_head_dim * bytes; at += 64) __builtin_prefetch(v + at);
   }
+}
+
+// Heads per V accumulation tile of attend(): independent FMA chains per V load (one head
+// alone waits out the FMA latency on every key).
+inline constexpr int kHeadTile = 8;
+
+// tile(std::integral_constant<int, n>) for a run-time n in [1, G]: register tiles are sized at
+// compile time.
+template <int G, class Tile>
+static inline void with_tile_size(int64_t n, const Tile& tile) {
+  if constexpr (G > 1) {
+    if (n < G) return with_tile_size<G - 1>(n, tile);
+  }
+  tile(std::integral_constant<int, G>{});
 }
 
 // krow[j] / vrow[j] = the K / V rows of key position c0 + j (j < len) for kv_head.

@@ -11,7 +11,6 @@ void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8
   const qx::Terms terms = qx::terms_of(w_dtype);
   const __m256 sign = _mm256_set1_ps(-0.0f);
   const __m256 hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
-  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   // packs_epi32 then packs_epi16 leave the four vectors' halves interleaved per 128-bit lane.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int64_t i = 0; i < m; ++i) {
@@ -37,13 +36,8 @@ void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8
       const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(ints[0], ints[1]),
                                                 _mm256_packs_epi32(ints[2], ints[3]));
       const __m256i quants = _mm256_permutevar8x32_epi32(packed, order);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i * k + b * kQuantBlock), quants);
-      // s[l] = q[4l] + ... + q[4l + 3]: pairs, then pairs of pairs.
-      alignas(32) int32_t s[8];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(s),
-                         _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, quants), ones16));
       const int64_t at = (i * blocks + b) * 8;
-      qx::store_terms(terms, scale, s, d + at, t + at);
+      qx::store_block(terms, quants, scale, q + i * k + b * kQuantBlock, d + at, t + at);
     }
   }
 }

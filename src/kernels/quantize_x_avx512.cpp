@@ -14,7 +14,6 @@ void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8
   const qx::Terms terms = qx::terms_of(w_dtype);
   const __m512 sign = _mm512_set1_ps(-0.0f);
   const __m512 hi = _mm512_set1_ps(127.0f), lo = _mm512_set1_ps(-127.0f);
-  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t b = 0; b < blocks; ++b) {
       const float* v = x + i * k + b * kQuantBlock;
@@ -34,13 +33,8 @@ void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8
       const __m128i q0 = _mm512_cvtepi32_epi8(quantize(v0));
       const __m128i q1 = _mm512_cvtepi32_epi8(quantize(v1));
       const __m256i quants = _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i * k + b * kQuantBlock), quants);
-      // s[l] = q[4l] + ... + q[4l + 3]: pairs, then pairs of pairs.
-      alignas(32) int32_t s[8];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(s),
-                         _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, quants), ones16));
       const int64_t at = (i * blocks + b) * 8;
-      qx::store_terms(terms, scale, s, d + at, t + at);
+      qx::store_block(terms, quants, scale, q + i * k + b * kQuantBlock, d + at, t + at);
     }
   }
 }

@@ -6,6 +6,9 @@
 // flags may be picked for the whole program.
 #include <cstdint>
 #include <cstring>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/kernels.h"  // is_whole_block_dtype
 
@@ -75,5 +78,19 @@ static inline float block_scale(float amax, bool nan) {
 static inline float block_inverse(float scale) {
   return scale > 0.0f ? 1.0f / scale : 0.0f;
 }
+
+#if defined(__AVX2__)
+// The SIMD quantizers' common end of a block (AVX2 and AVX-512 files only): its 32 quants
+// stored, the lane sums s[l] = q[4l] + ... + q[4l + 3] taken as pairs, then pairs of pairs,
+// and its d / t entries.
+static inline void store_block(const Terms& terms, __m256i quants, float scale, int8_t* q, float* d,
+                               int32_t* t) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), quants);
+  alignas(32) int32_t s[8];
+  const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), quants);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(s), _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  store_terms(terms, scale, s, d, t);
+}
+#endif
 
 }  // namespace deepinfer::kernels::detail::qx
