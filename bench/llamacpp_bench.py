@@ -36,6 +36,7 @@ import os
 import pathlib
 import platform
 import shutil
+import shlex
 import statistics
 import subprocess
 import sys
@@ -167,8 +168,8 @@ def main():
                         help="extra llama-bench flags, e.g. '-fa off' or '-ctk bf16 -ctv bf16'")
     parser.add_argument("--out", help="JSON report (default bench/out/llamacpp-<shape>.json)")
     args = parser.parse_args()
-    args.llama_args = args.llama_args.split()
-    args.deepinfer_args = args.deepinfer_args.split()
+    args.llama_args = shlex.split(args.llama_args)
+    args.deepinfer_args = shlex.split(args.deepinfer_args)
 
     model = ROOT / "bench" / "models" / f"{args.shape}-random"
     gguf_dir = ROOT / "bench" / "models" / "gguf"

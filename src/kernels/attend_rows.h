@@ -29,6 +29,14 @@ static inline int64_t kv_element_bytes(DType dtype) {
   return dtype == DType::f32 ? 4 : dtype == DType::i8 ? 1 : 2;
 }
 
+// Every 64-byte line of [p, p + n).
+static inline void prefetch_lines(const char* p, int64_t n) {
+  const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+  const auto end = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(n);
+  for (uintptr_t line = first; line < end; line += 64)
+    __builtin_prefetch(reinterpret_cast<const char*>(line));
+}
+
 // Prefetches the stored K / V rows of key positions [c0, c0 + len) for kv_head: a chunk's rows
 // lie a row of every kv head apart, more streams than the hardware prefetchers keep ahead of
 // (measured: attend() stalled on their loads), so each chunk asks for the next one's.
@@ -40,11 +48,10 @@ static inline void prefetch_chunk_rows(const AttendArgs& a, int64_t c0, int64_t 
     const int64_t t = c0 + j;
     const int64_t row =
         (a.block_table[t / a.block_size] * a.block_size + t % a.block_size) * a.kv_heads + kv_head;
-    const char* k = static_cast<const char*>(a.k) + row * a.head_dim * bytes;
-    for (int64_t at = 0; at < a.head_dim * bytes; at += 64) __builtin_prefetch(k + at);
+    prefetch_lines(static_cast<const char*>(a.k) + row * a.head_dim * bytes, a.head_dim * bytes);
     if (shared) continue;
-    const char* v = static_cast<const char*>(a.v) + row * a.v_row_stride * bytes;
-    for (int64_t at = 0; at < a.v_head_dim * bytes; at += 64) __builtin_prefetch(v + at);
+    prefetch_lines(static_cast<const char*>(a.v) + row * a.v_row_stride * bytes,
+                   a.v_head_dim * bytes);
   }
 }
 

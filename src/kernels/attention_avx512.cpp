@@ -141,9 +141,11 @@ inline void chunk_scores_wide(const Rows& kr, const int64_t* rows, const int64_t
       _mm512_storeu_ps(kbuf + j * kLanes, load_row<K>(kr, rows[j], d0, m));
     // The next chunk's rows, as far along as this one: 16 rows at a row stride apart are more
     // streams than the hardware prefetchers follow (measured: the loads above stalled).
-    DEEPINFER_UNROLL
-    for (int j = 0; j < 16; ++j)
-      _mm_prefetch(kr.base + (next_rows[j] * kr.stride + d0) * element_bytes<K>(), _MM_HINT_T0);
+    if ((d0 * element_bytes<K>()) % 64 == 0) {  // once per line of the narrower types
+      DEEPINFER_UNROLL
+      for (int j = 0; j < 16; ++j)
+        _mm_prefetch(kr.base + (next_rows[j] * kr.stride + d0) * element_bytes<K>(), _MM_HINT_T0);
+    }
     for (int c = 0; c < 16; ++c) {
       const __m512 qv = _mm512_loadu_ps(qt + (d0 + c) * kWide);
       DEEPINFER_UNROLL

@@ -70,13 +70,17 @@ inline constexpr int64_t kQuantSuperBlock = 256;
 // integers and products.
 void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8_t* q, float* d,
                        int32_t* t);
+// The SIMD quantizers take w_dtype's terms as baseline code computed them (qx::terms_of).
+namespace qx {
+struct Terms;
+}
 namespace avx2 {
-void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8_t* q, float* d,
-                       int32_t* t);
+void quantize_x_blocks(const float* x, int64_t m, int64_t k, const qx::Terms& terms, int8_t* q,
+                       float* d, int32_t* t);
 }
 namespace avx512 {
-void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8_t* q, float* d,
-                       int32_t* t);
+void quantize_x_blocks(const float* x, int64_t m, int64_t k, const qx::Terms& terms, int8_t* q,
+                       float* d, int32_t* t);
 }
 
 // The K/V cache of one layer as attend() reads it (PagedKv without std::span). Strides are in

@@ -15,6 +15,7 @@
 #include "kernels/backend.h"
 #include "kernels/isa.h"
 #include "kernels/linear_schedule.h"
+#include "kernels/quantize_x_terms.h"
 #include "kernels/whole_block_layout.h"
 
 namespace deepinfer::kernels {
@@ -171,14 +172,20 @@ constexpr int64_t kMinMacsPerThread = int64_t{1} << 16;
 // independent, so a prefill's rows are split between threads.
 void quantize_rows(const float* x, int64_t m, int64_t k, DType w_dtype, QuantizedX& xq,
                    int64_t first, ThreadPool& pool) {
-  using QuantizeFn = void (*)(const float*, int64_t, int64_t, DType, int8_t*, float*, int32_t*);
-  QuantizeFn fn = &detail::quantize_x_blocks;
-  if (active_isa() == Isa::avx512) fn = &detail::avx512::quantize_x_blocks;
-  if (active_isa() == Isa::avx2) fn = &detail::avx2::quantize_x_blocks;
+  const detail::qx::Terms terms = detail::qx::terms_of(w_dtype);
+  const Isa isa = active_isa();
   const auto quantize = [&](int64_t r0, int64_t r1) {
     const int64_t at = first + r0;
-    fn(x + r0 * k, r1 - r0, k, w_dtype, xq.q.data() + at * k, xq.d.data() + at * k / 4,
-       xq.t.data() + at * k / 4);
+    int8_t* q = xq.q.data() + at * k;
+    float* d = xq.d.data() + at * k / 4;
+    int32_t* t = xq.t.data() + at * k / 4;
+    if (isa == Isa::avx512) {
+      detail::avx512::quantize_x_blocks(x + r0 * k, r1 - r0, k, terms, q, d, t);
+    } else if (isa == Isa::avx2) {
+      detail::avx2::quantize_x_blocks(x + r0 * k, r1 - r0, k, terms, q, d, t);
+    } else {
+      detail::quantize_x_blocks(x + r0 * k, r1 - r0, k, w_dtype, q, d, t);
+    }
   };
   if (m * k >= kMinQuantizeSplit && pool.size() > 1) {
     pool.parallel_for(m, quantize);

@@ -4,9 +4,33 @@
 #include <cmath>
 
 #include "kernels/backend.h"
+#include "kernels/kernels.h"
 #include "kernels/quantize_x_terms.h"
 
 namespace deepinfer::kernels::detail {
+
+qx::Terms qx::terms_of(DType w_dtype) {
+  Terms terms{0, false, false};
+  switch (w_dtype) {
+    case DType::q4_0:
+      terms.offset = 8;
+      break;
+    case DType::q5_0:
+      terms.offset = 16;
+      break;
+    case DType::q6_k:
+      terms.offset = 32;
+      break;
+    case DType::q8_0:
+      terms.offset = 128;
+      break;
+    default:
+      break;
+  }
+  terms.float_term = terms.offset == 0;
+  terms.whole_block = is_whole_block_dtype(w_dtype);
+  return terms;
+}
 
 void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8_t* q, float* d,
                        int32_t* t) {

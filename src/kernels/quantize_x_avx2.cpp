@@ -5,10 +5,9 @@
 
 namespace deepinfer::kernels::detail::avx2 {
 
-void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8_t* q, float* d,
-                       int32_t* t) {
+void quantize_x_blocks(const float* x, int64_t m, int64_t k, const qx::Terms& terms, int8_t* q,
+                       float* d, int32_t* t) {
   const int64_t blocks = k / kQuantBlock;
-  const qx::Terms terms = qx::terms_of(w_dtype);
   const __m256 sign = _mm256_set1_ps(-0.0f);
   const __m256 hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
   // packs_epi32 then packs_epi16 leave the four vectors' halves interleaved per 128-bit lane.

@@ -8,10 +8,9 @@
 
 namespace deepinfer::kernels::detail::avx512 {
 
-void quantize_x_blocks(const float* x, int64_t m, int64_t k, DType w_dtype, int8_t* q, float* d,
-                       int32_t* t) {
+void quantize_x_blocks(const float* x, int64_t m, int64_t k, const qx::Terms& terms, int8_t* q,
+                       float* d, int32_t* t) {
   const int64_t blocks = k / kQuantBlock;
-  const qx::Terms terms = qx::terms_of(w_dtype);
   const __m512 sign = _mm512_set1_ps(-0.0f);
   const __m512 hi = _mm512_set1_ps(127.0f), lo = _mm512_set1_ps(-127.0f);
   for (int64_t i = 0; i < m; ++i) {

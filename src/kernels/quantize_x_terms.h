@@ -2,15 +2,17 @@
 // The per-block outputs of quantize_x_blocks (backend.h) besides the quants: each block's
 // scale d and the term t its weight type wants, written 8 times per block. One statement for
 // the baseline quantizer and the AVX2 / AVX-512 ones, so all of them store the same values.
-// Internal linkage (static): the ISA files include this too, and no copy compiled with their
-// flags may be picked for the whole program.
+// The functions have internal linkage (static) and Terms is a plain aggregate (no constructor
+// to emit): the ISA files include this too, and no copy compiled with their flags may be
+// picked for the whole program. terms_of() is baseline code (quantize_x.cpp): the dispatcher
+// passes its result to the ISA quantizers.
 #include <cstdint>
 #include <cstring>
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
-#include "kernels/kernels.h"  // is_whole_block_dtype
+#include "core/dtype.h"
 
 namespace deepinfer::kernels::detail::qx {
 
@@ -19,33 +21,12 @@ namespace deepinfer::kernels::detail::qx {
 // d * float(sum) (types with a min); whole_block: one term from the block's sum (kernels.h),
 // else per lane l from s[l] = q[4l] + ... + q[4l + 3].
 struct Terms {
-  int32_t offset = 0;
-  bool float_term = false;
-  bool whole_block = false;
+  int32_t offset;
+  bool float_term;
+  bool whole_block;
 };
 
-static inline Terms terms_of(DType w_dtype) {
-  Terms terms;
-  switch (w_dtype) {
-    case DType::q4_0:
-      terms.offset = 8;
-      break;
-    case DType::q5_0:
-      terms.offset = 16;
-      break;
-    case DType::q6_k:
-      terms.offset = 32;
-      break;
-    case DType::q8_0:
-      terms.offset = 128;
-      break;
-    default:
-      break;
-  }
-  terms.float_term = terms.offset == 0;
-  terms.whole_block = is_whole_block_dtype(w_dtype);
-  return terms;
-}
+Terms terms_of(DType w_dtype);
 
 static inline int32_t term_of(const Terms& terms, float scale, int32_t sum) {
   if (!terms.float_term) return -terms.offset * sum;

@@ -11,6 +11,7 @@
 #include "kernel_test_util.h"
 #include "kernels/backend.h"
 #include "kernels/isa.h"
+#include "kernels/quantize_x_terms.h"
 
 namespace deepinfer::kernels {
 namespace {
@@ -33,8 +34,16 @@ Quantized run(QuantizeFn fn, const std::vector<float>& x, int64_t m, int64_t k, 
 
 std::vector<std::pair<const char*, QuantizeFn>> simd_quantizers() {
   std::vector<std::pair<const char*, QuantizeFn>> fns;
-  if (isa_supported(Isa::avx2)) fns.emplace_back("avx2", &detail::avx2::quantize_x_blocks);
-  if (isa_supported(Isa::avx512)) fns.emplace_back("avx512", &detail::avx512::quantize_x_blocks);
+  if (isa_supported(Isa::avx2))
+    fns.emplace_back("avx2", [](const float* x, int64_t m, int64_t k, DType dtype, int8_t* q,
+                                float* d, int32_t* t) {
+      detail::avx2::quantize_x_blocks(x, m, k, detail::qx::terms_of(dtype), q, d, t);
+    });
+  if (isa_supported(Isa::avx512))
+    fns.emplace_back("avx512", [](const float* x, int64_t m, int64_t k, DType dtype, int8_t* q,
+                                  float* d, int32_t* t) {
+      detail::avx512::quantize_x_blocks(x, m, k, detail::qx::terms_of(dtype), q, d, t);
+    });
   return fns;
 }
 
