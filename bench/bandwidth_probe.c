@@ -9,6 +9,9 @@
 //                   L2-resident slice, so memory never waits: nibble split, u8 x s8 dot
 //                   (vpdpbusd with AVX-512 VNNI, else vpmaddubsw + vpmaddwd), one f32 scale and
 //                   FMA per block. A 4-bit decode cannot stream weights faster than this.
+//   fma    THREADS: the f32 FMA peak, GFLOP/s: 12 independent accumulators per thread (more than
+//                   FMA latency x throughput), 512-bit with AVX-512, else 256-bit. The ceiling of
+//                   compute-bound work (prefill, batched decode) with f32 arithmetic.
 //
 //   cc -O3 -march=native -pthread bench/bandwidth_probe.c -o bandwidth_probe
 //   ./bandwidth_probe read 2     # prints one number: GB/s
@@ -108,7 +111,37 @@ static int64_t q4dot_pass(const uint8_t* w, size_t bytes, const int8_t* x) {
 #endif
 }
 
-static int g_q4dot;
+// One pass of kFmaSteps x 12 register FMAs; returns a lane so that nothing is elided.
+enum { kFmaSteps = 1 << 22 };
+#if defined(__AVX512F__)
+enum { kFmaLanes = 16 };
+#else
+enum { kFmaLanes = 8 };
+#endif
+static int64_t fma_pass(void) {
+#if defined(__AVX512F__)
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps((float)i);
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int s = 0; s < kFmaSteps; ++s)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  for (int i = 1; i < 12; ++i) acc[0] = _mm512_add_ps(acc[0], acc[i]);
+  return (int64_t)_mm512_reduce_add_ps(acc[0]);
+#else
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps((float)i);
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int s = 0; s < kFmaSteps; ++s)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  for (int i = 1; i < 12; ++i) acc[0] = _mm256_add_ps(acc[0], acc[i]);
+  float lanes[8];
+  _mm256_storeu_ps(lanes, acc[0]);
+  return (int64_t)lanes[0];
+#endif
+}
+
+enum Kind { kRead, kQ4dot, kFma };
+static enum Kind g_kind;
 
 static void* worker(void* arg) {
   Job* job = (Job*)arg;
@@ -119,7 +152,9 @@ static void* worker(void* arg) {
   for (int p = 0; p < job->passes; ++p) {
     pthread_barrier_wait(job->start);
     const double t0 = now();
-    sink ^= g_q4dot ? q4dot_pass(job->data, job->bytes, x) : read_pass(job->data, job->bytes);
+    sink ^= g_kind == kFma     ? fma_pass()
+            : g_kind == kQ4dot ? q4dot_pass(job->data, job->bytes, x)
+                               : read_pass(job->data, job->bytes);
     const double dt = now() - t0;
     if (dt < job->seconds) job->seconds = dt;
   }
@@ -128,20 +163,22 @@ static void* worker(void* arg) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (strcmp(argv[1], "read") != 0 && strcmp(argv[1], "q4dot") != 0)) {
-    fprintf(stderr, "usage: %s read|q4dot THREADS\n", argv[0]);
+  const char* kind = argc == 3 ? argv[1] : "";
+  g_kind = strcmp(kind, "fma") == 0 ? kFma : strcmp(kind, "q4dot") == 0 ? kQ4dot : kRead;
+  if (argc != 3 || (g_kind == kRead && strcmp(kind, "read") != 0)) {
+    fprintf(stderr, "usage: %s read|q4dot|fma THREADS\n", argv[0]);
     return 2;
   }
-  g_q4dot = strcmp(argv[1], "q4dot") == 0;
+  const int g_q4dot = g_kind == kQ4dot;
   const int threads = atoi(argv[2]);
   if (threads < 1 || threads > 1024) {
     fprintf(stderr, "%s: THREADS must be 1..1024, got %s\n", argv[0], argv[2]);
     return 2;
   }
   // read: 512 MiB per thread (far beyond any L3); q4dot: 18 KiB x 16 per thread (L2-resident),
-  // repeated enough times to run for a while.
-  const size_t slice = g_q4dot ? (size_t)18 * 1024 * 16 : (size_t)512 << 20;
-  const int passes = g_q4dot ? 2000 : 5;
+  // repeated enough times to run for a while; fma reads no memory.
+  const size_t slice = g_kind != kRead ? (size_t)18 * 1024 * 16 : (size_t)512 << 20;
+  const int passes = g_kind == kFma ? 20 : g_q4dot ? 2000 : 5;
   uint8_t* data = aligned_alloc(64, slice * (size_t)threads);
   if (data == NULL) {
     fprintf(stderr, "%s: cannot allocate %zu bytes\n", argv[0], slice * (size_t)threads);
@@ -162,7 +199,9 @@ int main(int argc, char** argv) {
     pthread_join(ids[t], NULL);
     if (jobs[t].seconds > slowest) slowest = jobs[t].seconds;
   }
-  // Every thread's best pass, and the slowest of those: all threads were reading at once.
-  printf("%.2f\n", (double)(slice * (size_t)threads) / slowest * 1e-9);
+  // Every thread's best pass, and the slowest of those: all threads were working at once.
+  const double work = g_kind == kFma ? 2.0 * kFmaSteps * 12 * kFmaLanes * threads
+                                     : (double)(slice * (size_t)threads);
+  printf("%.2f\n", work / slowest * 1e-9);
   return 0;
 }

@@ -1,9 +1,11 @@
 #include "core/memory.h"
 
+#include <malloc.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -99,6 +101,13 @@ std::byte* map_anonymous(size_t bytes, bool huge_pages, const std::string& what)
 
 void release_anonymous(std::byte* data, size_t bytes) {
   if (data != nullptr) ::munmap(data, round_up(bytes == 0 ? 1 : bytes, page_size()));
+}
+
+bool keep_freed_heap_memory(size_t bytes) {
+  const int value = static_cast<int>(std::min<size_t>(bytes, size_t{1} << 30));
+  const bool mmap_ok = ::mallopt(M_MMAP_THRESHOLD, value) == 1;
+  const bool trim_ok = ::mallopt(M_TRIM_THRESHOLD, value) == 1;
+  return mmap_ok && trim_ok;
 }
 
 }  // namespace deepinfer

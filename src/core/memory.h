@@ -43,4 +43,14 @@ bool lock_memory(const void* data, size_t bytes, const std::string& what);
 std::byte* map_anonymous(size_t bytes, bool huge_pages, const std::string& what);
 void release_anonymous(std::byte* data, size_t bytes);
 
+// Keeps freed heap memory below `bytes` per block in the process instead of returning it to
+// the kernel: glibc serves blocks above its mmap threshold (at most 32 MiB by default) from
+// fresh mappings and trims the heap top, so every forward pass's activations (a 1024-token
+// step's MLP buffer is 40 MB) were page-faulted and zeroed again, layer after layer (14 % of a
+// prefill's samples). Raises the mmap and trim thresholds to `bytes`; true when glibc took
+// both. Called once at process start (cli/main.cpp), like llama.cpp's compute buffer that is
+// allocated once: peak activation memory stays resident, as it does there.
+bool keep_freed_heap_memory(size_t bytes);
+inline constexpr size_t kKeptHeapBlockBytes = size_t{1} << 30;
+
 }  // namespace deepinfer

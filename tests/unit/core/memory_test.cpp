@@ -2,9 +2,11 @@
 // the mapping's kind (file or anonymous), its Locked: bytes and THPeligible / AnonHugePages.
 // Tests that need what the kernel may refuse (an mlock limit, THP "never") skip then.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -167,6 +169,31 @@ TEST(MemoryHugePages, PackedPanelsAskForThem) {
   if (entry.fields.count("THPeligible")) {
     EXPECT_EQ(entry.fields["THPeligible"], 1) << entry.header;
   }
+}
+
+long minor_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
+// 48 MB is above glibc's largest default mmap threshold (32 MiB): without the policy each
+// allocation is a fresh mapping whose every page (or huge page) faults again when written.
+long faults_writing_a_fresh_block(size_t bytes) {
+  auto* block = static_cast<volatile char*>(std::malloc(bytes));
+  const long before = minor_faults();
+  for (size_t i = 0; i < bytes; i += 4096) block[i] = 1;
+  const long faults = minor_faults() - before;
+  std::free(const_cast<char*>(block));
+  return faults;
+}
+
+TEST(MemoryHeap, FreedActivationBlocksAreReusedWithoutFaults) {
+  if (!keep_freed_heap_memory(kKeptHeapBlockBytes))
+    GTEST_SKIP() << "the allocator ignores mallopt (a sanitizer's, not glibc's)";
+  const size_t bytes = size_t{48} << 20;
+  faults_writing_a_fresh_block(bytes);  // the heap grows once
+  EXPECT_LT(faults_writing_a_fresh_block(bytes), 8) << "the freed block went back to the kernel";
 }
 
 }  // namespace
