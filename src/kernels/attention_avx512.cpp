@@ -8,6 +8,7 @@
 #endif
 #include "kernels/simd_avx512.h"  // first: see the note there
 
+#include "kernels/attend_rows.h"
 #include "kernels/attention_span.h"
 
 namespace deepinfer::kernels::detail::avx512 {
@@ -116,41 +117,51 @@ inline void chunk_scores(const Rows& kr, const int64_t* rows, int64_t head_dim,
   for (int i = 0; i < T; ++i) _mm512_storeu_ps(dots + i * kLanes, s[i]);
 }
 
-// chunk_scores for the 16 queries of a wide tile from qt, the queries transposed (qt[d * 16 +
-// i] = q_i[d], zero past head_dim): per dimension one qt load and one FMA per key with that
-// key's element broadcast, the queries along the lanes, so no K tile is transposed (only the
-// 16 x 16 dots at the end). Per (query, key) the FMA chain over d is chunk_scores' own, so
-// the dots are bitwise the same. kbuf: 16 x 16 floats, a chunk's K elements widened to f32.
 // Bytes per stored element of a K / V row.
 template <Kind K>
 constexpr int64_t element_bytes() {
   return K == Kind::f32 ? 4 : (K == Kind::i8 ? 1 : 2);
 }
 
+// The 16 K rows of a chunk widened to f32 once for every wide tile that reads it, in 16 x 16
+// blocks: element d of row j at kwide[16 * (d0 + j) + d - d0] for d0 = d rounded down to 16
+// (zero from head_dim to hd). The values load_row gives, so a tile reading them computes what
+// it would reading the rows themselves. Also prefetches the next chunk's rows, as far along as
+// this one: 16 rows at a row stride apart are more streams than the hardware prefetchers
+// follow (measured: the loads stalled).
 template <Kind K>
-inline void chunk_scores_wide(const Rows& kr, const int64_t* rows, const int64_t* next_rows,
-                              int64_t head_dim, const float* qt, float* dots, float* kbuf) {
-  __m512 acc[kWide];
-  DEEPINFER_UNROLL
-  for (int j = 0; j < kWide; ++j) acc[j] = _mm512_setzero_ps();
-  for (int64_t d0 = 0; d0 < head_dim; d0 += kLanes) {
+inline void widen_chunk(const Rows& kr, const int64_t* rows, const int64_t* next_rows,
+                        int64_t head_dim, int64_t hd, float* kwide) {
+  for (int64_t d0 = 0; d0 < hd; d0 += kLanes) {
     const __mmask16 m =
         head_dim - d0 >= kLanes ? static_cast<__mmask16>(0xffff) : first_lanes(head_dim - d0);
     DEEPINFER_UNROLL
     for (int j = 0; j < 16; ++j)
-      _mm512_storeu_ps(kbuf + j * kLanes, load_row<K>(kr, rows[j], d0, m));
-    // The next chunk's rows, as far along as this one: 16 rows at a row stride apart are more
-    // streams than the hardware prefetchers follow (measured: the loads above stalled).
+      _mm512_storeu_ps(kwide + kLanes * (d0 + j), load_row<K>(kr, rows[j], d0, m));
     if ((d0 * element_bytes<K>()) % 64 == 0) {  // once per line of the narrower types
       DEEPINFER_UNROLL
       for (int j = 0; j < 16; ++j)
         _mm_prefetch(kr.base + (next_rows[j] * kr.stride + d0) * element_bytes<K>(), _MM_HINT_T0);
     }
+  }
+}
+
+// chunk_scores for the 16 queries of a wide tile from qt, the queries transposed (qt[d * 16 +
+// i] = q_i[d], zero past head_dim), and the chunk's K widened (widen_chunk): per dimension
+// one qt load and one FMA per key with that key's element broadcast, the queries along the
+// lanes, so no K tile is transposed (only the 16 x 16 dots at the end). Per (query, key) the
+// FMA chain over d is chunk_scores' own, so the dots are bitwise the same.
+inline void chunk_scores_wide(const float* kwide, int64_t hd, const float* qt, float* dots) {
+  __m512 acc[kWide];
+  DEEPINFER_UNROLL
+  for (int j = 0; j < kWide; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t d0 = 0; d0 < hd; d0 += kLanes) {
+    const float* block = kwide + kLanes * d0;
     for (int c = 0; c < 16; ++c) {
       const __m512 qv = _mm512_loadu_ps(qt + (d0 + c) * kWide);
       DEEPINFER_UNROLL
       for (int j = 0; j < 16; ++j)
-        acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(kbuf[j * kLanes + c]), qv, acc[j]);
+        acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(block[j * kLanes + c]), qv, acc[j]);
     }
   }
   transpose16(acc);  // acc[i] lane j: q_i . k_j
@@ -159,10 +170,11 @@ inline void chunk_scores_wide(const Rows& kr, const int64_t* rows, const int64_t
 }
 
 // acc_i = acc_i * corr_i + sum_j p_i[j] v_j over the chunk's 16 keys (p is 0 past a query's
-// last key, so those terms add nothing), each V vector loaded once for the T queries.
-template <Kind K, int T>
-inline void chunk_values(const Rows& vr, const int64_t* rows, int64_t v_dim, const float* probs,
-                         const float* corr, float* const* acc) {
+// last key, so those terms add nothing), each V vector (load(j, d0, mask)) loaded once for
+// the T queries.
+template <int T, class LoadV>
+inline void accumulate_values(int64_t v_dim, const float* probs, const float* corr,
+                              float* const* acc, LoadV load) {
   for (int64_t d0 = 0; d0 < v_dim; d0 += kLanes) {
     const __mmask16 m =
         v_dim - d0 >= kLanes ? static_cast<__mmask16>(0xffff) : first_lanes(v_dim - d0);
@@ -171,7 +183,7 @@ inline void chunk_values(const Rows& vr, const int64_t* rows, int64_t v_dim, con
     for (int i = 0; i < T; ++i)
       o[i] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc[i] + d0), _mm512_set1_ps(corr[i]));
     for (int j = 0; j < 16; ++j) {
-      const __m512 v = load_row<K>(vr, rows[j], d0, m);
+      const __m512 v = load(j, d0, m);
       DEEPINFER_UNROLL
       for (int i = 0; i < T; ++i)
         o[i] = _mm512_fmadd_ps(_mm512_set1_ps(probs[i * kLanes + j]), v, o[i]);
@@ -182,11 +194,11 @@ inline void chunk_values(const Rows& vr, const int64_t* rows, int64_t v_dim, con
 }
 
 // The chunk's online softmax for T queries from their scores (probs[i][16], overwritten by the
-// probabilities), then their V sums.
+// probabilities), then their V sums: from the rows, or (kwide) from the widened K blocks.
 template <Kind K, int T>
 inline void chunk_softmax_values(const Rows& vr, const int64_t* vrows, const AttendArgs& a,
                                  int64_t c0, const int64_t* last, float* const* acc, float* max,
-                                 float* denom, float* probs) {
+                                 float* denom, float* probs, const float* kwide = nullptr) {
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
   const __m512 scale = _mm512_set1_ps(a.scale);
   float corr[T];
@@ -203,7 +215,17 @@ inline void chunk_softmax_values(const Rows& vr, const int64_t* vrows, const Att
     denom[i] = denom[i] * corr[i] + hsum(e);
     max[i] = new_max;
   }
-  chunk_values<K, T>(vr, vrows, a.v_head_dim, probs, corr, acc);
+  if (kwide != nullptr) {
+    // V rows are the leading part of the chunk's widened K rows (widen_chunk's blocks): the
+    // values load_row gives.
+    accumulate_values<T>(a.v_head_dim, probs, corr, acc, [&](int j, int64_t d0, __mmask16 m) {
+      return _mm512_maskz_loadu_ps(m, kwide + kLanes * (d0 + j));
+    });
+  } else {
+    accumulate_values<T>(a.v_head_dim, probs, corr, acc, [&](int j, int64_t d0, __mmask16 m) {
+      return load_row<K>(vr, vrows[j], d0, m);
+    });
+  }
 }
 
 template <Kind K, int T>
@@ -258,10 +280,10 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t span, const float
                  float* scratch) {
   const int64_t hd = (a.head_dim + kLanes - 1) / kLanes * kLanes;
   const int64_t groups = n / kWide;
-  float* qpad = scratch;                 // [n][hd] queries, zero-padded
-  float* probs = qpad + n * hd;          // [kWide][16]
-  float* kbuf = probs + kWide * kLanes;  // [16][16] a chunk's K elements (wide tiles)
-  float* qt = kbuf + kWide * kLanes;     // [groups][hd][16] (wide tiles)
+  float* qpad = scratch;                  // [n][hd] queries, zero-padded
+  float* probs = qpad + n * hd;           // [kWide][16]
+  float* kwide = probs + kWide * kLanes;  // [16][hd] a chunk's K rows widened (wide tiles)
+  float* qt = kwide + kLanes * hd;        // [groups][hd][16] (wide tiles)
   const float* q[kMaxSpanQueries];
   int64_t max_last = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -280,6 +302,8 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t span, const float
   transpose_groups(q, groups, hd, qt);
   const Rows kr{static_cast<const char*>(a.k), a.head_dim, a.k_scale, a.group};
   const Rows vr{static_cast<const char*>(a.v), a.v_row_stride, a.v_scale, a.group};
+  // Where V is the leading part of K (MLA), the wide tiles read V from the widened K rows too.
+  const bool v_in_k = v_within_k(a);
   const int64_t begin = span * kAttendSpan;
   const int64_t end = min64(begin + kAttendSpan, max_last + 1);
   for (int64_t c0 = begin; c0 < end; c0 += kLanes) {
@@ -289,13 +313,17 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t span, const float
     // Whole groups of 16 that all read this chunk run as wide tiles, the other queries that
     // read it a tile of up to 8 at a time.
     bool wide[kMaxSpanQueries / kWide];
+    bool widened_chunk = false;
     for (int64_t g = 0; g < groups; ++g) {
       wide[g] = true;
       for (int64_t l = 0; l < kWide; ++l) wide[g] = wide[g] && last[g * kWide + l] >= c0;
       if (!wide[g]) continue;
-      chunk_scores_wide<K>(kr, rows, next_rows, a.head_dim, qt + g * hd * kWide, probs, kbuf);
+      if (!widened_chunk) widen_chunk<K>(kr, rows, next_rows, a.head_dim, hd, kwide);
+      widened_chunk = true;
+      chunk_scores_wide(kwide, hd, qt + g * hd * kWide, probs);
       chunk_softmax_values<K, kWide>(vr, rows, a, c0, last + g * kWide, acc + g * kWide,
-                                     max + g * kWide, denom + g * kWide, probs);
+                                     max + g * kWide, denom + g * kWide, probs,
+                                     v_in_k ? kwide : nullptr);
     }
     const float* tq[kTile];
     int64_t tlast[kTile];
@@ -329,7 +357,7 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t span, const float
 
 int64_t attend_span_scratch_floats(const AttendArgs& a, int64_t n) {
   const int64_t hd = (a.head_dim + kLanes - 1) / kLanes * kLanes;
-  return n * hd + 2 * kWide * kLanes + n / kWide * hd * kWide;
+  return n * hd + kWide * kLanes + kLanes * hd + n / kWide * hd * kWide;
 }
 
 void attend_span(const AttendArgs& a, int64_t kv_head, int64_t span, const float* const* q,
