@@ -5,7 +5,10 @@
 // (K/V bytes the call must read / time) beside the machine's streaming read bandwidth.
 //
 //   build/attention_bench [--isa avx2|avx512] [--threads 2] [--depths 4096,16384]
-//                         [--seqs 1,8] [--dtypes f16,int8] [--shapes qwen,mla]
+//                         [--seqs 1,8] [--dtypes f16,int8] [--shapes qwen,mla] [--query-tiles]
+//
+// --query-tiles runs kernels::paged_attention_query_tiles (the AVX-512 span kernel for any
+// group) instead of the kernel paged_attention picks by shape.
 //
 // Enough layers of cache are cycled through to exceed the last-level cache (as decode does:
 // one cache per layer), so the rate is a DRAM rate.
@@ -84,6 +87,7 @@ double read_gbps(size_t bytes, ThreadPool& pool) {
 
 int main(int argc, char** argv) {
   int threads = 2;
+  bool query_tiles = false;  // --query-tiles: the span kernel whatever the group
   std::vector<std::string> depths = {"4096", "16384"}, seqs = {"1", "8"}, dtypes = {"f16", "int8"},
                            shapes = {"qwen", "mla"};
   for (int i = 1; i < argc; ++i) {
@@ -100,10 +104,12 @@ int main(int argc, char** argv) {
       dtypes = split(argv[++i]);
     } else if (arg == "--shapes" && i + 1 < argc) {
       shapes = split(argv[++i]);
+    } else if (arg == "--query-tiles") {
+      query_tiles = true;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--isa NAME] [--threads N] [--depths A,B] [--seqs A,B] "
-                   "[--dtypes f16,int8,bf16,f32] [--shapes qwen,mla]\n",
+                   "[--dtypes f16,int8,bf16,f32] [--shapes qwen,mla] [--query-tiles]\n",
                    argv[0]);
       return 2;
     }
@@ -187,7 +193,8 @@ int main(int argc, char** argv) {
                 kv.v_scale = sh->v_in_k ? c.ks.data() : c.vs.data();
                 kv.quant_group = group;
               }
-              kernels::paged_attention(q.data(), 1, &pos, sh->heads, kv, 0.05f, out.data(), pool);
+              (query_tiles ? kernels::paged_attention_query_tiles : kernels::paged_attention)(
+                  q.data(), 1, &pos, sh->heads, kv, 0.05f, out.data(), pool);
             }
           };
           for (size_t l = 0; l < caches.size(); ++l) step(l);  // warm-up

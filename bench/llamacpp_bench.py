@@ -116,15 +116,20 @@ def run_deepinfer(args, model, ids, dtype, gguf):
            str(args.threads), "--log-level", "warn", *args.deepinfer_args]
     out = json.loads(run(cmd))
     assert out["decode_steps"] == args.new_tokens, out
-    return {"prefill_tok_s": len(ids) / out["prefill_seconds"],
-            "decode_tok_s": out["decode_steps"] / out["decode_seconds"]}
+    result = {"decode_tok_s": out["decode_steps"] / out["decode_seconds"]}
+    if not args.decode_only:
+        result["prefill_tok_s"] = len(ids) / out["prefill_seconds"]
+    return result
 
 
 def run_llama(args, bench, gguf):
     # -d 0,<N>: pp at depth 0 is our prefill, tg at depth N is our decode (the other two
     # combinations come along and are kept in the JSON for reference).
-    cmd = [str(bench), "-m", str(gguf), "-p", str(args.prompt_len), "-n", str(args.new_tokens), "-d",
-           f"0,{args.prompt_len}", "-t", str(args.threads), "-r", "1", "-o", "json", *args.llama_args]
+    # --decode-only: only tg at depth N (a long prompt's pp at depth N would double the run).
+    pp, depths = ("0", str(args.prompt_len)) if args.decode_only else (str(args.prompt_len),
+                                                                        f"0,{args.prompt_len}")
+    cmd = [str(bench), "-m", str(gguf), "-p", pp, "-n", str(args.new_tokens), "-d", depths, "-t",
+           str(args.threads), "-r", "1", "-o", "json", *args.llama_args]
     tests = json.loads(run(cmd))
     result, raw = {}, {}
     for t in tests:
@@ -166,6 +171,9 @@ def main():
                              "--llama-args '-ctk f16 -ctv f16': the same KV dtype on both sides)")
     parser.add_argument("--llama-args", default="",
                         help="extra llama-bench flags, e.g. '-fa off' or '-ctk bf16 -ctv bf16'")
+    parser.add_argument("--decode-only", action="store_true",
+                        help="long depths: compare decode at depth --prompt-len only (llama-bench "
+                             "-p 0 -d N); prefill rates are not reported")
     parser.add_argument("--out", help="JSON report (default bench/out/llamacpp-<shape>.json)")
     args = parser.parse_args()
     args.llama_args = shlex.split(args.llama_args)
@@ -228,7 +236,8 @@ def main():
             rows.append(row)
     by_key = {(r["engine"], r["dtype"]): r for r in rows}
     ratios = {d: {k: by_key[("deepinfer", d)][k] / by_key[("llama.cpp", d)][k]
-                  for k in ("prefill_tok_s", "decode_tok_s")} for d in ours}
+                  for k in ("prefill_tok_s", "decode_tok_s") if k in by_key[("deepinfer", d)]}
+              for d in ours}
     git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True).stdout.strip()
     report = {"model": args.shape + " (random weights)", "threads": args.threads, "prompt_len": args.prompt_len,
@@ -251,11 +260,12 @@ def main():
     for r in rows:
         pct = (f"{r['decode_gb_s']:.1f} | {r['pct_of_bandwidth']:.0f} % | {r['pct_of_ceiling']:.0f} %"
                if bandwidth else "- | - | -")
-        print(f"| {r['engine']} | {r['dtype']} | {r['prefill_tok_s']:.1f} | {r['decode_tok_s']:.2f} "
+        print(f"| {r['engine']} | {r['dtype']} | {r.get('prefill_tok_s', float('nan')):.1f} | {r['decode_tok_s']:.2f} "
               f"| {r['bytes_per_token'] / 1e6:.0f} | {pct} | {args.threads} |")
     print()
     for d, r in ratios.items():
-        print(f"{d}: deepinfer / llama.cpp = prefill x{r['prefill_tok_s']:.2f}, decode x{r['decode_tok_s']:.2f}")
+        prefill = f"prefill x{r['prefill_tok_s']:.2f}, " if "prefill_tok_s" in r else ""
+        print(f"{d}: deepinfer / llama.cpp = {prefill}decode x{r['decode_tok_s']:.2f}")
     if shutil.which("uptime"):
         print("\n" + subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), file=sys.stderr)
 
