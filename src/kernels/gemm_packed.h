@@ -47,6 +47,53 @@ struct PackedArgs {
   float* y = nullptr;  // [m, n]
 };
 
+// Lines of weights that a row tile of the large-m walk brings into L2 while it computes, one per
+// k step (prefetch_l2_step): a share of the (panel, k chunk) the walk visits next. Batched decode
+// streams every weight once per step and MoE experts do not stay in cache, so without it the first
+// row tile over a chunk waited on DRAM while the others computed from L1 (perf, m = 32). L2 and not
+// L1: the chunk in use fills L1.
+struct L2Lines {
+  const char* next = nullptr;
+  int64_t lines = 0;
+};
+
+// Free functions with internal linkage, not members: an inline member would be one weak
+// symbol shared by the AVX2 and AVX-512 files, either copy standing in for both (backend.h).
+static inline void prefetch_l2_step(L2Lines& l2) {
+  if (l2.lines <= 0) return;
+  __builtin_prefetch(l2.next, 0, 2);  // prefetcht1
+  l2.next += 64;
+  --l2.lines;
+}
+
+// Share t of `tiles` that split these lines.
+static inline L2Lines l2_share(const L2Lines& l2, int64_t t, int64_t tiles) {
+  const int64_t from = l2.lines * t / tiles, to = l2.lines * (t + 1) / tiles;
+  return {l2.next == nullptr ? nullptr : l2.next + from * 64, to - from};
+}
+
+// The large-m walk over panels [pa, pb): groups of `group_panels` panels; within a group, k in
+// chunks of `chunk_k` (even); within a chunk, the group's panels in order. The lines of the
+// work after (panel, p0): the group's next panel at p0, else the group's first panel at the
+// next chunk, else the next group's first panel at k = 0; none after the last.
+static inline L2Lines next_chunk_lines(const PackedArgs& a, bool f32, int64_t chunk_k,
+                                       int64_t group, int64_t group_end, int64_t pb, int64_t panel,
+                                       int64_t p0) {
+  const int64_t p1 = p0 + chunk_k < a.k ? p0 + chunk_k : a.k;
+  int64_t next_panel = panel + 1, next_p0 = p0;
+  if (next_panel == group_end) {
+    next_panel = p1 < a.k ? group : group_end;
+    next_p0 = p1 < a.k ? p1 : 0;
+  }
+  if (next_panel >= pb) return {};
+  const int64_t element = f32 ? 4 : 2;
+  const int64_t panel_bytes = packed_panel_elements(a.k, f32 ? DType::f32 : DType::bf16) * element;
+  const int64_t next_p1 = next_p0 + chunk_k < a.k ? next_p0 + chunk_k : a.k;
+  const int64_t end = f32 ? next_p1 : (next_p1 + 1) / 2 * 2;  // bf16: whole pairs
+  return {static_cast<const char*>(a.w) + next_panel * panel_bytes + next_p0 * kPanel * element,
+          (end - next_p0) * kPanel * element / 64};
+}
+
 // y[m0:m1, panels p0:p1] (columns clipped to n); single-threaded. The AVX2 kernels compute
 // the same chains (bitwise equal results); they take no bf16_dpbf.
 namespace avx512 {

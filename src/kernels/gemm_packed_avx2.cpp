@@ -30,7 +30,7 @@ constexpr int max_rows(PackedKind kind) {
 // k steps [p0, p1); first / last as in gemm_packed_avx512.cpp.
 template <PackedKind K, int MR, int NU, bool PF>
 void tile(const PackedArgs& a, int64_t i0, int64_t u0, int64_t p0, int64_t p1, bool first,
-          bool last) {
+          bool last, L2Lines l2) {
   const int64_t col0 = u0 * kLanes;
   [[maybe_unused]] const int64_t panel = u0 / 4, unit0 = u0 % 4;
   const int64_t panel_elems =
@@ -72,6 +72,7 @@ void tile(const PackedArgs& a, int64_t i0, int64_t u0, int64_t p0, int64_t p1, b
       DEEPINFER_UNROLL
       for (int c = 0; c < NU; ++c) wv[c] = _mm256_load_ps(wp + p * kPanel + kLanes * c);
       if (unit0 == 0) prefetch(wp, p);
+      prefetch_l2_step(l2);
       DEEPINFER_UNROLL
       for (int r = 0; r < MR; ++r) {
         const __m256 xv = _mm256_broadcast_ss(xr[r] + p);
@@ -96,6 +97,7 @@ void tile(const PackedArgs& a, int64_t i0, int64_t u0, int64_t p0, int64_t p1, b
       DEEPINFER_UNROLL
       for (int c = 0; c < NU; ++c)
         if ((u0 + c) % 4 == 0) prefetch(wc[c], q);
+      prefetch_l2_step(l2);
       if constexpr (MR == 1) {
         // Decode: widen one column at a time, so that 8 columns (two panels) of accumulators
         // fit the 16 registers and hide the FMA latency.
@@ -163,14 +165,14 @@ void tile(const PackedArgs& a, int64_t i0, int64_t u0, int64_t p0, int64_t p1, b
 
 template <PackedKind K, int NU, bool PF>
 void tile_rows(int64_t rows, const PackedArgs& a, int64_t i0, int64_t u0, int64_t p0, int64_t p1,
-               bool first, bool last) {
+               bool first, bool last, L2Lines l2 = {}) {
   constexpr int kMax = NU == 8 ? 1 : NU == 4 ? (K == PackedKind::f32 ? 2 : 1) : max_rows(K);
-#define DI_TILE_CASE(R)                                   \
-  case R:                                                 \
-    if constexpr (R <= kMax) {                            \
-      tile<K, R, NU, PF>(a, i0, u0, p0, p1, first, last); \
-      return;                                             \
-    }                                                     \
+#define DI_TILE_CASE(R)                                       \
+  case R:                                                     \
+    if constexpr (R <= kMax) {                                \
+      tile<K, R, NU, PF>(a, i0, u0, p0, p1, first, last, l2); \
+      return;                                                 \
+    }                                                         \
     break;
   switch (rows) {
     DI_TILE_CASE(1)
@@ -216,11 +218,15 @@ void rows_of_kind(const PackedArgs& a, int64_t m0, int64_t m1, int64_t pa, int64
     for (int64_t p0 = 0; p0 < a.k; p0 += kChunk) {
       const int64_t p1 = min64(a.k, p0 + kChunk);
       for (int64_t panel = group; panel < group_end; ++panel) {
+        // The next work's weights come from DRAM: every row tile brings a share into L2.
+        const L2Lines next =
+            next_chunk_lines(a, K == PackedKind::f32, kChunk, group, group_end, pb, panel, p0);
         for (int64_t half = 0; half < 2; ++half) {
           int64_t i = m0;
           for (int64_t t = 0; t < tiles; ++t) {
             const int64_t left = m1 - i, r = (left + (tiles - t) - 1) / (tiles - t);
-            tile_rows<K, 2, false>(r, a, i, 4 * panel + 2 * half, p0, p1, p0 == 0, p1 == a.k);
+            tile_rows<K, 2, false>(r, a, i, 4 * panel + 2 * half, p0, p1, p0 == 0, p1 == a.k,
+                                   l2_share(next, half * tiles + t, 2 * tiles));
             i += r;
           }
         }

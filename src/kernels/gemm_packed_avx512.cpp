@@ -42,13 +42,6 @@ inline __m512bh as_bh(__m512i v) {
   return __builtin_bit_cast(__m512bh, v);
 }
 
-// Lines of the next (panel, k chunk) that a row tile of the large-m path brings into L2 while
-// it computes, one line per k step (see rows_of_kind): {start, count}; none elsewhere.
-struct L2Lines {
-  const char* next = nullptr;
-  int64_t lines = 0;
-};
-
 // y[i0 : i0 + MR, panels panel .. panel + NP), k steps [p0, p1) of the chain: first starts
 // it from 0, otherwise it continues from the partial sums in y; last adds the bias.
 template <PackedKind K, int MR, int NP, bool PF>
@@ -78,11 +71,7 @@ void tile(const PackedArgs& a, int64_t i0, int64_t panel, int64_t p0, int64_t p1
       _mm_prefetch(at, _MM_HINT_T0);
       _mm_prefetch(at + 64, _MM_HINT_T0);
     }
-    if (l2.lines > 0) {
-      _mm_prefetch(l2.next, _MM_HINT_T1);
-      l2.next += 64;
-      --l2.lines;
-    }
+    prefetch_l2_step(l2);
   };
 
   if constexpr (K == PackedKind::f32) {
@@ -254,41 +243,18 @@ void rows_of_kind(const PackedArgs& a, int64_t m0, int64_t m1, int64_t pa, int64
   // Panels go in groups whose partial sums (rows x 256 f32 outputs: 256 KiB) stay in L2 from
   // one k chunk to the next; the x block of a chunk is re-read per group (from L2 or L3).
   const int64_t tiles = (rows + kMax - 1) / kMax;
-  const int64_t panel_bytes =
-      packed_panel_elements(a.k, K == PackedKind::f32 ? DType::f32 : DType::bf16) *
-      (K == PackedKind::f32 ? 4 : 2);
-  const int64_t step_bytes = kPanel * (K == PackedKind::f32 ? 4 : 2);  // per k
-  // Where a (panel, k chunk) starts, and its lines (a bf16 chunk's k is rounded up to pairs).
-  const auto chunk_start = [&](int64_t panel, int64_t p0) {
-    return static_cast<const char*>(a.w) + panel * panel_bytes + p0 * step_bytes;
-  };
-  const auto chunk_lines = [&](int64_t p0) {
-    const int64_t p1 = min64(a.k, p0 + chunk_k(K));
-    return ((K == PackedKind::f32 ? p1 : (p1 + 1) / 2 * 2) - p0) * step_bytes / 64;
-  };
   for (int64_t group = pa; group < pb; group += kGroupPanels) {
     const int64_t group_end = min64(pb, group + kGroupPanels);
     for (int64_t p0 = 0; p0 < a.k; p0 += chunk_k(K)) {
       const int64_t p1 = min64(a.k, p0 + chunk_k(K));
       for (int64_t panel = group; panel < group_end; ++panel) {
-        // The work after this one: the group's next panel, else the group's first panel at
-        // the next k chunk, else the next group. Its weights come from DRAM (batched decode
-        // streams every weight once per step; MoE experts do not stay in cache): every row
-        // tile brings a share of them into L2 while it computes, so that no tile waits on
-        // memory alone. The current chunk (32 KiB) fills L1: hence L2, not L1.
-        int64_t next_panel = panel + 1, next_p0 = p0;
-        if (next_panel == group_end) {
-          next_panel = p1 < a.k ? group : group_end;
-          next_p0 = p1 < a.k ? p1 : 0;
-        }
-        const bool has_next = next_panel < pb;
-        const char* next = has_next ? chunk_start(next_panel, next_p0) : nullptr;
-        const int64_t lines = has_next ? chunk_lines(next_p0) : 0;
+        // The next work's weights come from DRAM: every row tile brings a share into L2.
+        const L2Lines next =
+            next_chunk_lines(a, K == PackedKind::f32, chunk_k(K), group, group_end, pb, panel, p0);
         int64_t i = m0;
         for (int64_t t = 0; t < tiles; ++t) {
           const int64_t left = m1 - i, r = (left + (tiles - t) - 1) / (tiles - t);
-          const int64_t from = lines * t / tiles, to = lines * (t + 1) / tiles;
-          const L2Lines share{next == nullptr ? nullptr : next + from * 64, to - from};
+          const L2Lines share = l2_share(next, t, tiles);
           // The first row tile brings the panel's chunk into L1 for the others: it prefetches
           // ahead (weights that do not stay in cache between calls, e.g. MoE experts).
           if (t == 0) {
