@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   ThreadPool pool(threads);
   const model::ExpertStack stack(random_stack(2 * kInter, kHidden, dtype, 1),
                                  random_stack(kHidden, kInter, dtype, 2));
-  const model::PackedExperts packed = model::PackedExperts::pack(stack);
+  const model::PackedExperts packed = model::PackedExperts::pack(stack, /*huge_pages=*/true);
   std::printf(
       "moe_bench: %s experts %lld x (%lld, %lld), %d threads, matmul precision %s, packed: %s\n",
       std::string(dtype_name(dtype)).c_str(), static_cast<long long>(kExperts),

@@ -105,6 +105,21 @@ bool packs_weights(DType dtype) {
   return !(isa == Isa::avx2 && dtype == DType::bf16);
 }
 
+namespace detail {
+
+std::shared_ptr<void> allocate_packed(size_t bytes, bool huge_pages, const char* what) {
+  if (huge_pages && bytes >= kHugePageBytes) {
+    return std::shared_ptr<void>(map_anonymous(bytes, true, what), [bytes](void* p) {
+      release_anonymous(static_cast<std::byte*>(p), bytes);
+    });
+  }
+  void* memory = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  DI_CHECK(memory != nullptr, "kernels: cannot allocate ", bytes, " bytes for ", what);
+  return std::shared_ptr<void>(memory, [](void* p) { std::free(p); });
+}
+
+}  // namespace detail
+
 PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k, bool huge_pages) {
   PackedWeights packed;
   const bool repack = repacks_blocks(dtype) && k % block_traits(dtype)->block_size == 0;
@@ -116,11 +131,8 @@ PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k, boo
       repack ? static_cast<size_t>(groups * detail::wb::kRepackRows) * dtype_bytes(dtype, k)
              : static_cast<size_t>(panels * detail::packed_panel_elements(k, dtype)) *
                    dtype_size(dtype);
-  const bool own_mapping = huge_pages && bytes >= kHugePageBytes;
-  void* memory = own_mapping ? static_cast<void*>(map_anonymous(bytes, true, "packed weights"))
-                             : std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  DI_CHECK(memory != nullptr, "kernels::pack_weights: cannot allocate ", bytes,
-           " bytes for a packed ", n, " x ", k, " ", dtype_name(dtype), " matrix");
+  std::shared_ptr<void> memory_owner = detail::allocate_packed(bytes, huge_pages, "packed weights");
+  void* memory = memory_owner.get();
   if (repack) {
     // Every byte of the whole groups is written; the padding rows of the last multiply as 0.
     const size_t group_bytes = detail::wb::kRepackRows * dtype_bytes(dtype, k);
@@ -136,14 +148,7 @@ PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k, boo
       pack_bf16(static_cast<const uint16_t*>(w), n, k, static_cast<uint16_t*>(memory));
     }
   }
-  if (own_mapping) {
-    packed.panels_ = std::shared_ptr<const void>(memory, [bytes](const void* p) {
-      release_anonymous(static_cast<std::byte*>(const_cast<void*>(p)), bytes);
-    });
-  } else {
-    packed.panels_ =
-        std::shared_ptr<const void>(memory, [](const void* p) { std::free(const_cast<void*>(p)); });
-  }
+  packed.panels_ = std::move(memory_owner);
   packed.source_ = w;
   packed.dtype_ = dtype;
   packed.n_ = n;

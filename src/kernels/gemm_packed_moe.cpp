@@ -136,24 +136,22 @@ void expert_mlp_stored(const ExpertRows& g, ThreadPool& pool) {
 }  // namespace
 
 PackedExpert pack_expert(const void* gate, const void* up, DType dtype, const void* down,
-                         DType down_dtype, int64_t hidden, int64_t intermediate) {
+                         DType down_dtype, int64_t hidden, int64_t intermediate, bool huge_pages) {
   PackedExpert packed;
   if (!packs_weights(dtype) || !packs_weights(down_dtype)) return packed;
   DI_CHECK(gate != nullptr && up != nullptr && down != nullptr && hidden > 0 && intermediate > 0,
            "kernels::pack_expert: empty expert (hidden ", hidden, ", intermediate ", intermediate,
            ")");
-  packed.down_ = pack_weights(down, down_dtype, hidden, intermediate);
+  packed.down_ = pack_weights(down, down_dtype, hidden, intermediate, huge_pages);
   if (!packed.down_.defined()) return PackedExpert();
   const int64_t panels = (intermediate + kHalf - 1) / kHalf;
   const size_t bytes = static_cast<size_t>(panels * detail::packed_panel_elements(hidden, dtype)) *
                        dtype_size(dtype);
-  void* memory = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  DI_CHECK(memory != nullptr, "kernels::pack_expert: cannot allocate ", bytes,
-           " bytes for packed gate / up of ", intermediate, " x ", hidden);
-  std::memset(memory, 0, bytes);  // rows past I and the odd-k half pairs multiply as 0
-  pack_gate_up(gate, up, dtype, intermediate, hidden, memory);
-  packed.gate_up_ =
-      std::shared_ptr<const void>(memory, [](const void* p) { std::free(const_cast<void*>(p)); });
+  std::shared_ptr<void> memory =
+      detail::allocate_packed(bytes, huge_pages, "packed expert gate / up");
+  std::memset(memory.get(), 0, bytes);  // rows past I and the odd-k half pairs multiply as 0
+  pack_gate_up(gate, up, dtype, intermediate, hidden, memory.get());
+  packed.gate_up_ = std::move(memory);
   packed.gate_up_bytes_ = bytes;
   packed.gate_ = gate;
   packed.up_ = up;

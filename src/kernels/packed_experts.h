@@ -44,7 +44,8 @@ class PackedExpert {
 
  private:
   friend PackedExpert pack_expert(const void* gate, const void* up, DType dtype, const void* down,
-                                  DType down_dtype, int64_t hidden, int64_t intermediate);
+                                  DType down_dtype, int64_t hidden, int64_t intermediate,
+                                  bool huge_pages);
   std::shared_ptr<const void> gate_up_;
   size_t gate_up_bytes_ = 0;
   PackedWeights down_;
@@ -57,8 +58,10 @@ class PackedExpert {
 
 // Packs one expert (gate, up [I, H] of `dtype`; down [H, I] of `down_dtype`) where pack_weights()
 // packs both dtypes under the active ISA; otherwise returns an undefined PackedExpert.
+// huge_pages: the panels in memory advised for transparent huge pages (as pack_weights()).
 PackedExpert pack_expert(const void* gate, const void* up, DType dtype, const void* down,
-                         DType down_dtype, int64_t hidden, int64_t intermediate);
+                         DType down_dtype, int64_t hidden, int64_t intermediate,
+                         bool huge_pages = false);
 
 // One token group of one expert: x [rows, hidden] -> y [rows, hidden] (y must not overlap x).
 struct ExpertRows {

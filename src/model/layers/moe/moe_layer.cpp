@@ -105,7 +105,8 @@ MoeLayer::MoeLayer(MoeConfig config, MoeRouter router, ExpertStack experts,
 }
 
 void MoeLayer::repack_experts() const {
-  packed_ = config_.fused_experts ? PackedExperts::pack(experts_) : PackedExperts();
+  packed_ =
+      config_.fused_experts ? PackedExperts::pack(experts_, config_.huge_pages) : PackedExperts();
   // Every step now reads the panels: the mapped bytes as stored would double the resident
   // experts. Stacks copied at load (per-expert checkpoint tensors, dtype changes, EPLB moves)
   // stay beside their panels (docs/CONFIG.md enable_atb_moe).

@@ -7,7 +7,7 @@
 
 namespace deepinfer::model {
 
-PackedExperts PackedExperts::pack(const ExpertStack& stack) {
+PackedExperts PackedExperts::pack(const ExpertStack& stack, bool huge_pages) {
   PackedExperts packed;
   const int parts = stack.parts();
   // gate_up fused + down, or gate, up, down: the layouts of f32 / bf16 stacks (FP8 and W8A8
@@ -24,7 +24,7 @@ PackedExperts PackedExperts::pack(const ExpertStack& stack) {
                                      : stack.expert_bytes(j, 1).data();
     const std::byte* down = stack.expert_bytes(j, parts - 1).data();
     kernels::PackedExpert e =
-        kernels::pack_expert(gate, up, stack.dtype(), down, stack.down_dtype(), h, i);
+        kernels::pack_expert(gate, up, stack.dtype(), down, stack.down_dtype(), h, i, huge_pages);
     if (!e.defined()) return PackedExperts();
     packed.experts_.push_back(std::move(e));
   }

@@ -22,7 +22,8 @@ class PackedExperts {
   PackedExperts() = default;
   // Every local expert of `stack` packed, or none (defined() false) where the packed kernels do
   // not take its dtypes. The stack must outlive the result (the scalar ISA reads it).
-  static PackedExperts pack(const ExpertStack& stack);
+  // huge_pages: the packed panels in memory advised for transparent huge pages.
+  static PackedExperts pack(const ExpertStack& stack, bool huge_pages = false);
 
   bool defined() const { return !experts_.empty(); }
   int64_t count() const { return static_cast<int64_t>(experts_.size()); }
