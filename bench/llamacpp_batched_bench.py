@@ -36,33 +36,14 @@ import subprocess
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from llamacpp_bench import ROOT, build_probe, probe, run  # noqa: E402
-
-
-def find_batched_bench(explicit):
-    if explicit:
-        return pathlib.Path(explicit)
-    found = sorted((ROOT / "bench" / "llamacpp-src").glob("build-*/bin/llama-batched-bench"))
-    if not found:
-        sys.exit("error: llama-batched-bench not found under bench/llamacpp-src; run "
-                 "tools/setup_llamacpp.sh (or pass --batched-bench PATH)")
-    return found[-1]
+from llamacpp_bench import ROOT, build_probe, find_llama_tool, gguf_tensors, probe, run  # noqa: E402
 
 
 def matmul_weights(gguf):
     """(body, head): weights one token multiplies by in the layers, and in the lm_head."""
-    import gguf as gguf_py
-    reader = gguf_py.GGUFReader(str(gguf))
-    names = {t.name for t in reader.tensors}
-    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
-
-    def field(key, default):
-        f = reader.fields.get(f"{arch}.{key}")
-        return float(f.parts[-1][0]) if f else default
-
-    expert_share = field("expert_used_count", 1) / field("expert_count", 1)
+    tensors, names, expert_share = gguf_tensors(gguf)
     body = head = 0.0
-    for t in reader.tensors:
+    for t in tensors:
         n = int(t.n_elements)
         if t.name == "output.weight" or (t.name == "token_embd.weight" and "output.weight" not in names):
             head += n
@@ -120,7 +101,7 @@ def main():
                  f"--shape {args.shape} --outtype {args.dtype}")
     if not pathlib.Path(args.deepinfer).exists():
         sys.exit(f"error: {args.deepinfer} not found; run scripts/build.sh release (or pass --deepinfer)")
-    exe = find_batched_bench(args.batched_bench)
+    exe = find_llama_tool(args.batched_bench, "llama-batched-bench", "--batched-bench")
     probe_exe = build_probe()
     body, head = matmul_weights(gguf)
     flop = 2 * (body * args.sequences * (args.prompt_len + args.new_tokens - 1)

@@ -60,13 +60,14 @@ def run(cmd):
     return proc.stdout
 
 
-def find_llama_bench(explicit):
+def find_llama_tool(explicit, name="llama-bench", flag="--llama-bench"):
+    """The llama.cpp tool `name`: `explicit` when given, else the one tools/setup_llamacpp.sh built."""
     if explicit:
         return pathlib.Path(explicit)
-    found = sorted((ROOT / "bench" / "llamacpp-src").glob("build-*/bin/llama-bench"))
+    found = sorted((ROOT / "bench" / "llamacpp-src").glob(f"build-*/bin/{name}"))
     if not found:
-        sys.exit("error: llama-bench not found under bench/llamacpp-src; run tools/setup_llamacpp.sh "
-                 "(or pass --llama-bench PATH)")
+        sys.exit(f"error: {name} not found under bench/llamacpp-src; run tools/setup_llamacpp.sh "
+                 f"(or pass {flag} PATH)")
     return found[-1]
 
 
@@ -85,24 +86,29 @@ def probe(exe, kind, threads):
     return float(run([str(exe), kind, str(threads)]).strip())
 
 
-def bytes_per_token(gguf):
-    """Weight bytes one decode step reads (see the module docstring), or the file size when gguf-py
-    is missing."""
-    try:
-        import gguf as gguf_py
-    except ImportError:
-        return gguf.stat().st_size
+def gguf_tensors(gguf):
+    """(tensors, their names, the share of routed experts one token uses) of a GGUF (gguf-py)."""
+    import gguf as gguf_py
     reader = gguf_py.GGUFReader(str(gguf))
-    names = {t.name for t in reader.tensors}
     arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
 
     def field(key, default):
         f = reader.fields.get(f"{arch}.{key}")
         return float(f.parts[-1][0]) if f else default
 
-    expert_share = field("expert_used_count", 1) / field("expert_count", 1)
+    names = {t.name for t in reader.tensors}
+    return reader.tensors, names, field("expert_used_count", 1) / field("expert_count", 1)
+
+
+def bytes_per_token(gguf):
+    """Weight bytes one decode step reads (see the module docstring), or the file size when gguf-py
+    is missing."""
+    try:
+        tensors, names, expert_share = gguf_tensors(gguf)
+    except ImportError:
+        return gguf.stat().st_size
     total = 0
-    for t in reader.tensors:
+    for t in tensors:
         if t.name == "token_embd.weight" and "output.weight" in names:
             continue  # only one row per token is read; tied heads read it whole
         total += int(t.n_bytes) * (expert_share if "_exps." in t.name else 1)
@@ -194,7 +200,7 @@ def main():
                  f"tools/convert_to_gguf.py --shape {args.shape} --outtype {args.dtypes}")
     if not pathlib.Path(args.deepinfer).exists():
         sys.exit(f"error: {args.deepinfer} not found; run scripts/build.sh release (or pass --deepinfer)")
-    bench = find_llama_bench(args.llama_bench)
+    bench = find_llama_tool(args.llama_bench)
     vocab = json.loads((model / "config.json").read_text())["vocab_size"]
     ids = prompt_ids(args.prompt_len, vocab)
 
