@@ -105,9 +105,12 @@ void release_anonymous(std::byte* data, size_t bytes) {
 
 bool keep_freed_heap_memory(size_t bytes) {
   const int value = static_cast<int>(std::min<size_t>(bytes, size_t{1} << 30));
-  const bool mmap_ok = ::mallopt(M_MMAP_THRESHOLD, value) == 1;
-  const bool trim_ok = ::mallopt(M_TRIM_THRESHOLD, value) == 1;
-  return mmap_ok && trim_ok;
+  // glibc before 2.35 refuses an mmap threshold above 32 MiB: then 32 MiB, and false. The trim
+  // threshold only after an accepted mmap threshold: setting either freezes the other (no
+  // dynamic threshold), and a frozen default mmap threshold (128 KiB) would map more blocks.
+  const bool full = ::mallopt(M_MMAP_THRESHOLD, value) == 1;
+  if (!full && ::mallopt(M_MMAP_THRESHOLD, std::min(value, 32 << 20)) != 1) return false;
+  return ::mallopt(M_TRIM_THRESHOLD, value) == 1 && full;
 }
 
 }  // namespace deepinfer

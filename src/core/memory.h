@@ -48,7 +48,8 @@ void release_anonymous(std::byte* data, size_t bytes);
 // fresh mappings and trims the heap top, so every forward pass's activations (a 1024-token
 // step's MLP buffer is 40 MB) were page-faulted and zeroed again, layer after layer (14 % of a
 // prefill's samples). Raises the mmap and trim thresholds to `bytes`; true when glibc took
-// both. Called once at process start (cli/main.cpp), like llama.cpp's compute buffer that is
+// both (a glibc before 2.35 caps the mmap threshold at 32 MiB: set to that, and false).
+// Called once at process start (cli/main.cpp), like llama.cpp's compute buffer that is
 // allocated once: peak activation memory stays resident, as it does there.
 bool keep_freed_heap_memory(size_t bytes);
 inline constexpr size_t kKeptHeapBlockBytes = size_t{1} << 30;

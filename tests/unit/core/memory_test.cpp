@@ -18,6 +18,7 @@
 #include "core/mapped_file.h"
 #include "core/memory.h"
 #include "core/tensor.h"
+#include "kernels/packed_experts.h"
 #include "kernels/packed_weights.h"
 
 namespace deepinfer {
@@ -171,6 +172,34 @@ TEST(MemoryHugePages, PackedPanelsAskForThem) {
   }
 }
 
+// An expert big enough for huge pages (gate + up 4.3 MB of f32) packs the same bytes into
+// memory of its own mapping, advised for them.
+TEST(MemoryHugePages, PackedExpertsAskForThemAndPackTheSameBytes) {
+  const int64_t h = 512, i = 1040;
+  std::vector<float> gate(static_cast<size_t>(i * h)), up(gate.size()), down(gate.size());
+  for (size_t e = 0; e < gate.size(); ++e) {
+    gate[e] = static_cast<float>(e % 97) * 0.01f;
+    up[e] = static_cast<float>(e % 89) * -0.02f;
+    down[e] = static_cast<float>(e % 83) * 0.03f;
+  }
+  const auto pack = [&](bool huge) {
+    return kernels::pack_expert(gate.data(), up.data(), DType::f32, down.data(), DType::f32, h, i,
+                                huge);
+  };
+  const kernels::PackedExpert advised = pack(true), plain = pack(false);
+  if (!advised.defined()) GTEST_SKIP() << "no packed kernel for f32 under this ISA";
+  const size_t gate_up_bytes = advised.bytes() - advised.down().bytes();
+  ASSERT_EQ(advised.bytes(), plain.bytes());
+  EXPECT_EQ(std::memcmp(advised.gate_up_panels(), plain.gate_up_panels(), gate_up_bytes), 0);
+  EXPECT_EQ(std::memcmp(advised.down().panels(), plain.down().panels(), advised.down().bytes()), 0);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(advised.gate_up_panels()) % kHugePageBytes, 0u);
+  if (thp_mode() == "never") GTEST_SKIP() << "transparent huge pages are off (\"never\")";
+  SmapsEntry entry = smaps_of(advised.gate_up_panels());
+  if (entry.fields.count("THPeligible")) {
+    EXPECT_EQ(entry.fields["THPeligible"], 1) << entry.header;
+  }
+}
+
 long minor_faults() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -190,7 +219,8 @@ long faults_writing_a_fresh_block(size_t bytes) {
 
 TEST(MemoryHeap, FreedActivationBlocksAreReusedWithoutFaults) {
   if (!keep_freed_heap_memory(kKeptHeapBlockBytes))
-    GTEST_SKIP() << "the allocator ignores mallopt (a sanitizer's, not glibc's)";
+    GTEST_SKIP() << "the allocator refused the thresholds (a sanitizer's allocator, or a glibc "
+                    "that caps M_MMAP_THRESHOLD at 32 MiB)";
   const size_t bytes = size_t{48} << 20;
   faults_writing_a_fresh_block(bytes);  // the heap grows once
   EXPECT_LT(faults_writing_a_fresh_block(bytes), 8) << "the freed block went back to the kernel";
