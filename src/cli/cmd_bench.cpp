@@ -22,6 +22,7 @@
 #include "config/recipe_config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/memory.h"
 #include "parallel/mpi_communicator.h"
 
 namespace deepinfer::cli {
@@ -110,6 +111,7 @@ int run_bench(const std::vector<std::string>& argv) {
                   {.aliases = with_parallel_aliases({{"m", "model"}})});
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   const bench::BenchOptions options = bench::read_bench_options(args);
+  if (options.mode == "offline") keep_freed_heap_memory(kKeptHeapBlockBytes);  // no server here
 
   config::RecipeConfig recipe;
   if (const auto path = args.get("config")) recipe = config::load_recipe(*path);

@@ -19,6 +19,7 @@
 #include "config/setup.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/memory.h"
 #include "engine/engine.h"
 #include "engine/greedy.h"
 #include "io/hf_config.h"
@@ -194,6 +195,7 @@ int run_generate(const std::vector<std::string>& argv) {
           with_engine_bool_flags({"json", "ignore-eos", "chat", "stream", "no-stream"}))),
       kShortFlags);
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
+  keep_freed_heap_memory(kKeptHeapBlockBytes);  // no server in this process
   if (args.has("prompts-file")) {
     DI_CHECK(!args.has("chat") && !args.has("messages") && !args.has("stream"),
              "--prompts-file prints one JSON line per prompt: --chat, --messages and --stream "

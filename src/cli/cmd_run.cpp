@@ -15,6 +15,7 @@
 #include "config/runtime.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/memory.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -78,6 +79,7 @@ int run_run(const std::vector<std::string>& argv) {
   DI_CHECK(mode == "local" || !args.has("prompt"),
            "--prompt answers once in local mode; the api mode takes prompts over HTTP");
   if (mode == "local") {
+    keep_freed_heap_memory(kKeptHeapBlockBytes);  // no server in this process
     for (const auto& flags : {kServerFlags, kServerBoolFlags}) {
       for (const auto& flag : flags) {
         DI_CHECK(!args.has(flag), "--", flag, " applies to --mode api");

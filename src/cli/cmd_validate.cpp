@@ -11,6 +11,7 @@
 #include "config/setup.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/memory.h"
 #include "tokenizer/tokenizer.h"
 #include "validate/validation.h"
 
@@ -131,6 +132,7 @@ int run_validate(const std::vector<std::string>& argv) {
                       with_parallel_bool_flags({"layers", "json", "reference-quantize-lm-head"})),
                   kShortFlags);
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
+  keep_freed_heap_memory(kKeptHeapBlockBytes);  // no server in this process
   const std::string model_path = args.require("model");
   DI_CHECK(args.has("reference") != args.has("golden"),
            "give one of --reference MODEL and --golden FILE to compare --model against");

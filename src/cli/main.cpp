@@ -7,7 +7,6 @@
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "core/memory.h"
 #include "kernels/isa.h"
 #include "parallel/mpi_communicator.h"
 
@@ -58,7 +57,6 @@ int main(int argc, char** argv) {
     try {
       // A bad DEEPINFER_ISA is reported now rather than at the first kernel call.
       deepinfer::kernels::active_isa();
-      deepinfer::keep_freed_heap_memory(deepinfer::kKeptHeapBlockBytes);
       const int ranks = deepinfer::parallel::launcher_world_size();
       DI_CHECK(ranks == 1 || runs_distributed(command.name), "mpirun started ", ranks,
                " ranks, but `deepinfer ", command.name,

@@ -46,11 +46,14 @@ void release_anonymous(std::byte* data, size_t bytes);
 // Keeps freed heap memory below `bytes` per block in the process instead of returning it to
 // the kernel: glibc serves blocks above its mmap threshold (at most 32 MiB by default) from
 // fresh mappings and trims the heap top, so every forward pass's activations (a 1024-token
-// step's MLP buffer is 40 MB) were page-faulted and zeroed again, layer after layer (14 % of a
-// prefill's samples). Raises the mmap and trim thresholds to `bytes`; true when glibc took
+// step's MLP buffers are 20-40 MB) were page-faulted and zeroed again, layer after layer (14 %
+// of a prefill's samples). Raises the mmap and trim thresholds to `bytes`; true when glibc took
 // both (a glibc before 2.35 caps the mmap threshold at 32 MiB: set to that, and false).
-// Called once at process start (cli/main.cpp), like llama.cpp's compute buffer that is
-// allocated once: peak activation memory stays resident, as it does there.
+// Process-wide, so only the commands that run the model without an HTTP server call it
+// (generate, bench --mode offline, validate, run --mode local): in `serve` the request threads'
+// arenas would keep every freed request body (test_huge_prompts_are_refused_in_bounded_memory:
+// peak RSS growth 121 -> 311 MB). Peak activation memory stays resident, as llama.cpp's compute
+// buffer does.
 bool keep_freed_heap_memory(size_t bytes);
 inline constexpr size_t kKeptHeapBlockBytes = size_t{1} << 30;
 
