@@ -6,12 +6,14 @@
 //
 //   build/attention_bench [--isa avx2|avx512] [--threads 2] [--depths 4096,16384]
 //                         [--seqs 1,8] [--dtypes f16,int8] [--shapes qwen,mla] [--query-tiles]
+//                         [--hot] [--no-huge-pages] [--reps N]
 //
 // --query-tiles runs kernels::paged_attention_query_tiles (the AVX-512 span kernel for any
 // group) instead of the kernel paged_attention picks by shape.
 //
 // Enough layers of cache are cycled through to exceed the last-level cache (as decode does:
-// one cache per layer), so the rate is a DRAM rate.
+// one cache per layer), so the rate is a DRAM rate; --hot keeps one layer whose cache stays in
+// the CPU caches (the kernel's compute rate).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +24,7 @@
 
 #include "cache/kv_quant.h"
 #include "core/dtype.h"
+#include "core/memory.h"
 #include "core/thread_pool.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
@@ -50,9 +53,32 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+// Anonymous memory as the KV pool allocates it (huge pages advised unless --no-huge-pages).
+class Mapped {
+ public:
+  Mapped() = default;
+  Mapped(size_t bytes, bool huge_pages)
+      : bytes_(bytes),
+        data_(bytes ? map_anonymous(bytes, huge_pages, "attention_bench cache") : nullptr) {}
+  Mapped(Mapped&& o) noexcept : bytes_(o.bytes_), data_(o.data_) { o.data_ = nullptr; }
+  Mapped& operator=(Mapped&& o) noexcept {
+    std::swap(bytes_, o.bytes_);
+    std::swap(data_, o.data_);
+    return *this;
+  }
+  ~Mapped() {
+    if (data_) release_anonymous(data_, bytes_);
+  }
+  uint8_t* data() const { return reinterpret_cast<uint8_t*>(data_); }
+
+ private:
+  size_t bytes_ = 0;
+  std::byte* data_ = nullptr;
+};
+
 // One layer's cache of `seqs` sequences of `depth` tokens, blocks of 16 laid out in order.
 struct LayerCache {
-  std::vector<uint8_t> k, v;
+  Mapped k, v;
   std::vector<float> ks, vs;
 };
 
@@ -88,6 +114,9 @@ double read_gbps(size_t bytes, ThreadPool& pool) {
 int main(int argc, char** argv) {
   int threads = 2;
   bool query_tiles = false;  // --query-tiles: the span kernel whatever the group
+  bool hot = false;          // --hot: one layer, its cache left in the CPU caches
+  bool huge_pages = true;    // --no-huge-pages: the cache in 4 KiB pages
+  int reps = 0;              // --reps N: timed passes (default 5, --hot 200); the best is shown
   std::vector<std::string> depths = {"4096", "16384"}, seqs = {"1", "8"}, dtypes = {"f16", "int8"},
                            shapes = {"qwen", "mla"};
   for (int i = 1; i < argc; ++i) {
@@ -106,10 +135,17 @@ int main(int argc, char** argv) {
       shapes = split(argv[++i]);
     } else if (arg == "--query-tiles") {
       query_tiles = true;
+    } else if (arg == "--hot") {
+      hot = true;
+    } else if (arg == "--no-huge-pages") {
+      huge_pages = false;
+    } else if (arg == "--reps" && i + 1 < argc) {
+      reps = std::stoi(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--isa NAME] [--threads N] [--depths A,B] [--seqs A,B] "
-                   "[--dtypes f16,int8,bf16,f32] [--shapes qwen,mla] [--query-tiles]\n",
+                   "[--dtypes f16,int8,bf16,f32] [--shapes qwen,mla] [--query-tiles] [--hot] "
+                   "[--no-huge-pages]\n",
                    argv[0]);
       return 2;
     }
@@ -142,14 +178,15 @@ int main(int argc, char** argv) {
           const double scale_bytes = dtype == DType::i8 ? 4.0 / group : 0.0;
           const double layer_bytes = static_cast<double>(slots) *
                                      static_cast<double>(k_width + v_width) * (es + scale_bytes);
-          const int layers = static_cast<int>(
-              std::max<double>(1.0, std::min(24.0, 512.0 * 1024 * 1024 / layer_bytes)));
+          const int layers = hot ? 1
+                                 : static_cast<int>(std::max<double>(
+                                       1.0, std::min(24.0, 512.0 * 1024 * 1024 / layer_bytes)));
           std::vector<LayerCache> caches(static_cast<size_t>(layers));
           std::vector<float> row(static_cast<size_t>(std::max(k_width, sh->v_head_dim)));
           for (size_t l = 0; l < caches.size(); ++l) {
             LayerCache& c = caches[l];
-            c.k.resize(static_cast<size_t>(slots * k_width * es));
-            c.v.resize(static_cast<size_t>(slots * v_width * es));
+            c.k = Mapped(static_cast<size_t>(slots * k_width * es), huge_pages);
+            c.v = Mapped(static_cast<size_t>(slots * v_width * es), huge_pages);
             if (dtype == DType::i8) {
               c.ks.resize(static_cast<size_t>(slots * k_width / group));
               c.vs.resize(static_cast<size_t>(slots * v_width / group));
@@ -199,7 +236,7 @@ int main(int argc, char** argv) {
           };
           for (size_t l = 0; l < caches.size(); ++l) step(l);  // warm-up
           double best = 1e30;
-          for (int rep = 0; rep < 5; ++rep) {
+          for (int rep = 0; rep < (reps > 0 ? reps : hot ? 200 : 5); ++rep) {
             const auto start = std::chrono::steady_clock::now();
             for (size_t l = 0; l < caches.size(); ++l) step(l);
             best = std::min(

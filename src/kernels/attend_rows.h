@@ -29,25 +29,42 @@ static inline int64_t kv_element_bytes(DType dtype) {
   return dtype == DType::f32 ? 4 : dtype == DType::i8 ? 1 : 2;
 }
 
-// Every 64-byte line of [p, p + n).
-static inline void prefetch_lines(const char* p, int64_t n) {
+// Every 64-byte line of [p, p + n). Always inlined, as is prefetch_chunk_rows: GCC 12's IPA
+// pure-const pass takes a function whose only effect is a prefetch for a const one and deletes
+// its calls (measured: attend() had no prefetch instruction at all).
+static DEEPINFER_INLINE void prefetch_lines(const char* p, int64_t n) {
   const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
   const auto end = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(n);
   for (uintptr_t line = first; line < end; line += 64)
     __builtin_prefetch(reinterpret_cast<const char*>(line));
 }
 
+// rows[j] = the cache row (slot * kv_heads + kv_head) of key position c0 + j, j < len (at most
+// kAttendChunk): one division per chunk, not two per key (an integer division costs tens of
+// cycles: per key they were a large part of a decode chunk's time).
+static DEEPINFER_INLINE void key_rows(const AttendArgs& a, int64_t c0, int64_t len, int64_t kv_head,
+                                      int64_t* rows) {
+  int64_t block = c0 / a.block_size, offset = c0 % a.block_size;
+  for (int64_t j = 0; j < len; ++j) {
+    rows[j] = (a.block_table[block] * a.block_size + offset) * a.kv_heads + kv_head;
+    if (++offset == a.block_size) {
+      offset = 0;
+      ++block;
+    }
+  }
+}
+
 // Prefetches the stored K / V rows of key positions [c0, c0 + len) for kv_head: a chunk's rows
 // lie a row of every kv head apart, more streams than the hardware prefetchers keep ahead of
 // (measured: attend() stalled on their loads), so each chunk asks for the next one's.
-static inline void prefetch_chunk_rows(const AttendArgs& a, int64_t c0, int64_t len,
-                                       int64_t kv_head) {
+static DEEPINFER_INLINE void prefetch_chunk_rows(const AttendArgs& a, int64_t c0, int64_t len,
+                                                 int64_t kv_head) {
   const int64_t bytes = kv_element_bytes(a.dtype);
   const bool shared = v_within_k(a);
+  int64_t rows[kAttendChunk];
+  key_rows(a, c0, len, kv_head, rows);
   for (int64_t j = 0; j < len; ++j) {
-    const int64_t t = c0 + j;
-    const int64_t row =
-        (a.block_table[t / a.block_size] * a.block_size + t % a.block_size) * a.kv_heads + kv_head;
+    const int64_t row = rows[j];
     prefetch_lines(static_cast<const char*>(a.k) + row * a.head_dim * bytes, a.head_dim * bytes);
     if (shared) continue;
     prefetch_lines(static_cast<const char*>(a.v) + row * a.v_row_stride * bytes,
@@ -78,10 +95,10 @@ static inline void chunk_rows(const AttendArgs& a, int64_t c0, int64_t len, int6
   const int64_t bytes = kv_element_bytes(a.dtype);
   float* kbuf = scratch;
   float* vbuf = scratch + kAttendChunk * a.head_dim;
+  int64_t rows[kAttendChunk];
+  key_rows(a, c0, len, kv_head, rows);
   for (int64_t j = 0; j < len; ++j) {
-    const int64_t t = c0 + j;
-    const int64_t row =
-        (a.block_table[t / a.block_size] * a.block_size + t % a.block_size) * a.kv_heads + kv_head;
+    const int64_t row = rows[j];
     if (a.dtype == DType::f32) {
       krow[j] = static_cast<const float*>(a.k) + row * a.head_dim;
       vrow[j] = static_cast<const float*>(a.v) + row * a.v_row_stride;

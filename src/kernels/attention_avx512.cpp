@@ -59,7 +59,7 @@ inline __m512 load_row(const Rows& r, int64_t row, int64_t d0, __mmask16 m) {
 }
 
 // r[16] rows -> r[16] columns: afterwards lane j of r[c] is element c of row j.
-inline void transpose16(__m512* r) {
+DEEPINFER_INLINE void transpose16(__m512* r) {
   __m512 t[16];
   DEEPINFER_UNROLL
   for (int i = 0; i < 8; ++i) {
@@ -201,19 +201,26 @@ inline void chunk_softmax_values(const Rows& vr, const int64_t* vrows, const Att
                                  float* denom, float* probs, const float* kwide = nullptr) {
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
   const __m512 scale = _mm512_set1_ps(a.scale);
-  float corr[T];
+  __m512 scores[T];
+  alignas(64) float new_max[kLanes], corr[kLanes];
   DEEPINFER_UNROLL
   for (int i = 0; i < T; ++i) {
     const int64_t len = min64(kLanes, last[i] + 1 - c0);
-    float* p = probs + i * kLanes;
-    const __m512 scores =
-        _mm512_mask_mov_ps(neg_inf, first_lanes(len), _mm512_mul_ps(_mm512_loadu_ps(p), scale));
-    const float new_max = maxf(max[i], hmax(scores));
-    corr[i] = exp_scalar(max[i] - new_max);
-    const __m512 e = exp(_mm512_sub_ps(scores, _mm512_set1_ps(new_max)));  // -inf lanes: 0
-    _mm512_storeu_ps(p, e);
+    scores[i] = _mm512_mask_mov_ps(neg_inf, first_lanes(len),
+                                   _mm512_mul_ps(_mm512_loadu_ps(probs + i * kLanes), scale));
+    new_max[i] = maxf(max[i], hmax(scores[i]));
+  }
+  // e^(old max - new max) of the T queries in one vector exp (lane for lane what a scalar
+  // exp of the same argument gives).
+  const __mmask16 tm = first_lanes(T);
+  _mm512_store_ps(
+      corr, exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(tm, max), _mm512_maskz_load_ps(tm, new_max))));
+  DEEPINFER_UNROLL
+  for (int i = 0; i < T; ++i) {
+    const __m512 e = exp(_mm512_sub_ps(scores[i], _mm512_set1_ps(new_max[i])));  // -inf: 0
+    _mm512_storeu_ps(probs + i * kLanes, e);
     denom[i] = denom[i] * corr[i] + hsum(e);
-    max[i] = new_max;
+    max[i] = new_max[i];
   }
   if (kwide != nullptr) {
     // V rows are the leading part of the chunk's widened K rows (widen_chunk's blocks): the
@@ -264,14 +271,11 @@ inline void transpose_groups(const float* const* q, int64_t groups, int64_t hd, 
 
 // Rows of the 16 keys of the chunk at c0; keys at or past `end` repeat key c0 (their scores
 // are masked and their probabilities are 0).
-inline void span_chunk_rows(const AttendArgs& a, int64_t kv_head, int64_t c0, int64_t end,
-                            int64_t* rows) {
+DEEPINFER_INLINE void span_chunk_rows(const AttendArgs& a, int64_t kv_head, int64_t c0, int64_t end,
+                                      int64_t* rows) {
   const int64_t len = min64(kLanes, end - c0);
-  for (int64_t j = 0; j < 16; ++j) {
-    const int64_t t = c0 + (j < len ? j : 0);
-    rows[j] =
-        (a.block_table[t / a.block_size] * a.block_size + t % a.block_size) * a.kv_heads + kv_head;
-  }
+  key_rows(a, c0, len, kv_head, rows);
+  for (int64_t j = len; j < 16; ++j) rows[j] = rows[0];
 }
 
 template <Kind K>
@@ -354,6 +358,141 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t span, const float
 }
 
 }  // namespace
+
+int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads) {
+  const int64_t hd = (a.head_dim + kLanes - 1) / kLanes * kLanes;
+  return q_heads * (hd + a.v_head_dim + 2) + 2 * kTile * kLanes;
+}
+
+// Every line of the `bytes` bytes at the start of rows[0..15] (row r at base + r * row_bytes).
+DEEPINFER_INLINE void prefetch_rows(const char* base, int64_t row_bytes, int64_t bytes,
+                                    const int64_t* rows) {
+  DEEPINFER_UNROLL
+  for (int j = 0; j < 16; ++j) {
+    const char* p = base + rows[j] * row_bytes;
+    for (int64_t at = 0; at < bytes; at += 64) _mm_prefetch(p + at, _MM_HINT_T0);
+    _mm_prefetch(p + bytes - 1, _MM_HINT_T0);  // the last line when p is not line-aligned
+  }
+}
+
+// Chunks [c0, c0 + 16) of one kv head's keys up to `pos`: their rows, and the rows of the
+// chunks ahead asked for from memory (the kernel reads K one chunk ahead and V on time, so a
+// chunk's rows are prefetched two chunks before its V is read).
+class ChunkRows {
+ public:
+  template <Kind K>
+  ChunkRows(const AttendArgs& a, int64_t kv_head, int64_t pos, const Rows& kr, const Rows& vr,
+            std::integral_constant<Kind, K>)
+      : a_(a),
+        kv_head_(kv_head),
+        end_(pos + 1),
+        kr_(kr),
+        vr_(vr),
+        row_bytes_k_(kr.stride * element_bytes<K>()),
+        row_bytes_v_(vr.stride * element_bytes<K>()),
+        k_bytes_(a.head_dim * element_bytes<K>()),
+        v_bytes_(v_within_k(a) ? 0 : a.v_head_dim * element_bytes<K>()) {
+    for (int64_t c = 0; c < kAhead && c * kLanes < end_; ++c) fill(c);
+  }
+  // The rows of chunk c (c * 16 < end); also asks for chunk c + kAhead's.
+  const int64_t* advance(int64_t c) {
+    if ((c + kAhead) * kLanes < end_) fill(c + kAhead);
+    return ring_[c % kRing];
+  }
+  const int64_t* rows(int64_t c) const { return ring_[c % kRing]; }
+
+ private:
+  static constexpr int64_t kAhead = 2, kRing = kAhead + 1;
+  void fill(int64_t c) {
+    int64_t* r = ring_[c % kRing];
+    span_chunk_rows(a_, kv_head_, c * kLanes, end_, r);
+    prefetch_rows(kr_.base, row_bytes_k_, k_bytes_, r);
+    if (v_bytes_) prefetch_rows(vr_.base, row_bytes_v_, v_bytes_, r);
+  }
+  const AttendArgs& a_;
+  int64_t kv_head_, end_;
+  Rows kr_, vr_;
+  int64_t row_bytes_k_, row_bytes_v_, k_bytes_, v_bytes_;
+  int64_t ring_[kRing][16];
+};
+
+// T query heads (all of a kv head's group) over every chunk of keys, software-pipelined: the
+// scores of chunk c + 1 are computed before the softmax and V sums of chunk c, so the two
+// chunks' independent work overlaps (one chunk alone is a long dependency chain, scores ->
+// max -> exp -> V sums, and more instructions than the core's reorder window).
+template <Kind K, int T>
+void attend_tile(const AttendArgs& a, const Rows& kr, const Rows& vr, const float* const* q,
+                 int64_t pos, int64_t kv_head, float* const* acc, float* max, float* denom,
+                 float* probs) {
+  int64_t last[T];
+  for (int i = 0; i < T; ++i) last[i] = pos;
+  ChunkRows chunks(a, kv_head, pos, kr, vr, std::integral_constant<Kind, K>{});
+  const int64_t n_chunks = pos / kLanes + 1;
+  chunk_scores<K, T>(kr, chunks.rows(0), a.head_dim, q, probs);
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int64_t* rows = chunks.advance(c);
+    float* cur = probs + (c & 1) * T * kLanes;
+    if (c + 1 < n_chunks)
+      chunk_scores<K, T>(kr, chunks.rows(c + 1), a.head_dim, q, probs + ((c + 1) & 1) * T * kLanes);
+    chunk_softmax_values<K, T>(vr, rows, a, c * kLanes, last, acc, max, denom, cur);
+  }
+}
+
+// The per-token kernel (backend.h) on AVX-512: the span kernel's tiles over every chunk of
+// keys in order, one running softmax state per head.
+template <Kind K>
+void attend_kernel(const AttendArgs& a, const float* q_in, int64_t q_heads, int64_t pos,
+                   int64_t kv_head, float* out, float* scratch) {
+  const int64_t hd = (a.head_dim + kLanes - 1) / kLanes * kLanes;
+  const int64_t dv = a.v_head_dim;
+  float* qpad = scratch;                  // [q_heads][hd] queries, zero-padded
+  float* acc_rows = qpad + q_heads * hd;  // [q_heads][dv] unnormalised V sums
+  float* max = acc_rows + q_heads * dv;   // [q_heads]
+  float* denom = max + q_heads;           // [q_heads]
+  float* probs = denom + q_heads;         // [2][kTile][16] scores of two chunks
+  const float* q[kTile];
+  float* acc[kTile];
+  for (int64_t i = 0; i < q_heads; ++i) {
+    for (int64_t d0 = 0; d0 < hd; d0 += kLanes) {
+      const int64_t left = a.head_dim - d0;
+      const __mmask16 m = left >= kLanes ? static_cast<__mmask16>(0xffff) : first_lanes(left);
+      _mm512_storeu_ps(qpad + i * hd + d0, _mm512_maskz_loadu_ps(m, q_in + i * a.head_dim + d0));
+    }
+    for (int64_t d = 0; d < dv; ++d) acc_rows[i * dv + d] = 0.0f;
+    max[i] = -__builtin_inff();
+    denom[i] = 0.0f;
+  }
+  const Rows kr{static_cast<const char*>(a.k), a.head_dim, a.k_scale, a.group};
+  const Rows vr{static_cast<const char*>(a.v), a.v_row_stride, a.v_scale, a.group};
+  // Tiles of up to kTile heads, each over every chunk (a group above kTile reads the keys
+  // once per tile; GQA groups are at most 8 in the supported families).
+  for (int64_t h0 = 0; h0 < q_heads; h0 += kTile) {
+    const int64_t n = min64(kTile, q_heads - h0);
+    for (int64_t i = 0; i < n; ++i) {
+      q[i] = qpad + (h0 + i) * hd;
+      acc[i] = acc_rows + (h0 + i) * dv;
+    }
+    with_tile_size<kTile>(n, [&](auto heads) {
+      attend_tile<K, decltype(heads)::value>(a, kr, vr, q, pos, kv_head, acc, max + h0, denom + h0,
+                                             probs);
+    });
+  }
+  for (int64_t i = 0; i < q_heads; ++i) finish_span(dv, acc_rows + i * dv, denom[i], out + i * dv);
+}
+
+void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, int64_t kv_head,
+            float* out, float* scratch) {
+  switch (a.dtype) {
+    case DType::f16:
+      return attend_kernel<Kind::f16>(a, q, q_heads, pos, kv_head, out, scratch);
+    case DType::bf16:
+      return attend_kernel<Kind::bf16>(a, q, q_heads, pos, kv_head, out, scratch);
+    case DType::i8:
+      return attend_kernel<Kind::i8>(a, q, q_heads, pos, kv_head, out, scratch);
+    default:
+      return attend_kernel<Kind::f32>(a, q, q_heads, pos, kv_head, out, scratch);
+  }
+}
 
 int64_t attend_span_scratch_floats(const AttendArgs& a, int64_t n) {
   const int64_t hd = (a.head_dim + kLanes - 1) / kLanes * kLanes;

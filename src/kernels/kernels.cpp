@@ -549,10 +549,11 @@ void paged_attention_with(const float* q, int64_t tokens, const int32_t* positio
       kv.k_scale,  kv.v_scale,    kv.quant_group};
   if (args.v_row_stride == 0) args.v_row_stride = kv.v_head_dim;
   check_cache_dtype(args);
-  // The span kernel (keys along lanes, split-K) wins where many query heads share a kv head
-  // (MLA absorbed decode: 16+ heads on one latent row); at GQA groups of <= 8 the chunked
-  // kernel below is still faster (docs/PERFORMANCE.md, "Long-context decode"). The choice
-  // depends on the shape only, so batch and thread invariance hold.
+  // The span kernel (split-K over spans, wide tiles) wins where many query heads share a kv
+  // head (MLA absorbed decode: 16+ heads on one latent row); GQA groups of <= 8 run the
+  // per-token kernel below, which on AVX-512 is the same register tiles over a whole context,
+  // software-pipelined (docs/PERFORMANCE.md, "GQA decode attention"). The choice depends on the
+  // shape only, so batch and thread invariance hold.
   if (active_isa() == Isa::avx512 && (query_tiles || heads / kv.kv_heads >= kSpanKernelMinGroup)) {
     detail::paged_attention_spans(q, tokens, positions, heads, args, out, pool);
     return;

@@ -2,9 +2,7 @@
 // size runs through the same vector code.
 #include "kernels/simd_avx512.h"  // first: see the note there
 
-#include "kernels/attend_rows.h"
 #include "kernels/backend.h"
-#include "kernels/kv_widen_avx512.h"
 
 namespace deepinfer::kernels::detail::avx512 {
 namespace {
@@ -23,10 +21,6 @@ inline float dot(const float* a, const float* b, int64_t n) {
     acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
   });
   return hsum(acc);
-}
-
-inline float exp_scalar(float x) {
-  return _mm_cvtss_f32(_mm512_castps512_ps128(exp(_mm512_set1_ps(x))));
 }
 
 }  // namespace
@@ -148,108 +142,6 @@ void add(const float* a, const float* b, float* out, int64_t n) {
         out + i, m,
         _mm512_add_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
   });
-}
-
-int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads) {
-  return q_heads * (kAttendChunk + a.v_head_dim + 3) + chunk_rows_scratch_floats(a);
-}
-
-namespace {
-
-// acc[g] = acc[g] * corr[g] + sum_j p[g][j] * v_j for G heads at once: each V vector is loaded
-// once for all G heads; per head the operations and their order are those of G = 1.
-template <int G>
-inline void accumulate_v(const AttendArgs& a, const float* const* vrow, int64_t len,
-                         const float* probs, const float* corr, float* acc) {
-  for_each_vector(a.v_head_dim, [&](int64_t d, __mmask16 m) {
-    __m512 o[G];
-    DEEPINFER_UNROLL
-    for (int g = 0; g < G; ++g)
-      o[g] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc + g * a.v_head_dim + d),
-                           _mm512_set1_ps(corr[g]));
-    for (int64_t j = 0; j < len; ++j) {
-      const __m512 v = _mm512_maskz_loadu_ps(m, vrow[j] + d);
-      DEEPINFER_UNROLL
-      for (int g = 0; g < G; ++g)
-        o[g] = _mm512_fmadd_ps(_mm512_set1_ps(probs[g * kAttendChunk + j]), v, o[g]);
-    }
-    DEEPINFER_UNROLL
-    for (int g = 0; g < G; ++g) _mm512_mask_storeu_ps(acc + g * a.v_head_dim + d, m, o[g]);
-  });
-}
-
-// dot(q, k_j) for the 16 keys of a chunk as one vector, bit for bit what dot() gives for
-// each (hsum16 == hsum per vector); keys j >= len repeat key 0 and are dropped by the caller.
-inline __m512 chunk_dots(const float* q, const float* const* krow, int64_t len, int64_t head_dim) {
-  const float* kr[kLanes];
-  __m512 acc[kLanes];
-  DEEPINFER_UNROLL
-  for (int j = 0; j < kLanes; ++j) {
-    kr[j] = krow[j < len ? j : 0];
-    acc[j] = _mm512_setzero_ps();
-  }
-  for_each_vector(head_dim, [&](int64_t d, __mmask16 m) {
-    const __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
-    DEEPINFER_UNROLL
-    for (int j = 0; j < kLanes; ++j)
-      acc[j] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kr[j] + d), acc[j]);
-  });
-  return hsum16(acc);
-}
-
-}  // namespace
-
-void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, int64_t kv_head,
-            float* out, float* scratch) {
-  static_assert(kAttendChunk == kLanes, "one vector of scores per chunk");
-  float* probs = scratch;                       // [q_heads][kAttendChunk]
-  float* acc = probs + q_heads * kAttendChunk;  // [q_heads][v_head_dim] unnormalised
-  float* max = acc + q_heads * a.v_head_dim;    // [q_heads] running max score
-  float* denom = max + q_heads;                 // [q_heads] running softmax denominator
-  float* corr = denom + q_heads;                // [q_heads] this chunk's rescaling
-  float* rows = corr + q_heads;                 // widened K/V rows of a non-f32 cache
-  for_each_vector(q_heads * a.v_head_dim, [&](int64_t d, __mmask16 m) {
-    _mm512_mask_storeu_ps(acc + d, m, _mm512_setzero_ps());
-  });
-  for (int64_t g = 0; g < q_heads; ++g) {
-    max[g] = -__builtin_inff();
-    denom[g] = 0.0f;
-  }
-  const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
-  const __m512 scale = _mm512_set1_ps(a.scale);
-  for (int64_t c0 = 0; c0 <= pos; c0 += kAttendChunk) {
-    const int64_t len = min64(kAttendChunk, pos + 1 - c0);
-    const float* krow[kAttendChunk];
-    const float* vrow[kAttendChunk];
-    chunk_rows(a, c0, len, kv_head, &widen_kv_row, rows, krow, vrow);
-    if (c0 + kAttendChunk <= pos)
-      prefetch_chunk_rows(a, c0 + kAttendChunk, min64(kAttendChunk, pos + 1 - c0 - kAttendChunk),
-                          kv_head);
-    for (int64_t g = 0; g < q_heads; ++g) {
-      float* p = probs + g * kAttendChunk;
-      const __m512 dots = chunk_dots(q + g * a.head_dim, krow, len, a.head_dim);
-      const __m512 scores =
-          _mm512_mask_mov_ps(neg_inf, first_lanes(len), _mm512_mul_ps(dots, scale));
-      const float new_max = maxf(max[g], hmax(scores));
-      corr[g] = exp_scalar(max[g] - new_max);
-      const __m512 e = exp(_mm512_sub_ps(scores, _mm512_set1_ps(new_max)));  // -inf lanes: 0
-      _mm512_storeu_ps(p, e);
-      denom[g] = denom[g] * corr[g] + hsum(e);
-      max[g] = new_max;
-    }
-    for (int64_t g = 0; g < q_heads; g += kHeadTile)
-      with_tile_size<kHeadTile>(min64(kHeadTile, q_heads - g), [&](auto heads) {
-        accumulate_v<decltype(heads)::value>(a, vrow, len, probs + g * kAttendChunk, corr + g,
-                                             acc + g * a.v_head_dim);
-      });
-  }
-  for (int64_t g = 0; g < q_heads; ++g) {
-    const __m512 dv = _mm512_set1_ps(denom[g]);
-    for_each_vector(a.v_head_dim, [&](int64_t d, __mmask16 m) {
-      const int64_t at = g * a.v_head_dim + d;
-      _mm512_mask_storeu_ps(out + at, m, _mm512_div_ps(_mm512_maskz_loadu_ps(m, acc + at), dv));
-    });
-  }
 }
 
 }  // namespace deepinfer::kernels::detail::avx512
