@@ -53,7 +53,8 @@ void release_anonymous(std::byte* data, size_t bytes);
 // (generate, bench --mode offline, validate, run --mode local): in `serve` the request threads'
 // arenas would keep every freed request body (test_huge_prompts_are_refused_in_bounded_memory:
 // peak RSS growth 121 -> 311 MB). Peak activation memory stays resident, as llama.cpp's compute
-// buffer does.
+// buffer does. The forward pass's big buffers do not depend on it: they are ScratchFloats
+// (core/scratch.h), reused in every command, serve included.
 bool keep_freed_heap_memory(size_t bytes);
 inline constexpr size_t kKeptHeapBlockBytes = size_t{1} << 30;
 

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/scratch.h"
 #include "kernels/kernels.h"
 #include "model/layers/attention.h"
 
@@ -166,10 +167,10 @@ void TransformerDecoder::run_layers(const ForwardBatch& batch, cache::KvCache& c
   std::vector<float> sin(static_cast<size_t>(tokens * half));
   rope_->compute(batch.positions.data(), tokens, cos.data(), sin.data());
 
-  std::vector<float> normed(residual.size());
-  std::vector<float> branch(residual.size());
+  ScratchFloats normed(residual.size());
+  ScratchFloats branch(residual.size());
   ForwardObserver* const watch = observer_;
-  const auto report = [&](int64_t layer, std::string_view block, const std::vector<float>& data) {
+  const auto report = [&](int64_t layer, std::string_view block, const auto& data) {
     if (watch != nullptr) watch->observe(layer, block, data.data(), tokens, hidden);
   };
   // residual += branch, then normed = norm(residual): one pass (fused) or two.

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/scratch.h"
 
 namespace deepinfer::model {
 
@@ -57,9 +58,9 @@ void GqaAttention::forward(const float* x, const ForwardBatch& batch, const floa
   const auto tokens = static_cast<int64_t>(batch.tokens.size());
   const int64_t q_width = shape_.heads * shape_.head_dim;
   const int64_t kv_width = shape_.kv_heads * shape_.head_dim;
-  std::vector<float> q(static_cast<size_t>(tokens * q_width));
-  std::vector<float> k(static_cast<size_t>(tokens * kv_width));
-  std::vector<float> v(static_cast<size_t>(tokens * kv_width));
+  auto q = ScratchFloats::uninitialized(static_cast<size_t>(tokens * q_width));
+  auto k = ScratchFloats::uninitialized(static_cast<size_t>(tokens * kv_width));
+  auto v = ScratchFloats::uninitialized(static_cast<size_t>(tokens * kv_width));
   const Linear* projections[] = {&q_proj_, &k_proj_, &v_proj_};
   float* outputs[] = {q.data(), k.data(), v.data()};
   forward_same_input(projections, x, tokens, outputs, pool);
@@ -72,7 +73,7 @@ void GqaAttention::forward(const float* x, const ForwardBatch& batch, const floa
   kernels::rope(k.data(), tokens, shape_.kv_heads, shape_.head_dim, shape_.rotary_dim, cos, sin,
                 shape_.rope_layout);
 
-  std::vector<float> attended(static_cast<size_t>(tokens * q_width));
+  ScratchFloats attended(static_cast<size_t>(tokens * q_width));
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape_.head_dim));
   for (const auto& seq : batch.sequences) {
     const int32_t* positions = batch.positions.data() + seq.begin;

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "core/scratch.h"
 #include "kernels/kernels.h"
 
 namespace deepinfer::model {
@@ -30,8 +31,8 @@ std::unique_ptr<FusedGateUpMlp> FusedGateUpMlp::load(WeightLoader& weights,
 void FusedGateUpMlp::forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const {
   const int64_t width = intermediate_;
   if (gate_proj_.weight.defined()) {
-    std::vector<float> gate(static_cast<size_t>(tokens * width));
-    std::vector<float> up(gate.size());
+    auto gate = ScratchFloats::uninitialized(static_cast<size_t>(tokens * width));
+    auto up = ScratchFloats::uninitialized(gate.size());
     const Linear* projections[] = {&gate_proj_, &up_proj_};
     float* outputs[] = {gate.data(), up.data()};
     forward_same_input(projections, x, tokens, outputs, pool);
@@ -40,8 +41,8 @@ void FusedGateUpMlp::forward(const float* x, int64_t tokens, float* out, ThreadP
     return;
   }
   // Row t of gate_up is [gate(x_t) | up(x_t)] (transformers: chunk(2, dim=-1)).
-  std::vector<float> gate_up(static_cast<size_t>(tokens * 2 * width));
-  std::vector<float> act(static_cast<size_t>(tokens * width));
+  auto gate_up = ScratchFloats::uninitialized(static_cast<size_t>(tokens * 2 * width));
+  ScratchFloats act(static_cast<size_t>(tokens * width));
   gate_up_proj_.forward(x, tokens, gate_up.data(), pool);
   for (int64_t t = 0; t < tokens; ++t) {
     const float* row = gate_up.data() + t * 2 * width;

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "core/scratch.h"
 #include "kernels/kernels.h"
 
 namespace deepinfer::model {
@@ -28,8 +29,8 @@ std::unique_ptr<GatedMlp> GatedMlp::load(WeightLoader& weights, const std::strin
 
 void GatedMlp::forward(const float* x, int64_t tokens, float* out, ThreadPool& pool) const {
   const int64_t width = gate_proj_.out_features;
-  std::vector<float> gate(static_cast<size_t>(tokens * width));
-  std::vector<float> up(static_cast<size_t>(tokens * width));
+  auto gate = ScratchFloats::uninitialized(static_cast<size_t>(tokens * width));
+  auto up = ScratchFloats::uninitialized(static_cast<size_t>(tokens * width));
   const Linear* projections[] = {&gate_proj_, &up_proj_};
   float* outputs[] = {gate.data(), up.data()};
   forward_same_input(projections, x, tokens, outputs, pool);

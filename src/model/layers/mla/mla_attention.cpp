@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/scratch.h"
 
 namespace deepinfer::model {
 namespace {
@@ -149,7 +150,7 @@ void MlaAttention::project(const float* x, int64_t tokens, const float* cos, con
                            float* q, float* kv, ThreadPool& pool) const {
   const auto& s = shape_;
   // The query's first projection and kv_a share x: one grouped call where the weights allow.
-  std::vector<float> q_a(q_proj_ ? 0 : static_cast<size_t>(tokens * s.q_lora_rank));
+  ScratchFloats q_a(q_proj_ ? 0 : static_cast<size_t>(tokens * s.q_lora_rank));
   const Linear* projections[] = {q_proj_ ? &*q_proj_ : &*q_a_proj_, &kv_a_proj_};
   float* outputs[] = {q_proj_ ? q : q_a.data(), kv};
   forward_same_input(projections, x, tokens, outputs, pool);
@@ -178,9 +179,9 @@ void MlaAttention::forward(const float* x, const ForwardBatch& batch, const floa
       cache.spec().kv_heads == 1 && cache.spec().head_dim == kv_row && cache.spec().v_head_dim == 0,
       "MLA layer ", layer, ": the KV cache must be K-only with one head of width ", kv_row,
       " (kv_lora_rank + qk_rope_head_dim); build it from the model's kv_layout()");
-  std::vector<float> q(static_cast<size_t>(tokens * q_row));
-  std::vector<float> kv(static_cast<size_t>(tokens * kv_row));
-  std::vector<float> attended(static_cast<size_t>(tokens * out_row));
+  ScratchFloats q(static_cast<size_t>(tokens * q_row));
+  ScratchFloats kv(static_cast<size_t>(tokens * kv_row));
+  ScratchFloats attended(static_cast<size_t>(tokens * out_row));
   project(x, tokens, cos, sin, q.data(), kv.data(), pool);
   MlaShape whole = s;
   whole.heads = all_heads_;
@@ -240,16 +241,16 @@ void MlaAttention::attend_expanded(const float* q, int64_t tokens, const int32_t
   const int64_t v_dim = s.v_head_dim;
   const int64_t per_head = nope + v_dim;
 
-  std::vector<float> rows(static_cast<size_t>(context * width));
+  ScratchFloats rows(static_cast<size_t>(context * width));
   cache.gather_k(layer, block_table, context, rows.data());
-  std::vector<float> latent(static_cast<size_t>(context * rank));
+  ScratchFloats latent(static_cast<size_t>(context * rank));
   for (int64_t p = 0; p < context; ++p) copy_floats(&latent[p * rank], &rows[p * width], rank);
-  std::vector<float> kv_b(static_cast<size_t>(context * s.heads * per_head));
+  ScratchFloats kv_b(static_cast<size_t>(context * s.heads * per_head));
   kv_b_proj_.forward(latent.data(), context, kv_b.data(), pool);
 
   // Per-head keys [k_nope | k_pe] (k_pe shared by every head) and values, position-major.
-  std::vector<float> keys(static_cast<size_t>(context * s.heads * qk));
-  std::vector<float> values(static_cast<size_t>(context * s.heads * v_dim));
+  ScratchFloats keys(static_cast<size_t>(context * s.heads * qk));
+  ScratchFloats values(static_cast<size_t>(context * s.heads * v_dim));
   for (int64_t p = 0; p < context; ++p) {
     for (int64_t h = 0; h < s.heads; ++h) {
       const float* src = &kv_b[(p * s.heads + h) * per_head];
@@ -289,10 +290,10 @@ void MlaAttention::attend_absorbed(const float* q, int64_t tokens, const int32_t
   const int64_t v_dim = s.v_head_dim;
 
   // Latent-space queries [W_UK^T q_nope | q_pe] per head.
-  std::vector<float> q_latent(static_cast<size_t>(tokens * s.heads * width));
+  ScratchFloats q_latent(static_cast<size_t>(tokens * s.heads * width));
   {
-    std::vector<float> in(static_cast<size_t>(s.heads * tokens * nope));
-    std::vector<float> out(static_cast<size_t>(s.heads * tokens * rank));
+    ScratchFloats in(static_cast<size_t>(s.heads * tokens * nope));
+    ScratchFloats out(static_cast<size_t>(s.heads * tokens * rank));
     for (int64_t h = 0; h < s.heads; ++h)
       for (int64_t t = 0; t < tokens; ++t)
         copy_floats(&in[(h * tokens + t) * nope], q + (t * s.heads + h) * qk, nope);
@@ -312,13 +313,13 @@ void MlaAttention::attend_absorbed(const float* q, int64_t tokens, const int32_t
   kv.v = kv.k;
   kv.v_scale = kv.k_scale;
   kv.v_head_dim = kv.head_dim;
-  std::vector<float> out_latent(static_cast<size_t>(tokens * s.heads * width));
+  ScratchFloats out_latent(static_cast<size_t>(tokens * s.heads * width));
   attend_(q_latent.data(), tokens, positions, s.heads, kv, s.softmax_scale, out_latent.data(),
           pool);
 
   // W_UV per head: latent -> v_head_dim.
-  std::vector<float> in(static_cast<size_t>(s.heads * tokens * rank));
-  std::vector<float> out(static_cast<size_t>(s.heads * tokens * v_dim));
+  ScratchFloats in(static_cast<size_t>(s.heads * tokens * rank));
+  ScratchFloats out(static_cast<size_t>(s.heads * tokens * v_dim));
   for (int64_t h = 0; h < s.heads; ++h)
     for (int64_t t = 0; t < tokens; ++t)
       copy_floats(&in[(h * tokens + t) * rank], &out_latent[(t * s.heads + h) * width], rank);

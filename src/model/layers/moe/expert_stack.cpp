@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/scratch.h"
 #include "kernels/kernels.h"
 #include "model/layers/moe/expert_slices.h"
 
@@ -478,14 +479,14 @@ void ExpertStack::forward(int64_t j, const float* x, int64_t rows, float* y,
   if (rows == 0) return;
   const int64_t h = hidden();
   const int64_t i = intermediate();
-  std::vector<float> act(static_cast<size_t>(rows * i));
+  ScratchFloats act(static_cast<size_t>(rows * i));
   if (fp8_.block_rows > 0) {
     const auto weight = [&](const Tensor& stack, const Tensor& scales) {
       return kernels::Fp8Weight{reinterpret_cast<const uint8_t*>(expert_matrix(stack, j)),
                                 scales.data<float>() + j * scales.dim(1) * scales.dim(2),
                                 fp8_.block_rows, fp8_.block_cols};
     };
-    std::vector<float> up(act.size());
+    auto up = ScratchFloats::uninitialized(act.size());
     kernels::linear_fp8(x, rows, h, weight(gate_, fp8_.gate), i, nullptr, act.data(), pool);
     kernels::linear_fp8(x, rows, h, weight(up_, fp8_.up), i, nullptr, up.data(), pool);
     kernels::silu_mul(act.data(), up.data(), act.data(), rows * i);
@@ -503,7 +504,7 @@ void ExpertStack::forward(int64_t j, const float* x, int64_t rows, float* y,
     }
   };
   if (gate_up_.defined()) {
-    std::vector<float> gu(static_cast<size_t>(rows * 2 * i));
+    auto gu = ScratchFloats::uninitialized(static_cast<size_t>(rows * 2 * i));
     project(gate_up_, w8a8_.gate_up, x, h, 2 * i, gu.data());
     // Row r of gu holds [gate | up]; silu(gate) * up goes to a compact [rows, I] buffer.
     for (int64_t r = 0; r < rows; ++r) {
@@ -511,7 +512,7 @@ void ExpertStack::forward(int64_t j, const float* x, int64_t rows, float* y,
       kernels::silu_mul(row, row + i, act.data() + r * i, i);
     }
   } else {
-    std::vector<float> up(act.size());
+    auto up = ScratchFloats::uninitialized(act.size());
     project(gate_, w8a8_.gate, x, h, i, act.data());
     project(up_, w8a8_.up, x, h, i, up.data());
     kernels::silu_mul(act.data(), up.data(), act.data(), rows * i);
@@ -533,7 +534,7 @@ void ExpertStack::forward_group(std::span<const ExpertRows> work, ThreadPool& po
     at[g + 1] = at[g] + work[g].rows;
   }
   if (at.back() == 0) return;
-  std::vector<float> act(static_cast<size_t>(at.back() * i));
+  ScratchFloats act(static_cast<size_t>(at.back() * i));
   std::vector<kernels::LinearJob> jobs;
   // A part's experts as repack_blocks() left them (rp) or as stored.
   const auto repacked = [](const kernels::PackedWeights& rp, const Tensor& stack) {
@@ -553,7 +554,7 @@ void ExpertStack::forward_group(std::span<const ExpertRows> work, ThreadPool& po
     }
   };
   if (gate_up_.defined()) {
-    std::vector<float> gu(static_cast<size_t>(at.back() * 2 * i));
+    auto gu = ScratchFloats::uninitialized(static_cast<size_t>(at.back() * 2 * i));
     const bool rp = repacked(repacked_.gate_up, gate_up_);
     add_jobs(gate_up_, repacked_.gate_up, rp, nullptr, gu.data(), 2 * i);
     kernels::linear_grouped(jobs, h, gate_up_.dtype(), 2 * i, pool, rp);
@@ -562,7 +563,7 @@ void ExpertStack::forward_group(std::span<const ExpertRows> work, ThreadPool& po
       kernels::silu_mul(row, row + i, act.data() + r * i, i);
     }
   } else {
-    std::vector<float> up(act.size());
+    auto up = ScratchFloats::uninitialized(act.size());
     const bool gate_rp = repacked(repacked_.gate, gate_), up_rp = repacked(repacked_.up, up_);
     add_jobs(gate_, repacked_.gate, gate_rp, nullptr, act.data(), i);
     if (up_.dtype() != gate_.dtype() || gate_rp != up_rp) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/scratch.h"
 #include "model/layers/moe/dispatch_plan.h"
 
 namespace deepinfer::model {
@@ -65,7 +66,7 @@ void PackedExperts::run(const float* rows, std::span<const int64_t> counts, int6
       gathered_rows += total;
     }
   }
-  std::vector<float> in(static_cast<size_t>(gathered_rows * h)), result(in.size());
+  ScratchFloats in(static_cast<size_t>(gathered_rows * h)), result(in.size());
   size_t next_gathered = 0;
   for (kernels::ExpertRows& g : groups) {
     if (g.x != nullptr) continue;
