@@ -23,10 +23,23 @@ enum class Kind { f32, f16, bf16, i8 };
 
 // One stored K or V matrix: row r (a (slot, kv head) pair) starts at element r * stride.
 struct Rows {
+  Rows(const void* base_, int64_t stride_, const float* scales_, int64_t group_)
+      : base(static_cast<const char*>(base_)),
+        stride(stride_),
+        scales(scales_),
+        group(group_),
+        scale_stride(group_ > 0 ? stride_ / group_ : 0) {
+    // Groups of 16 or more elements, a power of two: a 16-lane vector at a multiple of 16 lies
+    // in one group, found by a shift (load_row runs per row and vector: no divisions there).
+    if (group_ >= kLanes && (group_ & (group_ - 1)) == 0)
+      while ((int64_t{1} << group_shift) < group_) ++group_shift;
+  }
   const char* base;
   int64_t stride;
   const float* scales;  // i8: scales of row r at r * (stride / group)
   int64_t group;
+  int64_t scale_stride;     // stride / group
+  int64_t group_shift = 0;  // log2(group) when group is a power of two >= 16, else 0
 };
 
 // Lanes [d0, d0 + 16) of row `row` as f32 (lanes outside m are 0). int8 values are
@@ -45,9 +58,11 @@ inline __m512 load_row(const Rows& r, int64_t row, int64_t d0, __mmask16 m) {
   } else {
     const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
         _mm_maskz_loadu_epi8(m, reinterpret_cast<const int8_t*>(r.base) + at)));
-    const float* s = r.scales + row * (r.stride / r.group);
+    const float* s = r.scales + row * r.scale_stride;
     __m512 scale;
-    if (d0 % r.group + kLanes <= r.group) {
+    if (r.group_shift != 0) {  // d0 is a multiple of 16 in every caller
+      scale = _mm512_set1_ps(s[d0 >> r.group_shift]);
+    } else if (d0 % r.group + kLanes <= r.group) {
       scale = _mm512_set1_ps(s[d0 / r.group]);
     } else {  // groups narrower than a vector, or not aligned to one
       float lanes[kLanes];
@@ -304,8 +319,8 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t span, const float
     for (int64_t d = 0; d < a.v_head_dim; ++d) acc[i][d] = 0.0f;
   }
   transpose_groups(q, groups, hd, qt);
-  const Rows kr{static_cast<const char*>(a.k), a.head_dim, a.k_scale, a.group};
-  const Rows vr{static_cast<const char*>(a.v), a.v_row_stride, a.v_scale, a.group};
+  const Rows kr(a.k, a.head_dim, a.k_scale, a.group);
+  const Rows vr(a.v, a.v_row_stride, a.v_scale, a.group);
   // Where V is the leading part of K (MLA), the wide tiles read V from the widened K rows too.
   const bool v_in_k = v_within_k(a);
   const int64_t begin = span * kAttendSpan;
@@ -462,8 +477,8 @@ void attend_kernel(const AttendArgs& a, const float* q_in, int64_t q_heads, int6
     max[i] = -__builtin_inff();
     denom[i] = 0.0f;
   }
-  const Rows kr{static_cast<const char*>(a.k), a.head_dim, a.k_scale, a.group};
-  const Rows vr{static_cast<const char*>(a.v), a.v_row_stride, a.v_scale, a.group};
+  const Rows kr(a.k, a.head_dim, a.k_scale, a.group);
+  const Rows vr(a.v, a.v_row_stride, a.v_scale, a.group);
   // Tiles of up to kTile heads, each over every chunk (a group above kTile reads the keys
   // once per tile; GQA groups are at most 8 in the supported families).
   for (int64_t h0 = 0; h0 < q_heads; h0 += kTile) {
