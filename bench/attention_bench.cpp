@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--isa NAME] [--threads N] [--depths A,B] [--seqs A,B] "
                    "[--dtypes f16,int8,bf16,f32] [--shapes qwen,mla] [--query-tiles] [--hot] "
-                   "[--no-huge-pages]\n",
+                   "[--no-huge-pages] [--reps N]\n",
                    argv[0]);
       return 2;
     }

@@ -12,6 +12,7 @@ namespace {
 struct Block {
   std::byte* data;
   size_t bytes;
+  bool fresh;  // a new mapping: already zero
 };
 
 // The calling thread's freed blocks, smallest first.
@@ -20,29 +21,37 @@ class BlockCache {
   ~BlockCache() {
     for (const Block& b : free_) release_anonymous(b.data, b.bytes);
   }
-  // The smallest cached block of at least `bytes`, else a new mapping (2 MiB multiples, so
-  // that huge pages back it and nearby sizes share blocks).
+  // The smallest cached block of at least `bytes` and at most twice its rounded size (a small
+  // request does not pin a large block), else a new mapping (2 MiB multiples, so that huge
+  // pages back it and nearby sizes share blocks).
   Block take(size_t bytes) {
+    const size_t size = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
     const auto fit = std::lower_bound(free_.begin(), free_.end(), bytes,
                                       [](const Block& b, size_t n) { return b.bytes < n; });
-    if (fit != free_.end()) {
+    if (fit != free_.end() && fit->bytes <= 2 * size) {
       const Block b = *fit;
       free_.erase(fit);
       held_ -= b.bytes;
-      return b;
+      return {b.data, b.bytes, false};
     }
-    const size_t size = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-    return {map_anonymous(size, true, "activation buffer"), size};
+    return {map_anonymous(size, true, "activation buffer"), size, true};
   }
-  void give(Block b) {
-    free_.insert(std::lower_bound(free_.begin(), free_.end(), b.bytes,
-                                  [](const Block& x, size_t n) { return x.bytes < n; }),
-                 b);
+  // Keeps b for reuse; beyond kMaxCachedBytes the largest blocks are unmapped. Never throws
+  // (it runs in destructors): without room to record b, b is unmapped.
+  void give(Block b) noexcept {
+    try {
+      free_.insert(std::lower_bound(free_.begin(), free_.end(), b.bytes,
+                                    [](const Block& x, size_t n) { return x.bytes < n; }),
+                   b);
+    } catch (...) {
+      release_anonymous(b.data, b.bytes);
+      return;
+    }
     held_ += b.bytes;
-    while (held_ > ScratchFloats::kMaxCachedBytes && !free_.empty()) {
-      held_ -= free_.front().bytes;
-      release_anonymous(free_.front().data, free_.front().bytes);
-      free_.erase(free_.begin());
+    while (held_ > ScratchFloats::kMaxCachedBytes) {
+      held_ -= free_.back().bytes;
+      release_anonymous(free_.back().data, free_.back().bytes);
+      free_.pop_back();
     }
   }
   size_t held() const { return held_; }
@@ -70,7 +79,7 @@ ScratchFloats::ScratchFloats(size_t n, bool zeroed) : size_(n) {
   const Block b = cache().take(bytes);
   data_ = reinterpret_cast<float*>(b.data);
   block_bytes_ = b.bytes;
-  if (zeroed) std::memset(data_, 0, bytes);
+  if (zeroed && !b.fresh) std::memset(data_, 0, bytes);
 }
 
 ScratchFloats::ScratchFloats(ScratchFloats&& other) noexcept
@@ -102,7 +111,7 @@ ScratchFloats::~ScratchFloats() {
 }
 
 void ScratchFloats::release() {
-  if (block_bytes_ != 0) cache().give({reinterpret_cast<std::byte*>(data_), block_bytes_});
+  if (block_bytes_ != 0) cache().give({reinterpret_cast<std::byte*>(data_), block_bytes_, false});
   heap_.reset();
   data_ = nullptr;
   size_ = 0;

@@ -7,7 +7,9 @@
 // advised) and gives it back when destroyed, so a step reuses the previous step's memory: the
 // peak activation memory stays resident, as llama.cpp's compute buffer does. Small buffers are
 // plain heap allocations. Per thread, no locking: the engine's step thread runs the forward
-// pass; the pool's workers never allocate activations.
+// pass; the pool's workers never allocate activations. A buffer destroyed on another thread
+// than its own goes to that thread's cache; none may outlive its thread (no static or
+// thread_local ScratchFloats).
 #include <cstddef>
 #include <memory>
 
@@ -40,7 +42,8 @@ class ScratchFloats {
 
   // Buffers of at least this many bytes come from the thread's block cache.
   static constexpr size_t kCachedFromBytes = size_t{256} << 10;
-  // Freed blocks a thread keeps, in bytes; beyond it the smallest are unmapped.
+  // Freed blocks a thread keeps, in bytes; beyond it the largest are unmapped. A request
+  // reuses a cached block of at most twice its size.
   static constexpr size_t kMaxCachedBytes = size_t{1} << 30;
   // Bytes of freed blocks the calling thread holds now (tests, diagnostics).
   static size_t cached_bytes();

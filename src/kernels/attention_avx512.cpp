@@ -214,6 +214,7 @@ template <Kind K, int T>
 inline void chunk_softmax_values(const Rows& vr, const int64_t* vrows, const AttendArgs& a,
                                  int64_t c0, const int64_t* last, float* const* acc, float* max,
                                  float* denom, float* probs, const float* kwide = nullptr) {
+  static_assert(T <= kLanes, "one lane per query for the rescale factors");
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
   const __m512 scale = _mm512_set1_ps(a.scale);
   __m512 scores[T];
@@ -379,6 +380,8 @@ int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads) {
   return q_heads * (hd + a.v_head_dim + 2) + 2 * kTile * kLanes;
 }
 
+namespace {
+
 // Every line of the `bytes` bytes at the start of rows[0..15] (row r at base + r * row_bytes).
 DEEPINFER_INLINE void prefetch_rows(const char* base, int64_t row_bytes, int64_t bytes,
                                     const int64_t* rows) {
@@ -494,6 +497,8 @@ void attend_kernel(const AttendArgs& a, const float* q_in, int64_t q_heads, int6
   }
   for (int64_t i = 0; i < q_heads; ++i) finish_span(dv, acc_rows + i * dv, denom[i], out + i * dv);
 }
+
+}  // namespace
 
 void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, int64_t kv_head,
             float* out, float* scratch) {

@@ -32,6 +32,11 @@ TEST(ScratchFloats, AStepReusesTheLastStepsBlocksWithoutFaults) {
     EXPECT_EQ(ScratchFloats::cached_bytes(), size_t{48} << 20);
     EXPECT_EQ(faults_writing(floats), 0) << "the freed block was not reused";
     EXPECT_EQ(faults_writing(floats - 1000), 0) << "a smaller request takes the cached block";
+    {
+      ScratchFloats small(size_t{1} << 20);  // 4 MB: does not pin the 48 MB block
+      EXPECT_EQ(ScratchFloats::cached_bytes(), size_t{48} << 20);
+    }
+    EXPECT_EQ(ScratchFloats::cached_bytes(), size_t{52} << 20);
   }).join();
 }
 

@@ -33,6 +33,8 @@ const LongCase kLongCases[] = {
     {16, 1, 576, 512, 576, 16, 270, 64, true},  // DeepSeek latent: one row for 16 heads
     {40, 1, 80, 64, 80, 16, 290, 16, true},     // two wide tiles of 16 heads and 8 more
     {3, 3, 24, 40, 0, 7, 260, 8, false},        // MHA, scale groups narrower than a vector
+    {12, 1, 72, 72, 0, 16, 300, 8, false},      // a group of 12: two tiles of the decode kernel
+    {8, 1, 80, 64, 80, 16, 290, 16, true},      // V in the K rows at a GQA-sized group
 };
 
 // Stored K/V rows of one layer: every slot of `blocks` blocks filled (unused ones too).
