@@ -1,7 +1,13 @@
 #include "engine/greedy.h"
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/error.h"
@@ -10,11 +16,40 @@ namespace deepinfer::engine {
 
 int32_t argmax(std::span<const float> values) {
   DI_CHECK(!values.empty(), "argmax of an empty vector");
-  size_t best = 0;
-  for (size_t i = 1; i < values.size(); ++i) {
-    if (values[i] > values[best]) best = i;
+  const float* v = values.data();
+  const size_t n = values.size();
+  // The scalar rule, `if (v[i] > v[best]) best = i` from best = 0, in two vector passes (a
+  // 152k-entry vocabulary row took ~60 us scalar: 3 % of a 32-sequence decode step). NaN is
+  // never greater, so a NaN first entry is never replaced; otherwise the answer is the first
+  // entry equal to the largest non-NaN value (or 0 when none is above -inf).
+  if (std::isnan(v[0])) return 0;
+  // Pass 1: the largest non-NaN value. max(x, acc) returns acc when x is NaN, as x > acc would.
+  float top = -std::numeric_limits<float>::infinity();
+  size_t i = 0;
+#if defined(__SSE2__)
+  __m128 acc[4];
+  for (__m128& a : acc) a = _mm_set1_ps(top);
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 4; ++j) acc[j] = _mm_max_ps(_mm_loadu_ps(v + i + 4 * j), acc[j]);
+  alignas(16) float lanes[16];
+  for (int j = 0; j < 4; ++j) _mm_store_ps(lanes + 4 * j, acc[j]);
+  for (const float x : lanes) top = x > top ? x : top;
+#endif
+  for (; i < n; ++i) top = v[i] > top ? v[i] : top;
+  // Pass 2: its first occurrence.
+  i = 0;
+#if defined(__SSE2__)
+  const __m128 t = _mm_set1_ps(top);
+  for (; i + 16 <= n; i += 16) {
+    int hits = 0;
+    for (int j = 0; j < 4; ++j)
+      hits |= _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(v + i + 4 * j), t)) << (4 * j);
+    if (hits != 0) return static_cast<int32_t>(i + static_cast<size_t>(__builtin_ctz(hits)));
   }
-  return static_cast<int32_t>(best);
+#endif
+  for (; i < n; ++i)
+    if (v[i] == top) return static_cast<int32_t>(i);
+  return 0;  // nothing above -inf
 }
 
 namespace {
