@@ -24,7 +24,7 @@
 
 #include "cache/kv_quant.h"
 #include "core/dtype.h"
-#include "core/memory.h"
+#include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
@@ -33,13 +33,13 @@ using namespace deepinfer;
 
 namespace {
 
-struct Shape {
+struct AttnShape {
   const char* name;
   int64_t heads, kv_heads, head_dim, v_head_dim;
   bool v_in_k;  // MLA: V = the leading v_head_dim features of the K row
 };
 
-const Shape kShapes[] = {{"qwen", 14, 2, 64, 64, false}, {"mla", 16, 1, 576, 512, true}};
+const AttnShape kShapes[] = {{"qwen", 14, 2, 64, 64, false}, {"mla", 16, 1, 576, 512, true}};
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -53,32 +53,11 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-// Anonymous memory as the KV pool allocates it (huge pages advised unless --no-huge-pages).
-class Mapped {
- public:
-  Mapped() = default;
-  Mapped(size_t bytes, bool huge_pages)
-      : bytes_(bytes),
-        data_(bytes ? map_anonymous(bytes, huge_pages, "attention_bench cache") : nullptr) {}
-  Mapped(Mapped&& o) noexcept : bytes_(o.bytes_), data_(o.data_) { o.data_ = nullptr; }
-  Mapped& operator=(Mapped&& o) noexcept {
-    std::swap(bytes_, o.bytes_);
-    std::swap(data_, o.data_);
-    return *this;
-  }
-  ~Mapped() {
-    if (data_) release_anonymous(data_, bytes_);
-  }
-  uint8_t* data() const { return reinterpret_cast<uint8_t*>(data_); }
-
- private:
-  size_t bytes_ = 0;
-  std::byte* data_ = nullptr;
-};
-
 // One layer's cache of `seqs` sequences of `depth` tokens, blocks of 16 laid out in order.
 struct LayerCache {
-  Mapped k, v;
+  std::shared_ptr<Storage> k, v;  // allocated as the KV pool's (huge pages unless --no-huge-pages)
+  uint8_t* k_data() const { return reinterpret_cast<uint8_t*>(k->data()); }
+  uint8_t* v_data() const { return reinterpret_cast<uint8_t*>(v->data()); }
   std::vector<float> ks, vs;
 };
 
@@ -157,8 +136,8 @@ int main(int argc, char** argv) {
   std::printf("%-5s %-5s %6s %4s %10s %10s %8s\n", "shape", "kv", "depth", "seqs", "us/layer",
               "cacheMB", "GB/s");
   for (const std::string& shape_name : shapes) {
-    const Shape* sh = nullptr;
-    for (const Shape& s : kShapes)
+    const AttnShape* sh = nullptr;
+    for (const AttnShape& s : kShapes)
       if (shape_name == s.name) sh = &s;
     if (!sh) {
       std::fprintf(stderr, "unknown shape %s\n", shape_name.c_str());
@@ -185,8 +164,8 @@ int main(int argc, char** argv) {
           std::vector<float> row(static_cast<size_t>(std::max(k_width, sh->v_head_dim)));
           for (size_t l = 0; l < caches.size(); ++l) {
             LayerCache& c = caches[l];
-            c.k = Mapped(static_cast<size_t>(slots * k_width * es), huge_pages);
-            c.v = Mapped(static_cast<size_t>(slots * v_width * es), huge_pages);
+            c.k = Storage::allocate(static_cast<size_t>(slots * k_width * es), huge_pages);
+            c.v = Storage::allocate(static_cast<size_t>(slots * v_width * es), huge_pages);
             if (dtype == DType::i8) {
               c.ks.resize(static_cast<size_t>(slots * k_width / group));
               c.vs.resize(static_cast<size_t>(slots * v_width / group));
@@ -198,11 +177,11 @@ int main(int argc, char** argv) {
                         ((r * 131 + static_cast<int64_t>(i) * 7 + static_cast<int64_t>(l)) % 97)) /
                         97.0f -
                     0.5f;
-              cache::store_kv_row(row.data(), k_width, dtype, group, c.k.data() + r * k_width * es,
+              cache::store_kv_row(row.data(), k_width, dtype, group, c.k_data() + r * k_width * es,
                                   dtype == DType::i8 ? c.ks.data() + r * k_width / group : nullptr);
               if (v_width)
                 cache::store_kv_row(
-                    row.data(), v_width, dtype, group, c.v.data() + r * v_width * es,
+                    row.data(), v_width, dtype, group, c.v_data() + r * v_width * es,
                     dtype == DType::i8 ? c.vs.data() + r * v_width / group : nullptr);
             }
           }
@@ -215,8 +194,8 @@ int main(int argc, char** argv) {
             const LayerCache& c = caches[l];
             for (int64_t s = 0; s < nseq; ++s) {
               kernels::PagedKv kv;
-              kv.k = c.k.data();
-              kv.v = sh->v_in_k ? c.k.data() : c.v.data();
+              kv.k = c.k_data();
+              kv.v = sh->v_in_k ? c.k_data() : c.v_data();
               kv.block_size = block;
               kv.kv_heads = sh->kv_heads;
               kv.head_dim = sh->head_dim;
