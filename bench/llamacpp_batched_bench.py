@@ -36,7 +36,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from llamacpp_bench import ROOT, build_probe, find_llama_tool, gguf_tensors, probe, run  # noqa: E402
+from llamacpp_bench import (ROOT, add_isa_argument, build_probe, find_llama_tool, gguf_tensors,  # noqa: E402
+                            isa_suffix, probe, run, select_isa)
 
 
 def matmul_weights(gguf):
@@ -90,8 +91,10 @@ def main():
     parser.add_argument("--deepinfer-args", default="", help="extra `deepinfer bench` flags, e.g. "
                         "'--matmul-precision bf16'")
     parser.add_argument("--llama-args", default="", help="extra llama-batched-bench flags")
-    parser.add_argument("--out", help="JSON report (default bench/out/batched-<shape>.json)")
+    add_isa_argument(parser)
+    parser.add_argument("--out", help="JSON report (default bench/out/batched-<shape>[-avx2].json)")
     args = parser.parse_args()
+    select_isa(args.isa)
     args.deepinfer_args = shlex.split(args.deepinfer_args)
     args.llama_args = shlex.split(args.llama_args)
 
@@ -101,8 +104,8 @@ def main():
                  f"--shape {args.shape} --outtype {args.dtype}")
     if not pathlib.Path(args.deepinfer).exists():
         sys.exit(f"error: {args.deepinfer} not found; run scripts/build.sh release (or pass --deepinfer)")
-    exe = find_llama_tool(args.batched_bench, "llama-batched-bench", "--batched-bench")
-    probe_exe = build_probe()
+    exe = find_llama_tool(args.batched_bench, "llama-batched-bench", "--batched-bench", args.isa)
+    probe_exe = build_probe(args.isa)
     body, head = matmul_weights(gguf)
     flop = 2 * (body * args.sequences * (args.prompt_len + args.new_tokens - 1)
                 + head * args.sequences * args.new_tokens)
@@ -129,14 +132,14 @@ def main():
     ratio = rows[0]["output_tok_s"] / rows[1]["output_tok_s"]
     git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True).stdout.strip()
-    report = {"model": f"{args.shape} (random weights), {gguf.name}", "threads": args.threads,
+    report = {"model": f"{args.shape} (random weights), {gguf.name}", "isa": args.isa, "threads": args.threads,
               "sequences": args.sequences, "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,
               "repeats": args.repeats, "statistic": "median", "cpu": platform.processor() or platform.machine(),
               "deepinfer_commit": git, "realtime": os.sched_getscheduler(0) == os.SCHED_FIFO,
               "deepinfer_args": args.deepinfer_args, "llama_args": args.llama_args,
               "matmul_gflop": flop * 1e-9, "fma_peak_gflop_s": peak, "fma_peaks": peaks, "results": rows,
               "ratio_output_tok_s": ratio}
-    out = pathlib.Path(args.out or ROOT / "bench" / "out" / f"batched-{args.shape}.json")
+    out = pathlib.Path(args.out or ROOT / "bench" / "out" / f"batched-{args.shape}{isa_suffix(args.isa)}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(report))

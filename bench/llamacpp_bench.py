@@ -60,25 +60,45 @@ def run(cmd):
     return proc.stdout
 
 
-def find_llama_tool(explicit, name="llama-bench", flag="--llama-bench"):
-    """The llama.cpp tool `name`: `explicit` when given, else the one tools/setup_llamacpp.sh built."""
+ISAS = ("native", "avx2")
+
+
+def add_isa_argument(parser):
+    parser.add_argument("--isa", choices=ISAS, default="native",
+                        help="avx2: both engines without AVX-512 on an AVX-512 host (deepinfer under "
+                             "DEEPINFER_ISA=avx2, the AVX2-only llama.cpp of tools/setup_llamacpp.sh "
+                             "--avx2, the probes compiled for AVX2)")
+
+
+def select_isa(isa):
+    """Runs deepinfer on `isa` (the child processes inherit DEEPINFER_ISA)."""
+    if isa == "avx2":
+        os.environ["DEEPINFER_ISA"] = "avx2"
+
+
+def find_llama_tool(explicit, name="llama-bench", flag="--llama-bench", isa="native"):
+    """The llama.cpp tool `name`: `explicit` when given, else the one tools/setup_llamacpp.sh built
+    (`--avx2` builds the AVX2-only copy in avx2-build-<version>)."""
     if explicit:
         return pathlib.Path(explicit)
-    found = sorted((ROOT / "bench" / "llamacpp-src").glob(f"build-*/bin/{name}"))
+    pattern = f"avx2-build-*/bin/{name}" if isa == "avx2" else f"build-*/bin/{name}"
+    found = sorted((ROOT / "bench" / "llamacpp-src").glob(pattern))
     if not found:
-        sys.exit(f"error: {name} not found under bench/llamacpp-src; run tools/setup_llamacpp.sh "
-                 f"(or pass {flag} PATH)")
+        setup = "tools/setup_llamacpp.sh --avx2" if isa == "avx2" else "tools/setup_llamacpp.sh"
+        sys.exit(f"error: {name} not found under bench/llamacpp-src; run {setup} (or pass {flag} PATH)")
     return found[-1]
 
 
-def build_probe():
-    """bench/bandwidth_probe.c compiled into bench/out (rebuilt when the source is newer)."""
+def build_probe(isa="native"):
+    """bench/bandwidth_probe.c compiled into bench/out (rebuilt when the source is newer); for
+    --isa avx2 without AVX-512, so that its FMA peak is the 256-bit one."""
     src = ROOT / "bench" / "bandwidth_probe.c"
-    exe = ROOT / "bench" / "out" / "bandwidth_probe"
+    exe = ROOT / "bench" / "out" / ("bandwidth_probe" if isa == "native" else f"bandwidth_probe_{isa}")
     exe.parent.mkdir(parents=True, exist_ok=True)
     if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
         cc = os.environ.get("CC", "cc")
-        run([cc, "-O3", "-march=native", "-pthread", str(src), "-o", str(exe)])
+        no_avx512 = ["-mno-avx512f"] if isa == "avx2" else []
+        run([cc, "-O3", "-march=native", *no_avx512, "-pthread", str(src), "-o", str(exe)])
     return exe
 
 
@@ -151,6 +171,10 @@ def run_llama(args, bench, gguf):
     return result, raw, info, model
 
 
+def isa_suffix(isa):
+    return "" if isa == "native" else f"-{isa}"
+
+
 def median_row(samples):
     keys = samples[0].keys()
     row = {k: statistics.median(s[k] for s in samples) for k in keys}
@@ -180,8 +204,10 @@ def main():
     parser.add_argument("--decode-only", action="store_true",
                         help="long depths: compare decode at depth --prompt-len only (llama-bench "
                              "-p 0 -d N); prefill rates are not reported")
-    parser.add_argument("--out", help="JSON report (default bench/out/llamacpp-<shape>.json)")
+    add_isa_argument(parser)
+    parser.add_argument("--out", help="JSON report (default bench/out/llamacpp-<shape>[-avx2].json)")
     args = parser.parse_args()
+    select_isa(args.isa)
     args.llama_args = shlex.split(args.llama_args)
     args.deepinfer_args = shlex.split(args.deepinfer_args)
 
@@ -200,14 +226,14 @@ def main():
                  f"tools/convert_to_gguf.py --shape {args.shape} --outtype {args.dtypes}")
     if not pathlib.Path(args.deepinfer).exists():
         sys.exit(f"error: {args.deepinfer} not found; run scripts/build.sh release (or pass --deepinfer)")
-    bench = find_llama_tool(args.llama_bench)
+    bench = find_llama_tool(args.llama_bench, isa=args.isa)
     vocab = json.loads((model / "config.json").read_text())["vocab_size"]
     ids = prompt_ids(args.prompt_len, vocab)
 
     ours = {d: [] for d in dtypes}
     peer = {d: [] for d in dtypes}
     raw, info, gguf_info = {d: [] for d in dtypes}, {}, {}
-    exe = None if args.no_probe else build_probe()
+    exe = None if args.no_probe else build_probe(args.isa)
     probes = {"read_gb_s": [], "q4dot_gb_s": []}
     for rep in range(args.repeats):
         if exe:
@@ -246,14 +272,14 @@ def main():
               for d in ours}
     git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True).stdout.strip()
-    report = {"model": args.shape + " (random weights)", "threads": args.threads, "prompt_len": args.prompt_len,
+    report = {"model": args.shape + " (random weights)", "isa": args.isa, "threads": args.threads, "prompt_len": args.prompt_len,
               "new_tokens": args.new_tokens, "repeats": args.repeats, "statistic": "median",
               "cpu": platform.processor() or platform.machine(), "deepinfer_commit": git,
               "realtime": os.sched_getscheduler(0) == os.SCHED_FIFO, "llama_cpp": info,
               "llama_bench_args": args.llama_args, "deepinfer_args": args.deepinfer_args, "ggufs": {d: str(p) for d, p in ggufs.items()},
               "read_bandwidth_gb_s": bandwidth, "q4_integer_dot_roofline_gb_s": roofline, "probes": probes,
               "results": rows, "ratios_deepinfer_over_llamacpp": ratios}
-    out = pathlib.Path(args.out or ROOT / "bench" / "out" / f"llamacpp-{args.shape}.json")
+    out = pathlib.Path(args.out or ROOT / "bench" / "out" / f"llamacpp-{args.shape}{isa_suffix(args.isa)}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(report))

@@ -9,6 +9,8 @@
 #
 #   tools/setup_llamacpp.sh            # download (once), build (once), install gguf-py
 #   JOBS=4 tools/setup_llamacpp.sh     # more build parallelism where there are cores
+#   tools/setup_llamacpp.sh --avx2     # also an AVX2-only build (no AVX-512) in avx2-build-<version>,
+#                                      # the peer of DEEPINFER_ISA=avx2 (bench/*.py --isa avx2)
 #
 # Idempotent: a finished step is skipped. Everything lands in bench/llamacpp-src (git-ignored
 # through bench/.gitignore). Prints the path of the built binaries at the end.
@@ -18,6 +20,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 CACHE="$ROOT/bench/llamacpp-src"
 JOBS="${JOBS:-2}"
+BUILD_AVX2=0
+for arg in "$@"; do
+  case "$arg" in
+    --avx2) BUILD_AVX2=1 ;;
+    *) echo "usage: tools/setup_llamacpp.sh [--avx2]" >&2; exit 2 ;;
+  esac
+done
 PY="$ROOT/.venv-tools/bin/python"
 
 mkdir -p "$CACHE"
@@ -53,6 +62,25 @@ targets=(llama-bench llama-batched-bench llama-quantize llama-completion llama-p
 echo "== building ${targets[*]} (-j$JOBS)"
 cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}"
 
+# The AVX2-only peer: the same sources for an AVX2 + FMA + F16C machine, every AVX-512 / AMX /
+# AVX-VNNI path off, so that on an AVX-512 host `DEEPINFER_ISA=avx2` meets llama.cpp on equal
+# instructions (issue #15). Only the two benchmark tools.
+BUILD_AVX2_DIR="$CACHE/avx2-build-$VERSION"
+if [[ "$BUILD_AVX2" == 1 ]]; then
+  if [[ ! -f "$BUILD_AVX2_DIR/CMakeCache.txt" ]]; then
+    echo "== configuring $BUILD_AVX2_DIR (AVX2 only)"
+    cmake -S "$LLAMA" -B "$BUILD_AVX2_DIR" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
+      -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+      -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
+      -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+      -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_OPENMP=ON \
+      -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DBUILD_SHARED_LIBS=OFF
+  fi
+  echo "== building the AVX2-only llama-bench, llama-batched-bench (-j$JOBS)"
+  cmake --build "$BUILD_AVX2_DIR" -j"$JOBS" --target llama-bench llama-batched-bench
+fi
+
 # gguf-py from the same commit, so that scripts reading GGUF files agree with the binaries
 # (tools/convert_to_gguf.py puts the vendored copy first on its path anyway).
 want=$(sed -n 's/^version = "\(.*\)"/\1/p' "$LLAMA/gguf-py/pyproject.toml")
@@ -63,4 +91,5 @@ if [[ "$have" != "$want" ]]; then
 fi
 
 echo "llama.cpp binaries: $BUILD/bin"
+[[ "$BUILD_AVX2" == 1 ]] && echo "AVX2-only binaries: $BUILD_AVX2_DIR/bin"
 echo "llama.cpp sources:  $LLAMA"
