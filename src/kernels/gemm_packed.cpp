@@ -96,13 +96,11 @@ bool reads_repacked_blocks(const PackedWeights& w) {
 }
 
 bool packs_weights(DType dtype) {
-  const Isa isa = active_isa();
-  if (!weight_packing() || isa == Isa::scalar) return false;
-  if (dtype != DType::f32 && dtype != DType::bf16) return false;
-  // AVX2 with bf16 weights: the packed kernel gained <= 10 % at m >= 32 and read 0-12 % slower
-  // at m = 1 (kernels_bench --isa avx2 --gemm, busy machine), so decode keeps the stored
-  // layout there. (Packed bf16 panels still run under AVX2: the kernel exists.)
-  return !(isa == Isa::avx2 && dtype == DType::bf16);
+  if (!weight_packing() || active_isa() == Isa::scalar) return false;
+  // f32 and bf16 on both ISAs. (AVX2 kept bf16 as stored until session 17: its packed decode
+  // had read 0-12 % slower; with the panel prefetches since, `kernels_bench --gemm --isa avx2
+  // --m 1` on an AMD Zen 4 streams bf16 at 24-31 GB/s packed against 16-25 raw.)
+  return dtype == DType::f32 || dtype == DType::bf16;
 }
 
 namespace detail {
