@@ -5,6 +5,8 @@
     .venv-tools/bin/python tools/convert_to_gguf.py --shape qwen2.5-0.5b --outtype bf16,f32,q8_0
     scripts/build.sh release
     chrt -f 10 .venv-tools/bin/python bench/llamacpp_bench.py --threads 2 --repeats 5
+    tools/setup_llamacpp.sh --avx2 && chrt -f 10 .venv-tools/bin/python bench/llamacpp_bench.py --isa avx2
+                                    # AVX2 on both sides of an AVX-512 host (DEEPINFER_ISA=avx2)
 
 The two measurements are the same work:
 - prefill: one forward pass over a prompt of --prompt-len tokens from an empty cache, logits of
