@@ -46,14 +46,16 @@ if [[ ! -f "$LLAMA/CMakeLists.txt" ]]; then
 fi
 [[ -f "$LLAMA/CMakeLists.txt" ]] || { echo "error: $LLAMA has no CMakeLists.txt (sdist layout changed?)" >&2; exit 1; }
 
-# The default CPU backend, tuned to this machine (GGML_NATIVE=ON -> -march=native), no BLAS,
-# no GPU, no libcurl (the network is closed anyway), no server / examples we do not use.
+# The default CPU backend, no BLAS, no GPU, no libcurl (the network is closed anyway), no
+# server / examples we do not use; the main build is tuned to this machine (GGML_NATIVE=ON ->
+# -march=native).
+COMMON=(-DCMAKE_BUILD_TYPE=Release -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF
+  -DGGML_METAL=OFF -DGGML_OPENMP=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF
+  -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON
+  -DBUILD_SHARED_LIBS=OFF)
 if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
   echo "== configuring $BUILD"
-  cmake -S "$LLAMA" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_BLAS=OFF \
-    -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_OPENMP=ON -DLLAMA_CURL=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_TOOLS=ON -DBUILD_SHARED_LIBS=OFF
+  cmake -S "$LLAMA" -B "$BUILD" "${COMMON[@]}" -DGGML_NATIVE=ON
 fi
 # llama-completion is the plain prompt-in, text-out tool (llama-cli now needs the server code,
 # which we leave out); llama-perplexity --kl-divergence gives the fidelity goldens
@@ -69,13 +71,10 @@ BUILD_AVX2_DIR="$CACHE/avx2-build-$VERSION"
 if [[ "$BUILD_AVX2" == 1 ]]; then
   if [[ ! -f "$BUILD_AVX2_DIR/CMakeCache.txt" ]]; then
     echo "== configuring $BUILD_AVX2_DIR (AVX2 only)"
-    cmake -S "$LLAMA" -B "$BUILD_AVX2_DIR" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
+    cmake -S "$LLAMA" -B "$BUILD_AVX2_DIR" "${COMMON[@]}" -DGGML_NATIVE=OFF \
       -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
       -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
-      -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
-      -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_OPENMP=ON \
-      -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
-      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DBUILD_SHARED_LIBS=OFF
+      -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
   fi
   echo "== building the AVX2-only llama-bench, llama-batched-bench (-j$JOBS)"
   cmake --build "$BUILD_AVX2_DIR" -j"$JOBS" --target llama-bench llama-batched-bench
@@ -91,5 +90,5 @@ if [[ "$have" != "$want" ]]; then
 fi
 
 echo "llama.cpp binaries: $BUILD/bin"
-[[ "$BUILD_AVX2" == 1 ]] && echo "AVX2-only binaries: $BUILD_AVX2_DIR/bin"
+if [[ "$BUILD_AVX2" == 1 ]]; then echo "AVX2-only binaries: $BUILD_AVX2_DIR/bin"; fi
 echo "llama.cpp sources:  $LLAMA"
