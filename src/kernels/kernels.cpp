@@ -133,7 +133,7 @@ void check_repacked_layout(bool w_repacked, DType w_dtype, Isa isa) {
   if (!w_repacked) return;
   DI_CHECK(detail::wb::reads_repacked_layout(isa) && detail::wb::has_repacked_layout(w_dtype),
            "kernels::linear: repacked ", dtype_name(w_dtype), " weights under ", isa_name(isa),
-           " (q4_0, q5_0 and q4_k are repacked, under AVX2 and AVX-512)");
+           " (q4_0, q5_0, q8_0 and q4_k are repacked, under AVX2 and AVX-512)");
   const int64_t tile_n = linear_backend(isa).tile_n();
   DI_CHECK(tile_n % detail::wb::kRepackRows == 0, "kernels::linear: output tiles of ", tile_n,
            " split the repacked groups of ", detail::wb::kRepackRows, " rows");

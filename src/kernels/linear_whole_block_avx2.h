@@ -81,7 +81,7 @@ struct WbStrided {
   const uint8_t* at(int r) const { return base + r * stride; }
 };
 
-// A group of a repacked matrix (wb::repack_rows8: q4_0, q5_0, q4_k): its blocks, already
+// A group of a repacked matrix (wb::repack_rows8: q4_0, q5_0, q8_0, q4_k): its blocks, already
 // transposed. at() is the group's start, as for WbStrided (the next group follows 8 stored rows
 // later).
 struct WbRepacked {
@@ -251,8 +251,8 @@ DEEPINFER_INLINE __m256 load_f16x8(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// Repacked block p (wb::repack_rows8) into out[0 .. kSub<W>): loads, the nibble split, and
-// q5_0's fifth bits each one shift into bit 4 of its byte.
+// Repacked block p (wb::repack_rows8) into out[0 .. kSub<W>): loads, the nibble split, q5_0's
+// fifth bits each one shift into bit 4 of its byte, and q8_0's magnitudes beside its quants.
 template <DType W>
 DEEPINFER_INLINE void wb_unpack_repacked(const uint8_t* p, WbGroup<W>* out) {
   const __m256i low = _mm256_set1_epi8(0x0f);
@@ -268,8 +268,15 @@ DEEPINFER_INLINE void wb_unpack_repacked(const uint8_t* p, WbGroup<W>* out) {
         out[2 * pair + 1].u[o] = _mm256_and_si256(_mm256_srli_epi16(words, 4), low);
       }
     }
+  } else if constexpr (W == DType::q8_0) {  // the signed quants and their magnitudes
+    DEEPINFER_UNROLL
+    for (int o = 0; o < 8; ++o) {
+      out->s[o] = load_256(p + 32 * o);
+      out->u[o] = _mm256_sign_epi8(out->s[o], out->s[o]);
+    }
+    out->d = load_f16x8(p + 256);
   } else {
-    static_assert(W == DType::q4_0 || W == DType::q5_0, "q4_0, q5_0 and q4_k are repacked");
+    static_assert(W == DType::q4_0 || W == DType::q5_0, "q4_0, q5_0, q8_0 and q4_k are repacked");
     DEEPINFER_UNROLL
     for (int o = 0; o < 4; ++o) {
       const __m256i words = load_256(p + 32 * o);
@@ -555,7 +562,7 @@ void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
 }
 
 // The whole-block types' linear (q4_0, q5_0, q8_0, q4_k, q5_k) over rows m0 .. m1, outputs
-// n0 .. n1; q4_0, q5_0 and q4_k also repacked (a.w_repacked).
+// n0 .. n1; q4_0, q5_0, q8_0 and q4_k also repacked (a.w_repacked).
 inline void whole_block_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0,
                                     int64_t n1) {
   const bool panels = m1 - m0 >= kWbPanelMinRows;

@@ -16,10 +16,10 @@
 // The transposition is shared by every x row of a tile: small calls (decode) transpose each
 // block as they stream it; calls of kWbPanelMinRows rows or more transpose a panel of 32
 // weight rows once per kWbPanelBlocks blocks and run all their x rows over it, 4 rows x 32
-// outputs per tile. q4_0, q5_0 and q4_k repacked at load (a.w_repacked; whole_block_layout.h)
-// are read as two 8-row groups per vector, already transposed. Each output's FMAs run in block
-// order whatever the path, so results do not depend on m, on the row's place in the batch, on
-// the thread split or on the layout.
+// outputs per tile. q4_0, q5_0, q8_0 and q4_k repacked at load (a.w_repacked;
+// whole_block_layout.h) are read as two 8-row groups per vector, already transposed. Each
+// output's FMAs run in block order whatever the path, so results do not depend on m, on the row's
+// place in the batch, on the thread split or on the layout.
 #include "kernels/simd_avx512.h"  // first: see the note there
 
 #include <climits>
@@ -88,8 +88,8 @@ inline WbRows wb_rows(const LinearArgs& a, int64_t j0, int64_t cols, int64_t row
   return g;
 }
 
-// A group of a repacked matrix (wb::repack_rows8: q4_0, q5_0, q4_k): two of its 8-row groups,
-// rows 0 .. 7 at base and rows 8 .. 15 at hi, 8 stored rows later (base again where the
+// A group of a repacked matrix (wb::repack_rows8: q4_0, q5_0, q8_0, q4_k): two of its 8-row
+// groups, rows 0 .. 7 at base and rows 8 .. 15 at hi, 8 stored rows later (base again where the
 // matrix ends within the first: those lanes are never stored). Their blocks are already
 // transposed, so a vector is two 32-byte loads. at() is the group's start, as for WbStrided (the
 // next group follows 16 stored rows later).
@@ -291,19 +291,27 @@ DEEPINFER_INLINE void wb_transpose_stored(const Rows& g, int64_t at, WbGroupOf<W
   out->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d));
 }
 
-// Repacked block at byte p of the group (wb::repack_rows8; q4_0, q5_0): loads, the nibble split,
-// and q5_0's fifth bits each one shift into bit 4 of its byte.
-template <DType W>
+// Repacked block at byte p of the group (wb::repack_rows8; q4_0, q5_0, q8_0): loads, the
+// nibble split, q5_0's fifth bits each one shift into bit 4 of its byte, and q8_0's int8 as
+// Dot::q8_weights prepares them.
+template <class Dot, DType W>
 DEEPINFER_INLINE void wb_unpack_repacked(const WbRepacked& g, int64_t p, WbGroupOf<W>* out) {
-  static_assert(W == DType::q4_0 || W == DType::q5_0, "q4_0, q5_0 and q4_k are repacked");
-  const __m512i low = _mm512_set1_epi8(0x0f);
-  DEEPINFER_UNROLL
-  for (int o = 0; o < 4; ++o) {
-    const __m512i words = g.bytes(p + 32 * o);
-    out->u[o] = _mm512_and_si512(words, low);
-    out->u[o + 4] = _mm512_and_si512(_mm512_srli_epi32(words, 4), low);
-  }
+  static_assert(W == DType::q4_0 || W == DType::q5_0 || W == DType::q8_0,
+                "q4_0, q5_0, q8_0 and q4_k are repacked");
   int64_t scales = p + 128;
+  if constexpr (W == DType::q8_0) {
+    DEEPINFER_UNROLL
+    for (int o = 0; o < 8; ++o) out->u[o] = Dot::q8_weights(g.bytes(p + 32 * o));
+    scales = p + 256;
+  } else {
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    DEEPINFER_UNROLL
+    for (int o = 0; o < 4; ++o) {
+      const __m512i words = g.bytes(p + 32 * o);
+      out->u[o] = _mm512_and_si512(words, low);
+      out->u[o + 4] = _mm512_and_si512(_mm512_srli_epi32(words, 4), low);
+    }
+  }
   if constexpr (W == DType::q5_0) {
     const __m512i bits = g.bytes(scales), fifth = _mm512_set1_epi8(0x10);
     DEEPINFER_UNROLL
@@ -327,7 +335,7 @@ DEEPINFER_INLINE void wb_transpose(const Rows& g, int64_t sb, WbGroupOf<W>* out)
     k4_super<W>(g, at, k);
     for (int p = 0; p < 4; ++p) k4_pair<W>(g, at, p, k, out + 2 * p);
   } else if constexpr (std::is_same_v<Rows, WbRepacked>) {
-    wb_unpack_repacked<W>(g, repacked_at(at), out);
+    wb_unpack_repacked<Dot, W>(g, repacked_at(at), out);
   } else {
     wb_transpose_stored<Dot, W>(g, at, out);
   }
@@ -565,7 +573,7 @@ void wb_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int
 }
 
 // The whole-block types' linear (q4_0, q5_0, q8_0, q4_k, q5_k) over rows m0 .. m1, outputs
-// n0 .. n1; q4_0, q5_0 and q4_k also repacked (a.w_repacked).
+// n0 .. n1; q4_0, q5_0, q8_0 and q4_k also repacked (a.w_repacked).
 template <class Dot>
 void whole_block_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   wb::with_whole_block_type(

@@ -36,21 +36,24 @@ constexpr int64_t kQuantsAt = W == DType::q5_0   ? 6
                                                  : 2;
 
 // Repacked at load for the AVX2 and AVX-512 kernels (pack_weights; linear_whole_block_avx2.h,
-// linear_whole_block_avx512.h, which reads two groups per vector): q4_0, q5_0 and q4_k. The rows in
-// groups of kRepackRows (the last group zero-padded), a group's stored blocks (q4_k: super-blocks)
-// in order, each as kRepackedBytes<W> = 8 stored blocks' bytes, so a group takes 8 stored rows'
-// bytes and group g starts 8 g stored rows in. Each holds what the kernel otherwise builds from the
-// stored rows as it streams them, lane r being row r:
+// linear_whole_block_avx512.h, which reads two groups per vector): q4_0, q5_0, q8_0 and q4_k.
+// The rows in groups of kRepackRows (the last group zero-padded), a group's stored blocks (q4_k:
+// super-blocks) in order, each as kRepackedBytes<W> = 8 stored blocks' bytes, so a group takes 8
+// stored rows' bytes and group g starts 8 g stored rows in. Each holds what the kernel otherwise
+// builds from the stored rows as it streams them, lane r being row r:
 //  - q4_0, q5_0: for o = 0 .. 3, the 32-bit word o (nibble bytes 4o .. 4o + 3) of the 8 rows
 //    (128 B); q5_0 then its fifth bits, lane r's word holding at bit o + 8c the fifth bit of
 //    element 4o + c (32 B); then the 8 f16 scales (16 B).
+//  - q8_0: for o = 0 .. 7, the 32-bit word o (int8 quants 4o .. 4o + 3) of the 8 rows (256 B);
+//    then the 8 f16 scales (16 B).
 //  - q4_k: the 8 f16 d, the 8 f16 dmin (16 B each), the three 32-bit words of the 12 scale bytes
 //    (3 x 32 B), then for o = 0 .. 31 word o of the 128 nibble bytes (32 x 32 B).
 constexpr int kRepackRows = static_cast<int>(kRepackRowGroup);
 template <DType W>
 constexpr int64_t kRepackedBytes = kRepackRows* kStoredBytes<W>;
 constexpr bool has_repacked_layout(DType dtype) {
-  return dtype == DType::q4_0 || dtype == DType::q5_0 || dtype == DType::q4_k;
+  return dtype == DType::q4_0 || dtype == DType::q5_0 || dtype == DType::q8_0 ||
+         dtype == DType::q4_k;
 }
 // The ISAs whose kernels read that layout: AVX2 a group per vector, AVX-512 two groups.
 constexpr bool reads_repacked_layout(Isa isa) {

@@ -29,8 +29,10 @@ void repack_block(const uint8_t* src, int r, uint8_t* dst) {
     for (int s = 0; s < 3; ++s) std::memcpy(dst + 32 + 32 * s + 4 * r, src + 4 + 4 * s, 4);
     for (int o = 0; o < 32; ++o) std::memcpy(dst + 128 + 32 * o + 4 * r, src + 16 + 4 * o, 4);
   } else {
-    for (int o = 0; o < 4; ++o) std::memcpy(dst + 32 * o + 4 * r, src + kQuantsAt<W> + 4 * o, 4);
-    int64_t at = 128;
+    constexpr int kWords = W == DType::q8_0 ? 8 : 4;  // of quants (q4_0, q5_0: nibble pairs)
+    for (int o = 0; o < kWords; ++o)
+      std::memcpy(dst + 32 * o + 4 * r, src + kQuantsAt<W> + 4 * o, 4);
+    int64_t at = 32 * kWords;
     if constexpr (W == DType::q5_0) {
       const uint32_t bits = fifth_bits_by_lane_byte(src + 2);
       std::memcpy(dst + at + 4 * r, &bits, 4);
@@ -61,6 +63,8 @@ void repack_rows8(DType dtype, const uint8_t* w, int64_t n, int64_t k, uint8_t* 
       return repack<DType::q4_0>(w, n, k, out);
     case DType::q5_0:
       return repack<DType::q5_0>(w, n, k, out);
+    case DType::q8_0:
+      return repack<DType::q8_0>(w, n, k, out);
     case DType::q4_k:
       return repack<DType::q4_k>(w, n, k, out);
     default:

@@ -33,8 +33,8 @@ void Linear::set_weight(const WeightLoader& weights, const std::string& name, Te
 }
 
 void Linear::pack(bool huge_pages) {
-  // Block weights (q4_0, q5_0, q4_k repacked for AVX2 / AVX-512) only when their stored pages can
-  // be dropped (a file mapping; not --no-mmap, --mlock, or weights quantized at load): a copy
+  // Block weights (q4_0, q5_0, q8_0, q4_k repacked for AVX2 / AVX-512) only when their stored pages
+  // can be dropped (a file mapping; not --no-mmap, --mlock, or weights quantized at load): a copy
   // beside them would double them.
   if (is_block_dtype(weight.dtype()) && !weight.pages_releasable()) return;
   packed =
@@ -104,8 +104,8 @@ void Linear::forward(const float* x, int64_t rows, float* y, ThreadPool& pool) c
                          out_features, b, y, pool);
     return;
   }
-  // pack_weights() packs only f32 / bf16 and repacks q4_0 / q5_0 / q4_k, so the FP8 / W8A8 weights
-  // never have panels.
+  // pack_weights() packs only f32 / bf16 and repacks q4_0 / q5_0 / q8_0 / q4_k, so the FP8 / W8A8
+  // weights never have panels.
   if (packed_current()) {
     kernels::linear(x, rows, packed, b, y, pool);
     return;

@@ -364,7 +364,7 @@ void avx512_bw_rows(const float* x, int64_t m, int64_t k, const PackedWeights& w
   detail::avx512::linear_rows_q8(args, 0, m, 0, w.n());
 }
 
-// q4_0, q5_0 and q4_k repacked at load for AVX2 and AVX-512 (pack_weights,
+// q4_0, q5_0, q8_0 and q4_k repacked at load for AVX2 and AVX-512 (pack_weights,
 // kernels/whole_block_layout.h) give the kernels the vectors they build from the stored rows, so
 // the same bits: streaming (m < 8) and panel calls, n with tails (the last group zero-padded;
 // AVX-512: a lone last group of 8), one and two threads, both AVX-512 variants. The scalar ISA
@@ -374,7 +374,7 @@ TEST(KernelsLinearRepacked, RepackedEqualsTheStoredMatrixBitwise) {
   const bool packing = weight_packing();
   set_weight_packing(true);
   uint32_t seed = 700;
-  for (const DType type : {DType::q4_0, DType::q5_0, DType::q4_k}) {
+  for (const DType type : {DType::q4_0, DType::q5_0, DType::q8_0, DType::q4_k}) {
     const int64_t unit = type == DType::q4_k ? 8 : 1;  // k in 256s for the k-quant
     for (const auto& [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 64, 8},
                                                                                     {1, 256, 37},
@@ -439,7 +439,7 @@ TEST(KernelsLinearRepacked, GroupedExpertsReadTheirRowsRepackedBitwise) {
   uint32_t seed = 900;
   for (Isa isa : repacking_isas()) {
     testing::IsaGuard guard(isa);
-    for (const DType type : {DType::q4_0, DType::q5_0, DType::q4_k}) {
+    for (const DType type : {DType::q4_0, DType::q5_0, DType::q8_0, DType::q4_k}) {
       SCOPED_TRACE(::testing::Message() << isa_name(isa) << ", " << dtype_name(type));
       const int64_t experts = 4, n = 24, k = type == DType::q4_k ? 512 : 96;
       const auto w = random_blocks(type, experts * n, k, ++seed);

@@ -99,7 +99,7 @@ class ExpertStack {
   // a holder that computes from a packed copy (packed_experts.h). A later read of the stored
   // bytes (EPLB moves, the scalar ISA) gets them from the file again.
   void release_pages() const;
-  // Block stacks (q4_0, q5_0, q4_k) repacked (kernels::repacks_blocks: AVX2, AVX-512),
+  // Block stacks (q4_0, q5_0, q8_0, q4_k) repacked (kernels::repacks_blocks: AVX2, AVX-512),
   // each part as one pack_weights() of [count * rows, cols], where its rows per expert are whole
   // 8-row groups (each expert then starts at its stored byte offset: linear_grouped cannot
   // check that, so only this builds its jobs) and its stored pages can be dropped (a file
