@@ -6,14 +6,16 @@
 //
 //   build/attention_bench [--isa avx2|avx512] [--threads 2] [--depths 4096,16384]
 //                         [--seqs 1,8] [--dtypes f16,int8] [--shapes qwen,mla] [--query-tiles]
-//                         [--hot] [--no-huge-pages] [--reps N]
+//                         [--hot] [--no-huge-pages] [--slot-major] [--reps N]
 //
 // --query-tiles runs kernels::paged_attention_query_tiles (the AVX-512 span kernel for any
 // group) instead of the kernel paged_attention picks by shape.
 //
 // Enough layers of cache are cycled through to exceed the last-level cache (as decode does:
 // one cache per layer), so the rate is a DRAM rate; --hot keeps one layer whose cache stays in
-// the CPU caches (the kernel's compute rate).
+// the CPU caches (the kernel's compute rate). The rows are laid out as KvCache lays them out,
+// each kv head's rows contiguous (PagedKv::head_rows); --slot-major puts the kv heads of a slot
+// side by side instead (the layout before session 18).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -95,6 +97,7 @@ int main(int argc, char** argv) {
   bool query_tiles = false;  // --query-tiles: the span kernel whatever the group
   bool hot = false;          // --hot: one layer, its cache left in the CPU caches
   bool huge_pages = true;    // --no-huge-pages: the cache in 4 KiB pages
+  bool slot_major = false;   // --slot-major: PagedKv::head_rows 0
   int reps = 0;              // --reps N: timed passes (default 5, --hot 200); the best is shown
   std::vector<std::string> depths = {"4096", "16384"}, seqs = {"1", "8"}, dtypes = {"f16", "int8"},
                            shapes = {"qwen", "mla"};
@@ -116,6 +119,8 @@ int main(int argc, char** argv) {
       query_tiles = true;
     } else if (arg == "--hot") {
       hot = true;
+    } else if (arg == "--slot-major") {
+      slot_major = true;
     } else if (arg == "--no-huge-pages") {
       huge_pages = false;
     } else if (arg == "--reps" && i + 1 < argc) {
@@ -124,7 +129,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--isa NAME] [--threads N] [--depths A,B] [--seqs A,B] "
                    "[--dtypes f16,int8,bf16,f32] [--shapes qwen,mla] [--query-tiles] [--hot] "
-                   "[--no-huge-pages] [--reps N]\n",
+                   "[--no-huge-pages] [--slot-major] [--reps N]\n",
                    argv[0]);
       return 2;
     }
@@ -204,6 +209,7 @@ int main(int argc, char** argv) {
               kv.block_table = std::span<const int32_t>(table).subspan(
                   static_cast<size_t>(s * blocks_per_seq), static_cast<size_t>(blocks_per_seq));
               kv.dtype = dtype;
+              kv.head_rows = slot_major ? 0 : slots / sh->kv_heads;
               if (dtype == DType::i8) {
                 kv.k_scale = c.ks.data();
                 kv.v_scale = sh->v_in_k ? c.ks.data() : c.vs.data();

@@ -67,11 +67,11 @@ KvCache::Store KvCache::make_store(int64_t width) const {
   store.width = width;
   for (int64_t layer = 0; layer < spec_.num_layers; ++layer) {
     store.values.push_back(
-        Tensor::zeros({spec_.num_blocks, spec_.block_size, spec_.kv_heads, width}, spec_.dtype,
+        Tensor::zeros({spec_.kv_heads, spec_.num_blocks, spec_.block_size, width}, spec_.dtype,
                       spec_.huge_pages));
     if (spec_.dtype == DType::i8) {
       store.scales.push_back(Tensor::zeros(
-          {spec_.num_blocks, spec_.block_size, spec_.kv_heads, width / group_}, DType::f32));
+          {spec_.kv_heads, spec_.num_blocks, spec_.block_size, width / group_}, DType::f32));
     }
   }
   return store;
@@ -103,12 +103,12 @@ void KvCache::release(std::vector<int32_t>& block_table) {
   block_table.clear();
 }
 
-int64_t KvCache::row_of(std::span<const int32_t> block_table, int32_t position) const {
+int64_t KvCache::slot_of(std::span<const int32_t> block_table, int32_t position) const {
   const int64_t block_index = position / spec_.block_size;
   DI_CHECK(position >= 0 && block_index < static_cast<int64_t>(block_table.size()), "KV position ",
            position, " is outside the sequence's ", block_table.size(), " blocks");
   const int64_t block = block_table[static_cast<size_t>(block_index)];
-  return (block * spec_.block_size + position % spec_.block_size) * spec_.kv_heads;
+  return block * spec_.block_size + position % spec_.block_size;
 }
 
 void KvCache::write_rows(const Store& store, int64_t layer, std::span<const int32_t> block_table,
@@ -118,11 +118,12 @@ void KvCache::write_rows(const Store& store, int64_t layer, std::span<const int3
   float* scales = spec_.dtype == DType::i8 ? store.scales[l].data<float>() : nullptr;
   const auto element_bytes = static_cast<int64_t>(dtype_size(spec_.dtype));
   for (int64_t t = 0; t < tokens; ++t) {
-    const int64_t row = row_of(block_table, positions[t]);
+    const int64_t slot = slot_of(block_table, positions[t]);
     for (int64_t h = 0; h < spec_.kv_heads; ++h) {
+      const int64_t row = kernels::kv_cache_row(slot, h, spec_.kv_heads, head_rows());
       store_kv_row(x + (t * spec_.kv_heads + h) * store.width, store.width, spec_.dtype, group_,
-                   values + (row + h) * store.width * element_bytes,
-                   scales ? scales + (row + h) * (store.width / group_) : nullptr);
+                   values + row * store.width * element_bytes,
+                   scales ? scales + row * (store.width / group_) : nullptr);
     }
   }
 }
@@ -141,11 +142,15 @@ void KvCache::gather_k(int64_t layer, std::span<const int32_t> block_table, int6
   const auto* values = static_cast<const char*>(k_.values[l].raw());
   const float* scales = spec_.dtype == DType::i8 ? k_.scales[l].data<float>() : nullptr;
   const auto element_bytes = static_cast<int64_t>(dtype_size(spec_.dtype));
-  const int64_t width = spec_.kv_heads * spec_.head_dim;  // heads of a slot are contiguous
+  const int64_t width = spec_.head_dim;
   for (int64_t p = 0; p < count; ++p) {
-    const int64_t row = row_of(block_table, static_cast<int32_t>(p));
-    load_kv_row(values + row * spec_.head_dim * element_bytes, width, spec_.dtype, group_,
-                scales ? scales + row * (spec_.head_dim / group_) : nullptr, out + p * width);
+    const int64_t slot = slot_of(block_table, static_cast<int32_t>(p));
+    for (int64_t h = 0; h < spec_.kv_heads; ++h) {
+      const int64_t row = kernels::kv_cache_row(slot, h, spec_.kv_heads, head_rows());
+      load_kv_row(values + row * width * element_bytes, width, spec_.dtype, group_,
+                  scales ? scales + row * (width / group_) : nullptr,
+                  out + (p * spec_.kv_heads + h) * width);
+    }
   }
 }
 
@@ -160,6 +165,7 @@ kernels::PagedKv KvCache::view(int64_t layer, std::span<const int32_t> block_tab
   kv.v_head_dim = spec_.v_head_dim;
   kv.block_table = block_table;
   kv.dtype = spec_.dtype;
+  kv.head_rows = head_rows();
   if (spec_.dtype == DType::i8) {
     kv.k_scale = k_.scales[l].data<float>();
     kv.v_scale = v_.scales.empty() ? nullptr : v_.scales[l].data<float>();

@@ -1,8 +1,9 @@
 #pragma once
 // Paged KV storage for every layer: fixed-size blocks from one pool, addressed through a
 // per-sequence block table. A token at logical position p of a sequence lives in block
-// block_table[p / block_size], slot p % block_size, in every layer. Layout per layer:
-// K [num_blocks, block_size, kv_heads, head_dim], V [num_blocks, block_size, kv_heads, v_head_dim].
+// block_table[p / block_size], slot p % block_size, in every layer. Layout per layer, head-major
+// (kernels::PagedKv::head_rows, so that one kv head's keys are read as one stream):
+// K [kv_heads, num_blocks, block_size, head_dim], V [kv_heads, num_blocks, block_size, v_head_dim].
 // v_head_dim == 0 means a K-only cache: MLA (DeepSeek) keeps one row per token and layer, the
 // normalised latent followed by the roped shared key (kv_heads 1, head_dim kv_lora_rank +
 // qk_rope_head_dim), and reads the values out of that same row.
@@ -69,7 +70,7 @@ class KvCache {
                 float* out) const;
 
  private:
-  // One of K or V for every layer: values [num_blocks, block_size, kv_heads, width] and, for
+  // One of K or V for every layer: values [kv_heads, num_blocks, block_size, width] and, for
   // int8, scales [.., width / group].
   struct Store {
     int64_t width = 0;
@@ -77,8 +78,10 @@ class KvCache {
     std::vector<Tensor> scales;
   };
   Store make_store(int64_t width) const;
-  // Cache row (block slot, kv head 0) of a sequence position; throws outside the table.
-  int64_t row_of(std::span<const int32_t> block_table, int32_t position) const;
+  // Pool slot (block * block_size + offset) of a sequence position; throws outside the table.
+  int64_t slot_of(std::span<const int32_t> block_table, int32_t position) const;
+  // Rows of one kv head (PagedKv::head_rows).
+  int64_t head_rows() const { return spec_.num_blocks * spec_.block_size; }
   void write_rows(const Store& store, int64_t layer, std::span<const int32_t> block_table,
                   const int32_t* positions, int64_t tokens, const float* x);
 

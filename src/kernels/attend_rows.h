@@ -39,14 +39,15 @@ static DEEPINFER_INLINE void prefetch_lines(const char* p, int64_t n) {
     __builtin_prefetch(reinterpret_cast<const char*>(line));
 }
 
-// rows[j] = the cache row (slot * kv_heads + kv_head) of key position c0 + j, j < len (at most
+// rows[j] = the cache row (kv_cache_row) of key position c0 + j, j < len (at most
 // kAttendChunk): one division per chunk, not two per key (an integer division costs tens of
 // cycles: per key they were a large part of a decode chunk's time).
 static DEEPINFER_INLINE void key_rows(const AttendArgs& a, int64_t c0, int64_t len, int64_t kv_head,
                                       int64_t* rows) {
   int64_t block = c0 / a.block_size, offset = c0 % a.block_size;
   for (int64_t j = 0; j < len; ++j) {
-    rows[j] = (a.block_table[block] * a.block_size + offset) * a.kv_heads + kv_head;
+    rows[j] = kv_cache_row(a.block_table[block] * a.block_size + offset, kv_head, a.kv_heads,
+                           a.head_rows);
     if (++offset == a.block_size) {
       offset = 0;
       ++block;

@@ -48,7 +48,8 @@ void paged_attention_unfused(const float* q, int64_t tokens, const int32_t* posi
       scores.resize(static_cast<size_t>(group * len));
       for (int64_t p = 0; p < len; ++p) {
         const int64_t block = kv.block_table[static_cast<size_t>(p / kv.block_size)];
-        const int64_t slot = (block * kv.block_size + p % kv.block_size) * kv.kv_heads + kvh;
+        const int64_t slot =
+            kv_cache_row(block * kv.block_size + p % kv.block_size, kvh, kv.kv_heads, kv.head_rows);
         for (int64_t d = 0; d < hd; ++d)
           keys[static_cast<size_t>(p * hd + d)] = kv_element(kv, kv.k, kv.k_scale, slot * hd, d);
         for (int64_t d = 0; d < vd; ++d)

@@ -98,7 +98,8 @@ struct AttendArgs {
   DType dtype = DType::f32;
   const float* k_scale = nullptr;  // i8 only
   const float* v_scale = nullptr;
-  int64_t group = 0;  // i8 only: elements per scale
+  int64_t group = 0;      // i8 only: elements per scale
+  int64_t head_rows = 0;  // PagedKv::head_rows (kv_cache_row)
 };
 
 // Keys are consumed in chunks of positions [c * kAttendChunk, (c + 1) * kAttendChunk): the

@@ -461,11 +461,11 @@ class WidenedContext {
     pool.parallel_for(context, [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p) {
         const int64_t block = kv.block_table[static_cast<size_t>(p / kv.block_size)];
-        const int64_t slot_row = (block * kv.block_size + p % kv.block_size) * kv.kv_heads;
-        widen(kv, kv.k, kv.k_scale, slot_row, kv.head_dim, kv.kv_heads * kv.head_dim,
+        const int64_t slot = block * kv.block_size + p % kv.block_size;
+        widen(kv, kv.k, kv.k_scale, slot, kv.head_dim, kv.kv_heads * kv.head_dim,
               &k_[static_cast<size_t>(p * kv.kv_heads * kv.head_dim)]);
         if (!v_in_k)
-          widen(kv, kv.v, kv.v_scale, slot_row, v_stride, kv.kv_heads * kv.v_head_dim,
+          widen(kv, kv.v, kv.v_scale, slot, v_stride, kv.kv_heads * kv.v_head_dim,
                 &v_[static_cast<size_t>(p * kv.kv_heads * kv.v_head_dim)]);
       }
     });
@@ -478,6 +478,7 @@ class WidenedContext {
     view_.v = v_in_k ? k_.data() : v_.data();
     view_.v_row_stride = v_in_k ? kv.head_dim : 0;
     view_.block_size = context;
+    view_.head_rows = 0;  // position-major, the heads of a position side by side
     view_.block_table = std::span<const int32_t>(&table_, 1);
   }
   const PagedKv& view() const { return view_; }
@@ -488,14 +489,14 @@ class WidenedContext {
   }
 
  private:
-  // `count` elements of consecutive head rows starting at cache row slot_row (row stride
-  // `stride` elements; when stride exceeds the row width only the leading part is read, one
-  // head at a time).
-  static void widen(const PagedKv& kv, const void* store, const float* scales, int64_t slot_row,
+  // `count` elements of the kv heads' rows of `slot` (kv_cache_row; row stride `stride`
+  // elements; when stride exceeds the row width only the leading part is read), one head at a
+  // time.
+  static void widen(const PagedKv& kv, const void* store, const float* scales, int64_t slot,
                     int64_t stride, int64_t count, float* dst) {
     const int64_t width = count / kv.kv_heads;
     for (int64_t h = 0; h < kv.kv_heads; ++h) {
-      const int64_t at = (slot_row + h) * stride;
+      const int64_t at = kv_cache_row(slot, h, kv.kv_heads, kv.head_rows) * stride;
       float* d = dst + h * width;
       if (kv.dtype == DType::i8) {
         dequantize_i8(static_cast<const int8_t*>(store) + at, scales + at / kv.quant_group,
@@ -546,7 +547,7 @@ void paged_attention_with(const float* q, int64_t tokens, const int32_t* positio
   detail::AttendArgs args{
       kv.k,        kv.v,          kv.block_table.data(), kv.block_size, kv.kv_heads,
       kv.head_dim, kv.v_head_dim, kv.v_row_stride,       scale,         kv.dtype,
-      kv.k_scale,  kv.v_scale,    kv.quant_group};
+      kv.k_scale,  kv.v_scale,    kv.quant_group,        kv.head_rows};
   if (args.v_row_stride == 0) args.v_row_stride = kv.v_head_dim;
   check_cache_dtype(args);
   // The span kernel (split-K over spans, wide tiles) wins where many query heads share a kv

@@ -174,7 +174,7 @@ void add_rms_norm(float* residual, const float* x, const float* weight, int64_t 
 // Elements are `dtype`: f32, bf16, f16, or i8 with one f32 scale per quant_group consecutive
 // elements of each (slot, kv head) row (value = scale * int8).
 struct PagedKv {
-  const void* k = nullptr;  // [num_blocks, block_size, kv_heads, head_dim]
+  const void* k = nullptr;  // [num_blocks, block_size, kv_heads, head_dim] (see head_rows)
   const void* v = nullptr;  // [num_blocks, block_size, kv_heads, v_head_dim]
   int64_t block_size = 16;
   int64_t kv_heads = 0;
@@ -192,7 +192,22 @@ struct PagedKv {
   const float* k_scale = nullptr;
   const float* v_scale = nullptr;
   int64_t quant_group = 0;
+  // Row layout (kv_cache_row): 0, the slot's kv heads side by side as above; > 0, head-major,
+  // each kv head's rows (and i8 scales) in a run of head_rows slot rows, [kv_heads, head_rows,
+  // ...] (KvCache: head_rows = num_blocks * block_size).
+  int64_t head_rows = 0;
 };
+
+// The cache row of (slot = block * block_size + offset, kv head), in K / V row units: slot-major
+// (head_rows 0) or head-major. Head-major keeps one kv head's keys contiguous, so a decode
+// thread streaming one kv head reads whole lines and pages in order: with the heads of a slot
+// side by side it read every other 128 B, which the hardware prefetchers did not follow
+// (docs/PERFORMANCE.md, "KV cache rows by kv head"). Static: the ISA files inline their own
+// copy (backend.h).
+static inline int64_t kv_cache_row(int64_t slot, int64_t kv_head, int64_t kv_heads,
+                                   int64_t head_rows) {
+  return head_rows > 0 ? kv_head * head_rows + slot : slot * kv_heads + kv_head;
+}
 
 // Causal attention of q[tokens, heads, head_dim] over a paged cache (GQA: query head h
 // reads kv head h / (heads / kv_heads)). Query t sits at positions[t] and attends to cache

@@ -304,7 +304,8 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
       const float* qh = q + (t * heads + h) * kv.head_dim;
       auto slot = [&](int64_t p) {
         const int64_t block = kv.block_table[static_cast<size_t>(p / kv.block_size)];
-        return (block * kv.block_size + p % kv.block_size) * kv.kv_heads + kvh;
+        return kv_cache_row(block * kv.block_size + p % kv.block_size, kvh, kv.kv_heads,
+                            kv.head_rows);
       };
       float max = -INFINITY;
       for (int64_t p = 0; p < len; ++p) {

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
+#include <vector>
 
 #include "core/error.h"
 
@@ -54,12 +56,23 @@ TEST(KvCache, WritesLandInTheSlotTheBlockTableNames) {
   const auto view = cache.view(1, table);
   const auto* view_k = static_cast<const float*>(view.k);
   const auto* view_v = static_cast<const float*>(view.v);
-  const int64_t row = 6;  // kv_heads * head_dim
-  EXPECT_EQ(view_k[(3 * 4 + 2) * row + 0], 1.0f);
-  EXPECT_EQ(view_k[(1 * 4 + 1) * row + 5], 12.0f);
-  EXPECT_EQ(view_v[(1 * 4 + 1) * row + 0], -7.0f);
+  // Head-major: kv head h's row of pool slot s at (h * 20 + s) * head_dim (20 = 5 blocks x 4).
+  EXPECT_EQ(view.head_rows, 20);
+  const int64_t dim = 3;
+  EXPECT_EQ(view_k[(0 * 20 + 3 * 4 + 2) * dim + 0], 1.0f);   // position 2: block 3, slot 14
+  EXPECT_EQ(view_k[(1 * 20 + 3 * 4 + 2) * dim + 0], 4.0f);   // its kv head 1
+  EXPECT_EQ(view_k[(1 * 20 + 1 * 4 + 1) * dim + 2], 12.0f);  // position 5: block 1, slot 5
+  EXPECT_EQ(view_v[(0 * 20 + 1 * 4 + 1) * dim + 0], -7.0f);
   // other layer untouched
-  EXPECT_EQ(static_cast<const float*>(cache.view(0, table).k)[(3 * 4 + 2) * row], 0.0f);
+  EXPECT_EQ(static_cast<const float*>(cache.view(0, table).k)[(3 * 4 + 2) * dim], 0.0f);
+  // gather_k gives the positions in order, the kv heads of each side by side.
+  std::vector<float> gathered(6 * 6, NAN);
+  cache.gather_k(1, table, 6, gathered.data());
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(gathered[2 * 6 + i], static_cast<float>(i + 1));
+    EXPECT_EQ(gathered[5 * 6 + i], static_cast<float>(i + 7));
+    EXPECT_EQ(gathered[0 * 6 + i], 0.0f);
+  }
   const int32_t outside[] = {8};
   EXPECT_THROW(cache.write(1, table, outside, 1, k.data(), v.data()), Error);
 }

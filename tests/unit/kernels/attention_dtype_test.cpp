@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -165,6 +166,98 @@ TEST_P(KernelsAttentionDtypes, RejectsInt8WithoutScalesOrWithAGroupThatDoesNotDi
   EXPECT_NO_THROW(paged_attention(q.data(), 1, &pos, heads, kv, 1.0f, out.data(), pool));
   // Every element is 1 * 0.5, so every output value is 0.5.
   for (float x : out) EXPECT_EQ(x, 0.5f);
+}
+
+// Slot-major rows (row = slot * kv_heads + kv_head, `row_bytes` each; `per_row` scales each)
+// reordered head-major (row = kv_head * slots + slot: PagedKv::head_rows = slots).
+template <class T>
+std::vector<T> head_major(const std::vector<T>& rows, int64_t slots, int64_t kv_heads,
+                          int64_t per_row) {
+  std::vector<T> out(rows.size());
+  if (rows.empty()) return out;  // no scales (not int8)
+  for (int64_t s = 0; s < slots; ++s)
+    for (int64_t h = 0; h < kv_heads; ++h)
+      std::copy_n(rows.begin() + (s * kv_heads + h) * per_row, per_row,
+                  out.begin() + (h * slots + s) * per_row);
+  return out;
+}
+
+// The cache layout with each kv head's rows contiguous (head_rows > 0, KvCache's) holds the
+// same rows at other addresses: every path (prefill, one query per call, query tiles) and the
+// scalar reference give bitwise what they give on the slot-major layout.
+TEST_P(KernelsAttentionDtypes, HeadMajorRowsGiveTheSlotMajorResultBitwise) {
+  uint32_t seed = 90;
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16, DType::i8}) {
+    for (const Case& c : kCases) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " heads=" << c.heads
+                                        << " kv_heads=" << c.kv_heads << " dim=" << c.head_dim);
+      const int64_t len = 40, blocks = (len + c.block_size - 1) / c.block_size + 2;
+      std::vector<int32_t> table(static_cast<size_t>(blocks));
+      std::iota(table.begin(), table.end(), 0);
+      std::shuffle(table.begin(), table.end(), std::mt19937(++seed));
+      const int64_t slots = blocks * c.block_size;
+      const auto k_rows =
+          random_floats(static_cast<size_t>(slots * c.kv_heads * c.head_dim), ++seed, -3.0f, 3.0f);
+      const auto v_rows = random_floats(static_cast<size_t>(slots * c.kv_heads * c.v_head_dim),
+                                        ++seed, -3.0f, 3.0f);
+      const bool f32 = dtype == DType::f32;
+      const TypedRows k(k_rows, c.head_dim, f32 ? DType::bf16 : dtype, c.group);
+      const TypedRows v(v_rows, c.v_head_dim, f32 ? DType::bf16 : dtype, c.group);
+      const int64_t elem = static_cast<int64_t>(dtype_size(dtype));
+      auto bytes_of = [&](const TypedRows& t, const std::vector<float>& rows) {
+        if (!f32) return t.bytes;
+        std::vector<uint8_t> b(rows.size() * sizeof(float));
+        std::memcpy(b.data(), rows.data(), b.size());
+        return b;
+      };
+      const std::vector<uint8_t> k_slot = bytes_of(k, k_rows), v_slot = bytes_of(v, v_rows);
+      const auto k_head = head_major(k_slot, slots, c.kv_heads, c.head_dim * elem);
+      const auto v_head = head_major(v_slot, slots, c.kv_heads, c.v_head_dim * elem);
+      const int64_t group = dtype == DType::i8 ? c.group : 1;
+      const auto ks_head = head_major(k.scales, slots, c.kv_heads, c.head_dim / group);
+      const auto vs_head = head_major(v.scales, slots, c.kv_heads, c.v_head_dim / group);
+      PagedKv slot_major{k_slot.data(), v_slot.data(), c.block_size, c.kv_heads,
+                         c.head_dim,    c.v_head_dim,  table,        0,
+                         dtype};
+      PagedKv by_head = slot_major;
+      by_head.k = k_head.data();
+      by_head.v = v_head.data();
+      by_head.head_rows = slots;
+      if (dtype == DType::i8) {
+        slot_major.k_scale = k.scales.data();
+        slot_major.v_scale = v.scales.data();
+        by_head.k_scale = ks_head.data();
+        by_head.v_scale = vs_head.data();
+        slot_major.quant_group = by_head.quant_group = c.group;
+      }
+      const std::vector<int32_t> positions = {39, 38, 0, 17, 25};
+      const auto tokens = static_cast<int64_t>(positions.size());
+      const auto q = random_floats(static_cast<size_t>(tokens * c.heads * c.head_dim), ++seed);
+      const size_t out_size = static_cast<size_t>(tokens * c.heads * c.v_head_dim);
+      ThreadPool pool(2);
+      auto run = [&](const PagedKv& kv, int mode) {
+        std::vector<float> out(out_size, NAN);
+        if (mode == 0)
+          paged_attention(q.data(), tokens, positions.data(), c.heads, kv, 0.2f, out.data(), pool);
+        if (mode == 1)
+          paged_attention_query_tiles(q.data(), tokens, positions.data(), c.heads, kv, 0.2f,
+                                      out.data(), pool);
+        if (mode == 2)
+          reference::paged_attention(q.data(), tokens, positions.data(), c.heads, kv, 0.2f,
+                                     out.data());
+        if (mode == 3)
+          for (int64_t t = 0; t < tokens; ++t)
+            paged_attention(q.data() + t * c.heads * c.head_dim, 1,
+                            &positions[static_cast<size_t>(t)], c.heads, kv, 0.2f,
+                            out.data() + t * c.heads * c.v_head_dim, pool);
+        return out;
+      };
+      for (int mode = 0; mode < 4; ++mode) {
+        const auto want = run(slot_major, mode), got = run(by_head, mode);
+        EXPECT_TRUE(bitwise_equal(got.data(), want.data(), got.size())) << "mode " << mode;
+      }
+    }
+  }
 }
 
 DI_INSTANTIATE_PER_ISA(KernelsAttentionDtypes);
