@@ -6,10 +6,14 @@
 //
 //   build/attention_bench [--isa avx2|avx512] [--threads 2] [--depths 4096,16384]
 //                         [--seqs 1,8] [--dtypes f16,int8] [--shapes qwen,mla] [--query-tiles]
-//                         [--hot] [--no-huge-pages] [--slot-major] [--reps N]
+//                         [--hot] [--no-huge-pages] [--slot-major] [--reps N] [--prefill N]
 //
 // --query-tiles runs kernels::paged_attention_query_tiles (the AVX-512 span kernel for any
 // group) instead of the kernel paged_attention picks by shape.
+//
+// --prefill N: each call is a prefill chunk of N query tokens at positions [depth - N, depth)
+// (one sequence; --seqs is ignored), as a long prompt's last chunk; reports us per layer call
+// and GFLOP/s (2 x (head_dim + v_head_dim) x query heads per (query, key) pair attended).
 //
 // Enough layers of cache are cycled through to exceed the last-level cache (as decode does:
 // one cache per layer), so the rate is a DRAM rate; --hot keeps one layer whose cache stays in
@@ -99,6 +103,7 @@ int main(int argc, char** argv) {
   bool huge_pages = true;    // --no-huge-pages: the cache in 4 KiB pages
   bool slot_major = false;   // --slot-major: PagedKv::head_rows 0
   int reps = 0;              // --reps N: timed passes (default 5, --hot 200); the best is shown
+  int64_t prefill = 0;       // --prefill N: N query tokens per call, at the end of the context
   std::vector<std::string> depths = {"4096", "16384"}, seqs = {"1", "8"}, dtypes = {"f16", "int8"},
                            shapes = {"qwen", "mla"};
   for (int i = 1; i < argc; ++i) {
@@ -125,11 +130,13 @@ int main(int argc, char** argv) {
       huge_pages = false;
     } else if (arg == "--reps" && i + 1 < argc) {
       reps = std::stoi(argv[++i]);
+    } else if (arg == "--prefill" && i + 1 < argc) {
+      prefill = std::stoll(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--isa NAME] [--threads N] [--depths A,B] [--seqs A,B] "
                    "[--dtypes f16,int8,bf16,f32] [--shapes qwen,mla] [--query-tiles] [--hot] "
-                   "[--no-huge-pages] [--slot-major] [--reps N]\n",
+                   "[--no-huge-pages] [--slot-major] [--reps N] [--prefill N]\n",
                    argv[0]);
       return 2;
     }
@@ -138,8 +145,9 @@ int main(int argc, char** argv) {
   std::printf("isa %s, %d threads, memory read bandwidth (256 MiB): %.1f GB/s\n",
               std::string(kernels::isa_name(kernels::active_isa())).c_str(), threads,
               read_gbps(size_t{256} << 20, pool));
-  std::printf("%-5s %-5s %6s %4s %10s %10s %8s\n", "shape", "kv", "depth", "seqs", "us/layer",
-              "cacheMB", "GB/s");
+  if (prefill > 0) seqs = {"1"};
+  std::printf("%-5s %-5s %6s %4s %10s %10s %8s%s\n", "shape", "kv", "depth", "seqs", "us/layer",
+              "cacheMB", "GB/s", prefill > 0 ? "   GFLOP/s" : "");
   for (const std::string& shape_name : shapes) {
     const AttnShape* sh = nullptr;
     for (const AttnShape& s : kShapes)
@@ -192,9 +200,16 @@ int main(int argc, char** argv) {
           }
           std::vector<int32_t> table(static_cast<size_t>(nseq * blocks_per_seq));
           std::iota(table.begin(), table.end(), 0);
-          std::vector<float> q(static_cast<size_t>(sh->heads * sh->head_dim), 0.01f);
-          std::vector<float> out(static_cast<size_t>(sh->heads * sh->v_head_dim));
-          const int32_t pos = static_cast<int32_t>(depth - 1);
+          const int64_t tokens = prefill > 0 ? std::min(prefill, depth) : 1;
+          std::vector<float> q(static_cast<size_t>(tokens * sh->heads * sh->head_dim), 0.01f);
+          for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i % 13) * 0.01f - 0.06f;
+          std::vector<float> out(static_cast<size_t>(tokens * sh->heads * sh->v_head_dim));
+          std::vector<int32_t> positions(static_cast<size_t>(tokens));
+          std::iota(positions.begin(), positions.end(), static_cast<int32_t>(depth - tokens));
+          double pairs = 0;  // (query token, key) pairs attended
+          for (const int32_t p : positions) pairs += static_cast<double>(p + 1);
+          const double flops =
+              2.0 * pairs * static_cast<double>(sh->heads * (sh->head_dim + sh->v_head_dim));
           auto step = [&](size_t l) {
             const LayerCache& c = caches[l];
             for (int64_t s = 0; s < nseq; ++s) {
@@ -216,7 +231,7 @@ int main(int argc, char** argv) {
                 kv.quant_group = group;
               }
               (query_tiles ? kernels::paged_attention_query_tiles : kernels::paged_attention)(
-                  q.data(), 1, &pos, sh->heads, kv, 0.05f, out.data(), pool);
+                  q.data(), tokens, positions.data(), sh->heads, kv, 0.05f, out.data(), pool);
             }
           };
           for (size_t l = 0; l < caches.size(); ++l) step(l);  // warm-up
@@ -229,9 +244,11 @@ int main(int argc, char** argv) {
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
                     static_cast<double>(caches.size()));
           }
-          std::printf("%-5s %-5s %6lld %4lld %10.1f %10.2f %8.1f\n", sh->name, dname.c_str(),
+          std::printf("%-5s %-5s %6lld %4lld %10.1f %10.2f %8.1f", sh->name, dname.c_str(),
                       static_cast<long long>(depth), static_cast<long long>(nseq), best * 1e6,
                       layer_bytes / 1e6, layer_bytes / best / 1e9);
+          if (prefill > 0) std::printf(" %9.1f", flops / best / 1e9);
+          std::printf("\n");
         }
       }
     }

@@ -295,9 +295,9 @@ DEEPINFER_INLINE void span_chunk_rows(const AttendArgs& a, int64_t kv_head, int6
 }
 
 template <Kind K>
-void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t span, const float* const* q_in,
-                 const int64_t* last, int64_t n, float* const* acc, float* max, float* denom,
-                 float* scratch) {
+void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t span_end,
+                 const float* const* q_in, const int64_t* last, int64_t n, float* const* acc,
+                 float* max, float* denom, float* scratch) {
   const int64_t hd = (a.head_dim + kLanes - 1) / kLanes * kLanes;
   const int64_t groups = n / kWide;
   float* qpad = scratch;                  // [n][hd] queries, zero-padded
@@ -324,8 +324,7 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t span, const float
   const Rows vr(a.v, a.v_row_stride, a.v_scale, a.group);
   // Where V is the leading part of K (MLA), the wide tiles read V from the widened K rows too.
   const bool v_in_k = v_within_k(a);
-  const int64_t begin = span * kAttendSpan;
-  const int64_t end = min64(begin + kAttendSpan, max_last + 1);
+  const int64_t end = min64(span_end, max_last + 1);
   for (int64_t c0 = begin; c0 < end; c0 += kLanes) {
     int64_t rows[16], next_rows[16];
     span_chunk_rows(a, kv_head, c0, end, rows);
@@ -519,18 +518,18 @@ int64_t attend_span_scratch_floats(const AttendArgs& a, int64_t n) {
   return n * hd + kWide * kLanes + kLanes * hd + n / kWide * hd * kWide;
 }
 
-void attend_span(const AttendArgs& a, int64_t kv_head, int64_t span, const float* const* q,
-                 const int64_t* last, int64_t n, float* const* acc, float* max, float* denom,
-                 float* scratch) {
+void attend_span(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t end,
+                 const float* const* q, const int64_t* last, int64_t n, float* const* acc,
+                 float* max, float* denom, float* scratch) {
   switch (a.dtype) {
     case DType::f16:
-      return span_kernel<Kind::f16>(a, kv_head, span, q, last, n, acc, max, denom, scratch);
+      return span_kernel<Kind::f16>(a, kv_head, begin, end, q, last, n, acc, max, denom, scratch);
     case DType::bf16:
-      return span_kernel<Kind::bf16>(a, kv_head, span, q, last, n, acc, max, denom, scratch);
+      return span_kernel<Kind::bf16>(a, kv_head, begin, end, q, last, n, acc, max, denom, scratch);
     case DType::i8:
-      return span_kernel<Kind::i8>(a, kv_head, span, q, last, n, acc, max, denom, scratch);
+      return span_kernel<Kind::i8>(a, kv_head, begin, end, q, last, n, acc, max, denom, scratch);
     default:
-      return span_kernel<Kind::f32>(a, kv_head, span, q, last, n, acc, max, denom, scratch);
+      return span_kernel<Kind::f32>(a, kv_head, begin, end, q, last, n, acc, max, denom, scratch);
   }
 }
 

@@ -29,7 +29,95 @@ int64_t spans_of(int64_t pos) {
   return pos / kAttendSpan + 1;
 }
 
+// Query tiles: per item, a tile of `per_tile` consecutive tokens' heads of one kv head (all of
+// them, or a part of at most kMaxSpanQueries), over spans of `span_keys` keys in order on one
+// thread, merged as they come. Later tokens read more keys, so items are dealt round-robin to
+// balance the causal triangle.
+void run_query_tiles(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
+                     const AttendArgs& a, float* out, ThreadPool& pool, int64_t span_keys,
+                     int64_t per_tile) {
+  const int64_t group = heads / a.kv_heads;
+  const int64_t hd = a.head_dim, dv = a.v_head_dim;
+  const int64_t max_part = std::min(group, kMaxSpanQueries);
+  const int64_t parts = (group + max_part - 1) / max_part;
+  const int64_t tiles = (tokens + per_tile - 1) / per_tile;
+  const int64_t items = tiles * a.kv_heads * parts;
+  const int64_t n_max = per_tile * max_part;
+  const int64_t lanes = std::min<int64_t>(pool.size(), items);
+  const size_t scratch_size =
+      static_cast<size_t>(n_max * (2 * dv + 2) + avx512::attend_span_scratch_floats(a, n_max));
+  pool.parallel_for(lanes, [&](int64_t lane_begin, int64_t lane_end) {
+    float* buf = thread_floats(scratch_size);
+    float* run_acc = buf;                   // [n][dv] running state
+    float* run_max = run_acc + n_max * dv;  // [n]
+    float* run_den = run_max + n_max;       // [n]
+    float* part_acc = run_den + n_max;      // [n][dv] one span's state
+    float* scratch = part_acc + n_max * dv;
+    for (int64_t lane = lane_begin; lane < lane_end; ++lane) {
+      for (int64_t item = lane; item < items; item += lanes) {
+        const int64_t tile = item / (a.kv_heads * parts);
+        const int64_t kv_head = item / parts % a.kv_heads, part = item % parts;
+        const int64_t t0 = tile * per_tile, t1 = std::min(tokens, t0 + per_tile);
+        const int64_t h0 = kv_head * group + part * max_part;
+        const int64_t nh = std::min(max_part, group - part * max_part);
+        const int64_t n = (t1 - t0) * nh;
+        int64_t spans = 0;
+        for (int64_t t = t0; t < t1; ++t)
+          spans = std::max<int64_t>(spans, positions[t] / span_keys + 1);
+        for (int64_t i = 0; i < n; ++i) {
+          std::fill_n(run_acc + i * dv, dv, 0.0f);
+          run_max[i] = -__builtin_inff();
+          run_den[i] = 0.0f;
+        }
+        for (int64_t s = 0; s < spans; ++s) {
+          const float* qs[kMaxSpanQueries];
+          int64_t last[kMaxSpanQueries], which[kMaxSpanQueries];
+          float* accs[kMaxSpanQueries];
+          float pmax[kMaxSpanQueries], pden[kMaxSpanQueries];
+          int64_t m = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t t = t0 + i / nh, h = h0 + i % nh;
+            if (positions[t] < s * span_keys) continue;
+            qs[m] = q + (t * heads + h) * hd;
+            last[m] = positions[t];
+            // One span: its state is the result (merging it into the empty state would give
+            // the same bits).
+            accs[m] = (spans == 1 ? run_acc : part_acc) + i * dv;
+            which[m++] = i;
+          }
+          float* const span_max = spans == 1 ? run_max : pmax;
+          float* const span_den = spans == 1 ? run_den : pden;
+          avx512::attend_span(a, kv_head, s * span_keys, (s + 1) * span_keys, qs, last, m, accs,
+                              span_max, span_den, scratch);
+          if (spans == 1) continue;
+          for (int64_t j = 0; j < m; ++j) {
+            const int64_t i = which[j];
+            avx512::merge_span(dv, run_acc + i * dv, run_max + i, run_den + i, accs[j], pmax[j],
+                               pden[j]);
+          }
+        }
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t t = t0 + i / nh, h = h0 + i % nh;
+          avx512::finish_span(dv, run_acc + i * dv, run_den[i], out + (t * heads + h) * dv);
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
+
+void paged_attention_tiles(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
+                           const AttendArgs& a, float* out, ThreadPool& pool) {
+  int64_t max_pos = 0;
+  for (int64_t t = 0; t < tokens; ++t) max_pos = std::max<int64_t>(max_pos, positions[t]);
+  // 16 tokens per tile where their heads fit in kMaxSpanQueries: whole groups of 16 queries,
+  // which the span kernel runs as wide tiles (queries along the lanes, no K transposes).
+  const int64_t nh = std::min(heads / a.kv_heads, kMaxSpanQueries);
+  const int64_t per_tile =
+      16 * nh <= kMaxSpanQueries ? 16 : std::max<int64_t>(1, kMaxSpanQueries / nh);
+  run_query_tiles(q, tokens, positions, heads, a, out, pool, max_pos + 1, per_tile);
+}
 
 void paged_attention_spans(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
                            const AttendArgs& a, float* out, ThreadPool& pool) {
@@ -39,67 +127,9 @@ void paged_attention_spans(const float* q, int64_t tokens, const int32_t* positi
   const int64_t max_part = std::min(group, kMaxSpanQueries);
 
   if (tokens * a.kv_heads >= 4 * threads) {
-    // Prefill and large batches: a tile of consecutive tokens' heads per item, spans in order
-    // on one thread, merged as they come. Later tokens read more keys, so items are dealt
-    // round-robin to balance the causal triangle.
-    const int64_t per_tile = std::max<int64_t>(1, kTileQueries / max_part);
-    const int64_t parts = (group + max_part - 1) / max_part;
-    const int64_t tiles = (tokens + per_tile - 1) / per_tile;
-    const int64_t items = tiles * a.kv_heads * parts;
-    const int64_t n_max = per_tile * max_part;
-    const int64_t lanes = std::min<int64_t>(threads, items);
-    const size_t scratch_size =
-        static_cast<size_t>(n_max * (2 * dv + 2) + avx512::attend_span_scratch_floats(a, n_max));
-    pool.parallel_for(lanes, [&](int64_t lane_begin, int64_t lane_end) {
-      float* buf = thread_floats(scratch_size);
-      float* run_acc = buf;                   // [n][dv] running state
-      float* run_max = run_acc + n_max * dv;  // [n]
-      float* run_den = run_max + n_max;       // [n]
-      float* part_acc = run_den + n_max;      // [n][dv] one span's state
-      float* scratch = part_acc + n_max * dv;
-      for (int64_t lane = lane_begin; lane < lane_end; ++lane) {
-        for (int64_t item = lane; item < items; item += lanes) {
-          const int64_t tile = item / (a.kv_heads * parts);
-          const int64_t kv_head = item / parts % a.kv_heads, part = item % parts;
-          const int64_t t0 = tile * per_tile, t1 = std::min(tokens, t0 + per_tile);
-          const int64_t h0 = kv_head * group + part * max_part;
-          const int64_t nh = std::min(max_part, group - part * max_part);
-          const int64_t n = (t1 - t0) * nh;
-          int64_t spans = 0;
-          for (int64_t t = t0; t < t1; ++t) spans = std::max(spans, spans_of(positions[t]));
-          for (int64_t i = 0; i < n; ++i) {
-            std::fill_n(run_acc + i * dv, dv, 0.0f);
-            run_max[i] = -__builtin_inff();
-            run_den[i] = 0.0f;
-          }
-          for (int64_t s = 0; s < spans; ++s) {
-            const float* qs[kMaxSpanQueries];
-            int64_t last[kMaxSpanQueries], which[kMaxSpanQueries];
-            float* accs[kMaxSpanQueries];
-            float pmax[kMaxSpanQueries], pden[kMaxSpanQueries];
-            int64_t m = 0;
-            for (int64_t i = 0; i < n; ++i) {
-              const int64_t t = t0 + i / nh, h = h0 + i % nh;
-              if (positions[t] < s * kAttendSpan) continue;
-              qs[m] = q + (t * heads + h) * hd;
-              last[m] = positions[t];
-              accs[m] = part_acc + m * dv;
-              which[m++] = i;
-            }
-            avx512::attend_span(a, kv_head, s, qs, last, m, accs, pmax, pden, scratch);
-            for (int64_t j = 0; j < m; ++j) {
-              const int64_t i = which[j];
-              avx512::merge_span(dv, run_acc + i * dv, run_max + i, run_den + i, accs[j], pmax[j],
-                                 pden[j]);
-            }
-          }
-          for (int64_t i = 0; i < n; ++i) {
-            const int64_t t = t0 + i / nh, h = h0 + i % nh;
-            avx512::finish_span(dv, run_acc + i * dv, run_den[i], out + (t * heads + h) * dv);
-          }
-        }
-      }
-    });
+    // Prefill and large batches: query tiles over spans of kAttendSpan keys.
+    run_query_tiles(q, tokens, positions, heads, a, out, pool, kAttendSpan,
+                    std::max<int64_t>(1, kTileQueries / max_part));
     return;
   }
 
@@ -144,7 +174,8 @@ void paged_attention_spans(const float* q, int64_t tokens, const int32_t* positi
         last[i] = positions[t];
         accs[i] = partials + (slot * heads + h0 + i) * row;
       }
-      avx512::attend_span(a, kv_head, s, qs, last, n, accs, pmax, pden, scratch);
+      avx512::attend_span(a, kv_head, s * kAttendSpan, (s + 1) * kAttendSpan, qs, last, n, accs,
+                          pmax, pden, scratch);
       for (int64_t i = 0; i < n; ++i) {
         accs[i][dv] = pmax[i];
         accs[i][dv + 1] = pden[i];

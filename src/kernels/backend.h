@@ -148,6 +148,17 @@ DEEPINFER_KERNELS_BACKEND
 
 #undef DEEPINFER_KERNELS_BACKEND
 
+// attend() for several tokens of one sequence at once (a prefill tile): token t's q_heads heads
+// at q + t * q_stride, position pos[t], its output at out + t * out_stride. Each chunk of keys
+// is read (and widened) once for all the tokens; each head's result is bitwise what attend()
+// gives the token alone.
+namespace avx2 {
+int64_t attend_tokens_scratch_floats(const AttendArgs& a, int64_t tokens, int64_t q_heads);
+void attend_tokens(const AttendArgs& a, const float* q, int64_t q_stride, int64_t tokens,
+                   int64_t q_heads, const int64_t* pos, int64_t kv_head, float* out,
+                   int64_t out_stride, float* scratch);
+}  // namespace avx2
+
 // The bf16-activation linear (MatmulPrecision::bf16, bf16 weights): vdpbf16ps over pairs of
 // bf16 x and weights. Needs AVX512_BF16 (cpu_has_avx512_bf16()); linear_avx512_bf16.cpp.
 namespace avx512 {

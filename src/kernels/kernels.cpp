@@ -514,6 +514,39 @@ class WidenedContext {
   PagedKv view_;
 };
 
+// Tokens per work item of the AVX2 multi-token attention (attend_tokens).
+constexpr int64_t kAvx2TokensPerTile = 8;
+
+// A multi-token call on AVX2: work items of kAvx2TokensPerTile consecutive tokens' heads of one
+// kv head, which share every chunk of keys; bitwise the per-token attend() of each token.
+void paged_attention_token_tiles_avx2(const float* q, int64_t tokens, const int32_t* positions,
+                                      int64_t heads, const detail::AttendArgs& args, float* out,
+                                      ThreadPool& pool) {
+  const int64_t group = heads / args.kv_heads;
+  const int64_t tiles = (tokens + kAvx2TokensPerTile - 1) / kAvx2TokensPerTile;
+  const int64_t items = tiles * args.kv_heads;
+  const size_t scratch_size = static_cast<size_t>(
+      detail::avx2::attend_tokens_scratch_floats(args, kAvx2TokensPerTile, group));
+  // Later tokens attend to more keys: items are dealt round-robin to balance the triangle.
+  const int64_t lanes = std::min<int64_t>(pool.size(), items);
+  pool.parallel_for(lanes, [&](int64_t lane_begin, int64_t lane_end) {
+    float* scratch = thread_buffer(Buffer::attention_work, scratch_size);
+    for (int64_t lane = lane_begin; lane < lane_end; ++lane) {
+      for (int64_t item = lane; item < items; item += lanes) {
+        const int64_t t0 = item / args.kv_heads * kAvx2TokensPerTile;
+        const int64_t kv_head = item % args.kv_heads;
+        const int64_t n = std::min(kAvx2TokensPerTile, tokens - t0);
+        int64_t pos[kAvx2TokensPerTile];
+        for (int64_t i = 0; i < n; ++i) pos[i] = positions[t0 + i];
+        const int64_t h = kv_head * group;
+        detail::avx2::attend_tokens(
+            args, q + (t0 * heads + h) * args.head_dim, heads * args.head_dim, n, group, pos,
+            kv_head, out + (t0 * heads + h) * args.v_head_dim, heads * args.v_head_dim, scratch);
+      }
+    }
+  });
+}
+
 // paged_attention, with query_tiles: paged_attention_query_tiles.
 void paged_attention_with(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
                           const PagedKv& kv, float scale, float* out, ThreadPool& pool,
@@ -551,12 +584,17 @@ void paged_attention_with(const float* q, int64_t tokens, const int32_t* positio
   if (args.v_row_stride == 0) args.v_row_stride = kv.v_head_dim;
   check_cache_dtype(args);
   // The span kernel (split-K over spans, wide tiles) wins where many query heads share a kv
-  // head (MLA absorbed decode: 16+ heads on one latent row); GQA groups of <= 8 run the
+  // head (MLA absorbed decode: 16+ heads on one latent row); GQA groups decode with the
   // per-token kernel below, which on AVX-512 is the same register tiles over a whole context,
-  // software-pipelined (docs/PERFORMANCE.md, "GQA decode attention"). The choice depends on the
-  // shape only, so batch and thread invariance hold.
+  // software-pipelined (docs/PERFORMANCE.md, "GQA decode attention"), and prefill with query
+  // tiles of several tokens over the whole context, whose per-query arithmetic is that
+  // kernel's. The choice depends on the shape only, so batch and thread invariance hold.
   if (active_isa() == Isa::avx512 && (query_tiles || heads / kv.kv_heads >= kSpanKernelMinGroup)) {
     detail::paged_attention_spans(q, tokens, positions, heads, args, out, pool);
+    return;
+  }
+  if (active_isa() == Isa::avx512 && tokens > 1 && tokens * kv.kv_heads >= pool.size()) {
+    detail::paged_attention_tiles(q, tokens, positions, heads, args, out, pool);
     return;
   }
   if (kv.dtype != DType::f32 && tokens > 1 &&
@@ -567,6 +605,10 @@ void paged_attention_with(const float* q, int64_t tokens, const int32_t* positio
     return;
   }
   const Isa isa = active_isa();
+  if (isa == Isa::avx2 && tokens > 1 && tokens * kv.kv_heads >= pool.size()) {
+    paged_attention_token_tiles_avx2(q, tokens, positions, heads, args, out, pool);
+    return;
+  }
   auto attend = isa == Isa::avx512 ? &detail::avx512::attend
                 : isa == Isa::avx2 ? &detail::avx2::attend
                                    : &detail::scalar::attend;

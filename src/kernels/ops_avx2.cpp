@@ -130,8 +130,12 @@ void add(const float* a, const float* b, float* out, int64_t n) {
   });
 }
 
+int64_t attend_tokens_scratch_floats(const AttendArgs& a, int64_t tokens, int64_t q_heads) {
+  return tokens * q_heads * (kAttendChunk + a.v_head_dim + 3) + chunk_rows_scratch_floats(a);
+}
+
 int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads) {
-  return q_heads * (kAttendChunk + a.v_head_dim + 3) + chunk_rows_scratch_floats(a);
+  return attend_tokens_scratch_floats(a, 1, q_heads);
 }
 
 namespace {
@@ -177,64 +181,80 @@ inline __m256 chunk_dots(const float* q, const float* const* krow, int64_t len, 
 
 }  // namespace
 
-void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, int64_t kv_head,
-            float* out, float* scratch) {
+void attend_tokens(const AttendArgs& a, const float* q, int64_t q_stride, int64_t tokens,
+                   int64_t q_heads, const int64_t* pos, int64_t kv_head, float* out,
+                   int64_t out_stride, float* scratch) {
   static_assert(kAttendChunk == 2 * kLanes, "two vectors of scores per chunk");
-  float* probs = scratch;                       // [q_heads][kAttendChunk]
-  float* acc = probs + q_heads * kAttendChunk;  // [q_heads][v_head_dim] unnormalised
-  float* max = acc + q_heads * a.v_head_dim;    // [q_heads] running max score
-  float* denom = max + q_heads;                 // [q_heads] running softmax denominator
-  float* corr = denom + q_heads;                // [q_heads] this chunk's rescaling
-  float* rows = corr + q_heads;                 // widened K/V rows of a non-f32 cache
-  for_each_vector(q_heads * a.v_head_dim,
+  const int64_t states = tokens * q_heads;     // state g: token g / q_heads, head g % q_heads
+  float* probs = scratch;                      // [states][kAttendChunk]
+  float* acc = probs + states * kAttendChunk;  // [states][v_head_dim] unnormalised
+  float* max = acc + states * a.v_head_dim;    // [states] running max score
+  float* denom = max + states;                 // [states] running softmax denominator
+  float* corr = denom + states;                // [states] this chunk's rescaling
+  float* rows = corr + states;                 // widened K/V rows of a non-f32 cache
+  for_each_vector(states * a.v_head_dim,
                   [&](int64_t d, auto m) { store(acc + d, _mm256_setzero_ps(), m); });
-  for (int64_t g = 0; g < q_heads; ++g) {
+  int64_t last = 0;
+  for (int64_t t = 0; t < tokens; ++t) last = pos[t] > last ? pos[t] : last;
+  for (int64_t g = 0; g < states; ++g) {
     max[g] = -__builtin_inff();
     denom[g] = 0.0f;
   }
   const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
   const __m256 scale = _mm256_set1_ps(a.scale);
-  for (int64_t c0 = 0; c0 <= pos; c0 += kAttendChunk) {
-    const int64_t len = min64(kAttendChunk, pos + 1 - c0);
+  for (int64_t c0 = 0; c0 <= last; c0 += kAttendChunk) {
     const float* krow[kAttendChunk];
     const float* vrow[kAttendChunk];
-    chunk_rows(a, c0, len, kv_head, &widen_kv_row, rows, krow, vrow);
-    if (c0 + kAttendChunk <= pos)
-      prefetch_chunk_rows(a, c0 + kAttendChunk, min64(kAttendChunk, pos + 1 - c0 - kAttendChunk),
+    chunk_rows(a, c0, min64(kAttendChunk, last + 1 - c0), kv_head, &widen_kv_row, rows, krow, vrow);
+    if (c0 + kAttendChunk <= last)
+      prefetch_chunk_rows(a, c0 + kAttendChunk, min64(kAttendChunk, last + 1 - c0 - kAttendChunk),
                           kv_head);
-    const __m256i valid0 = first_lanes(len), valid1 = first_lanes(len - kLanes);
-    for (int64_t g = 0; g < q_heads; ++g) {
-      float* p = probs + g * kAttendChunk;
-      const float* qg = q + g * a.head_dim;
-      const __m256 s0 =
-          keep(_mm256_mul_ps(chunk_dots(qg, krow, len, a.head_dim), scale), neg_inf, valid0);
-      const __m256 s1 =
-          len > kLanes
-              ? keep(_mm256_mul_ps(chunk_dots(qg, krow + kLanes, len - kLanes, a.head_dim), scale),
-                     neg_inf, valid1)
-              : neg_inf;
-      const float new_max = maxf(max[g], hmax(_mm256_max_ps(s0, s1)));
-      corr[g] = exp_scalar(max[g] - new_max);
-      const __m256 shift = _mm256_set1_ps(new_max);
-      const __m256 p0 = exp(_mm256_sub_ps(s0, shift)), p1 = exp(_mm256_sub_ps(s1, shift));
-      _mm256_storeu_ps(p, p0);  // -inf lanes became 0
-      _mm256_storeu_ps(p + kLanes, p1);
-      denom[g] = denom[g] * corr[g] + hsum(_mm256_add_ps(p0, p1));
-      max[g] = new_max;
+    // Each token's heads over the chunk's keys up to its own position: per head the
+    // operations of a call with that token alone.
+    for (int64_t t = 0; t < tokens; ++t) {
+      if (pos[t] < c0) continue;
+      const int64_t len = min64(kAttendChunk, pos[t] + 1 - c0);
+      const __m256i valid0 = first_lanes(len), valid1 = first_lanes(len - kLanes);
+      for (int64_t g = t * q_heads; g < (t + 1) * q_heads; ++g) {
+        float* p = probs + g * kAttendChunk;
+        const float* qg = q + t * q_stride + (g - t * q_heads) * a.head_dim;
+        const __m256 s0 =
+            keep(_mm256_mul_ps(chunk_dots(qg, krow, len, a.head_dim), scale), neg_inf, valid0);
+        const __m256 s1 =
+            len > kLanes ? keep(_mm256_mul_ps(
+                                    chunk_dots(qg, krow + kLanes, len - kLanes, a.head_dim), scale),
+                                neg_inf, valid1)
+                         : neg_inf;
+        const float new_max = maxf(max[g], hmax(_mm256_max_ps(s0, s1)));
+        corr[g] = exp_scalar(max[g] - new_max);
+        const __m256 shift = _mm256_set1_ps(new_max);
+        const __m256 p0 = exp(_mm256_sub_ps(s0, shift)), p1 = exp(_mm256_sub_ps(s1, shift));
+        _mm256_storeu_ps(p, p0);  // -inf lanes became 0
+        _mm256_storeu_ps(p + kLanes, p1);
+        denom[g] = denom[g] * corr[g] + hsum(_mm256_add_ps(p0, p1));
+        max[g] = new_max;
+      }
+      for (int64_t h = 0; h < q_heads; h += kHeadTile) {
+        const int64_t g = t * q_heads + h;
+        with_tile_size<kHeadTile>(min64(kHeadTile, q_heads - h), [&](auto heads) {
+          accumulate_v<decltype(heads)::value>(a, vrow, len, probs + g * kAttendChunk, corr + g,
+                                               acc + g * a.v_head_dim);
+        });
+      }
     }
-    for (int64_t g = 0; g < q_heads; g += kHeadTile)
-      with_tile_size<kHeadTile>(min64(kHeadTile, q_heads - g), [&](auto heads) {
-        accumulate_v<decltype(heads)::value>(a, vrow, len, probs + g * kAttendChunk, corr + g,
-                                             acc + g * a.v_head_dim);
-      });
   }
-  for (int64_t g = 0; g < q_heads; ++g) {
+  for (int64_t g = 0; g < states; ++g) {
     const __m256 dv = _mm256_set1_ps(denom[g]);
+    float* o = out + g / q_heads * out_stride + g % q_heads * a.v_head_dim;
     for_each_vector(a.v_head_dim, [&](int64_t d, auto m) {
-      const int64_t at = g * a.v_head_dim + d;
-      store(out + at, _mm256_div_ps(load(acc + at, m), dv), m);
+      store(o + d, _mm256_div_ps(load(acc + g * a.v_head_dim + d, m), dv), m);
     });
   }
+}
+
+void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, int64_t kv_head,
+            float* out, float* scratch) {
+  attend_tokens(a, q, 0, 1, q_heads, &pos, kv_head, out, 0, scratch);
 }
 
 }  // namespace deepinfer::kernels::detail::avx2

@@ -74,6 +74,7 @@ const Geometry kGeometries[] = {
     {3, 3, 3, 5, 1},      // MHA, tiny heads, one token per block
     {2, 1, 192, 128, 8},  // MLA-like shapes
     {10, 2, 24, 16, 8},   // group of 5 query heads per kv head
+    {12, 1, 32, 16, 16},  // group of 12: AVX-512 prefill tiles of 10 tokens
 };
 
 class KernelsAttention : public testing::PerIsaTest {};
@@ -119,7 +120,8 @@ TEST_P(KernelsAttention, SharpScoresStayAccurate) {
 
 TEST_P(KernelsAttention, PrefillEqualsTokenByTokenDecodeBitwise) {
   for (const Geometry& g : kGeometries) {
-    const int64_t context = 30, prefill = 9, len = context + prefill;
+    // Several AVX-512 prefill tiles (paged_attention_tiles: 16 tokens, or 10 at a group of 12).
+    const int64_t context = 30, prefill = 40, len = context + prefill;
     const int64_t blocks = (len + g.block_size - 1) / g.block_size;
     const Cache cache(g, len, shuffled_table(blocks, 5), 6);
     std::vector<int32_t> positions(static_cast<size_t>(prefill));
