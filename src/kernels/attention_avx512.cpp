@@ -164,32 +164,29 @@ inline void widen_chunk(const Rows& kr, const int64_t* rows, const int64_t* next
 // chunk_scores for the 16 queries of a wide tile from qt, the queries transposed (qt[d * 16 +
 // i] = q_i[d], zero past head_dim), and the chunk's K widened (widen_chunk): per dimension
 // one qt load and one FMA per key with that key's element broadcast, the queries along the
-// lanes, so no K tile is transposed (only the 16 x 16 dots at the end). Per (query, key) the
-// FMA chain over d is chunk_scores' own, so the dots are bitwise the same.
-inline void chunk_scores_wide(const float* kwide, int64_t hd, const float* qt, float* dots) {
-  __m512 acc[kWide];
+// lanes, so no K tile is transposed. Per (query, key) the FMA chain over d is chunk_scores'
+// own, so the dots are bitwise the same; they stay by key: lane i of s[j] is q_i . k_j.
+inline void chunk_scores_wide(const float* kwide, int64_t hd, const float* qt, __m512* s) {
   DEEPINFER_UNROLL
-  for (int j = 0; j < kWide; ++j) acc[j] = _mm512_setzero_ps();
+  for (int j = 0; j < kWide; ++j) s[j] = _mm512_setzero_ps();
   for (int64_t d0 = 0; d0 < hd; d0 += kLanes) {
     const float* block = kwide + kLanes * d0;
     for (int c = 0; c < 16; ++c) {
       const __m512 qv = _mm512_loadu_ps(qt + (d0 + c) * kWide);
       DEEPINFER_UNROLL
       for (int j = 0; j < 16; ++j)
-        acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(block[j * kLanes + c]), qv, acc[j]);
+        s[j] = _mm512_fmadd_ps(_mm512_set1_ps(block[j * kLanes + c]), qv, s[j]);
     }
   }
-  transpose16(acc);  // acc[i] lane j: q_i . k_j
-  DEEPINFER_UNROLL
-  for (int i = 0; i < kWide; ++i) _mm512_storeu_ps(dots + i * kLanes, acc[i]);
 }
 
 // acc_i = acc_i * corr_i + sum_j p_i[j] v_j over the chunk's 16 keys (p is 0 past a query's
 // last key, so those terms add nothing), each V vector (load(j, d0, mask)) loaded once for
-// the T queries.
+// the T queries. p_i[j] = probs[i * kLanes + j], or with by_key probs[j * kLanes + i].
 template <int T, class LoadV>
-inline void accumulate_values(int64_t v_dim, const float* probs, const float* corr,
+inline void accumulate_values(int64_t v_dim, const float* probs, bool by_key, const float* corr,
                               float* const* acc, LoadV load) {
+  const int64_t per_query = by_key ? 1 : kLanes, per_key = by_key ? kLanes : 1;
   for (int64_t d0 = 0; d0 < v_dim; d0 += kLanes) {
     const __mmask16 m =
         v_dim - d0 >= kLanes ? static_cast<__mmask16>(0xffff) : first_lanes(v_dim - d0);
@@ -201,24 +198,42 @@ inline void accumulate_values(int64_t v_dim, const float* probs, const float* co
       const __m512 v = load(j, d0, m);
       DEEPINFER_UNROLL
       for (int i = 0; i < T; ++i)
-        o[i] = _mm512_fmadd_ps(_mm512_set1_ps(probs[i * kLanes + j]), v, o[i]);
+        o[i] = _mm512_fmadd_ps(_mm512_set1_ps(probs[i * per_query + j * per_key]), v, o[i]);
     }
     DEEPINFER_UNROLL
     for (int i = 0; i < T; ++i) _mm512_mask_storeu_ps(acc[i] + d0, m, o[i]);
   }
 }
 
+// The chunk's V sums for T queries from their probabilities: from the rows, or (kwide) from
+// the widened K blocks, where V is the leading part of K (widen_chunk's blocks hold the values
+// load_row gives).
+template <Kind K, int T>
+inline void chunk_values(const Rows& vr, const int64_t* vrows, int64_t v_dim, const float* probs,
+                         bool by_key, const float* corr, float* const* acc, const float* kwide) {
+  if (kwide != nullptr) {
+    accumulate_values<T>(v_dim, probs, by_key, corr, acc, [&](int j, int64_t d0, __mmask16 m) {
+      return _mm512_maskz_loadu_ps(m, kwide + kLanes * (d0 + j));
+    });
+  } else {
+    accumulate_values<T>(v_dim, probs, by_key, corr, acc, [&](int j, int64_t d0, __mmask16 m) {
+      return load_row<K>(vr, vrows[j], d0, m);
+    });
+  }
+}
+
 // The chunk's online softmax for T queries from their scores (probs[i][16], overwritten by the
-// probabilities), then their V sums: from the rows, or (kwide) from the widened K blocks.
+// probabilities), then their V sums. The denominators are updated as one vector FMA,
+// denom * corr + sum, the sums taken by hsum().
 template <Kind K, int T>
 inline void chunk_softmax_values(const Rows& vr, const int64_t* vrows, const AttendArgs& a,
                                  int64_t c0, const int64_t* last, float* const* acc, float* max,
-                                 float* denom, float* probs, const float* kwide = nullptr) {
+                                 float* denom, float* probs) {
   static_assert(T <= kLanes, "one lane per query for the rescale factors");
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
   const __m512 scale = _mm512_set1_ps(a.scale);
   __m512 scores[T];
-  alignas(64) float new_max[kLanes], corr[kLanes];
+  alignas(64) float new_max[kLanes], corr[kLanes], sums[kLanes];
   DEEPINFER_UNROLL
   for (int i = 0; i < T; ++i) {
     const int64_t len = min64(kLanes, last[i] + 1 - c0);
@@ -229,26 +244,65 @@ inline void chunk_softmax_values(const Rows& vr, const int64_t* vrows, const Att
   // e^(old max - new max) of the T queries in one vector exp (lane for lane what a scalar
   // exp of the same argument gives).
   const __mmask16 tm = first_lanes(T);
-  _mm512_store_ps(
-      corr, exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(tm, max), _mm512_maskz_load_ps(tm, new_max))));
+  const __m512 old_max = _mm512_maskz_loadu_ps(tm, max);
+  const __m512 c = exp(_mm512_sub_ps(old_max, _mm512_maskz_load_ps(tm, new_max)));
+  _mm512_store_ps(corr, c);
   DEEPINFER_UNROLL
   for (int i = 0; i < T; ++i) {
     const __m512 e = exp(_mm512_sub_ps(scores[i], _mm512_set1_ps(new_max[i])));  // -inf: 0
     _mm512_storeu_ps(probs + i * kLanes, e);
-    denom[i] = denom[i] * corr[i] + hsum(e);
-    max[i] = new_max[i];
+    sums[i] = hsum(e);
   }
-  if (kwide != nullptr) {
-    // V rows are the leading part of the chunk's widened K rows (widen_chunk's blocks): the
-    // values load_row gives.
-    accumulate_values<T>(a.v_head_dim, probs, corr, acc, [&](int j, int64_t d0, __mmask16 m) {
-      return _mm512_maskz_loadu_ps(m, kwide + kLanes * (d0 + j));
-    });
-  } else {
-    accumulate_values<T>(a.v_head_dim, probs, corr, acc, [&](int j, int64_t d0, __mmask16 m) {
-      return load_row<K>(vr, vrows[j], d0, m);
-    });
+  _mm512_mask_storeu_ps(
+      denom, tm,
+      _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tm, denom), c, _mm512_maskz_load_ps(tm, sums)));
+  _mm512_mask_storeu_ps(max, tm, _mm512_maskz_load_ps(tm, new_max));
+  chunk_values<K, T>(vr, vrows, a.v_head_dim, probs, false, corr, acc, nullptr);
+}
+
+// chunk_softmax_values for a wide tile from its scores by key (chunk_scores_wide: lane i of
+// s[j] is q_i . k_j), every query reading the chunk, without transposing them: the max over
+// keys is a vertical max, the denominator sum a vertical sum in hsum()'s order (lanes l and
+// l + 8, then l + 4, l + 2, l + 1), the exps the same lane for lane; so per query the bits of
+// chunk_softmax_values. probs gets the probabilities by key ([j][16]).
+template <Kind K>
+inline void wide_softmax_values(const Rows& vr, const int64_t* vrows, const AttendArgs& a,
+                                int64_t c0, const int64_t* last, float* const* acc, float* max,
+                                float* denom, __m512* s, float* probs, const float* kwide) {
+  const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
+  const __m512 scale = _mm512_set1_ps(a.scale);
+  alignas(64) int32_t final_key[kLanes];  // the last key of the chunk query i reads, 0..15
+  for (int i = 0; i < kWide; ++i)
+    final_key[i] = static_cast<int32_t>(min64(kLanes - 1, last[i] - c0));
+  const __m512i fk = _mm512_load_si512(final_key);
+  __m512 m = neg_inf;
+  DEEPINFER_UNROLL
+  for (int j = 0; j < kWide; ++j) {
+    const __mmask16 reads = _mm512_cmpge_epi32_mask(fk, _mm512_set1_epi32(j));
+    s[j] = _mm512_mask_mov_ps(neg_inf, reads, _mm512_mul_ps(s[j], scale));
+    m = _mm512_max_ps(m, s[j]);
   }
+  const __m512 old_max = _mm512_loadu_ps(max);
+  const __m512 new_max =
+      _mm512_mask_blend_ps(_mm512_cmp_ps_mask(old_max, m, _CMP_GT_OQ), m, old_max);
+  alignas(64) float corr[kLanes];
+  const __m512 c = exp(_mm512_sub_ps(old_max, new_max));
+  _mm512_store_ps(corr, c);
+  DEEPINFER_UNROLL
+  for (int j = 0; j < kWide; ++j) {
+    s[j] = exp(_mm512_sub_ps(s[j], new_max));  // -inf: 0
+    _mm512_storeu_ps(probs + j * kLanes, s[j]);
+  }
+  DEEPINFER_UNROLL
+  for (int l = 0; l < 8; ++l) s[l] = _mm512_add_ps(s[l], s[l + 8]);
+  DEEPINFER_UNROLL
+  for (int l = 0; l < 4; ++l) s[l] = _mm512_add_ps(s[l], s[l + 4]);
+  s[0] = _mm512_add_ps(s[0], s[2]);
+  s[1] = _mm512_add_ps(s[1], s[3]);
+  const __m512 sum = _mm512_add_ps(s[0], s[1]);
+  _mm512_storeu_ps(denom, _mm512_fmadd_ps(_mm512_loadu_ps(denom), c, sum));
+  _mm512_storeu_ps(max, new_max);
+  chunk_values<K, kWide>(vr, vrows, a.v_head_dim, probs, true, corr, acc, kwide);
 }
 
 template <Kind K, int T>
@@ -339,10 +393,10 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t sp
       if (!wide[g]) continue;
       if (!widened_chunk) widen_chunk<K>(kr, rows, next_rows, a.head_dim, hd, kwide);
       widened_chunk = true;
-      chunk_scores_wide(kwide, hd, qt + g * hd * kWide, probs);
-      chunk_softmax_values<K, kWide>(vr, rows, a, c0, last + g * kWide, acc + g * kWide,
-                                     max + g * kWide, denom + g * kWide, probs,
-                                     v_in_k ? kwide : nullptr);
+      __m512 scores[kWide];
+      chunk_scores_wide(kwide, hd, qt + g * hd * kWide, scores);
+      wide_softmax_values<K>(vr, rows, a, c0, last + g * kWide, acc + g * kWide, max + g * kWide,
+                             denom + g * kWide, scores, probs, v_in_k ? kwide : nullptr);
     }
     const float* tq[kTile];
     int64_t tlast[kTile];
