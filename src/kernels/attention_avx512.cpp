@@ -138,8 +138,8 @@ constexpr int64_t element_bytes() {
   return K == Kind::f32 ? 4 : (K == Kind::i8 ? 1 : 2);
 }
 
-// The 16 K rows of a chunk widened to f32 once for every wide tile that reads it, in 16 x 16
-// blocks: element d of row j at kwide[16 * (d0 + j) + d - d0] for d0 = d rounded down to 16
+// The 16 K (or V) rows of a chunk widened to f32 once for every wide tile that reads them, in
+// 16 x 16 blocks: element d of row j at kwide[16 * (d0 + j) + d - d0] for d0 = d rounded down to 16
 // (zero from head_dim to hd). The values load_row gives, so a tile reading them computes what
 // it would reading the rows themselves. Also prefetches the next chunk's rows, as far along as
 // this one: 16 rows at a row stride apart are more streams than the hardware prefetchers
@@ -205,15 +205,15 @@ inline void accumulate_values(int64_t v_dim, const float* probs, bool by_key, co
   }
 }
 
-// The chunk's V sums for T queries from their probabilities: from the rows, or (kwide) from
-// the widened K blocks, where V is the leading part of K (widen_chunk's blocks hold the values
-// load_row gives).
+// The chunk's V sums for T queries from their probabilities: from the rows, or from widened
+// blocks (widen_chunk's, which hold the values load_row gives): the chunk's V rows, or
+// its K rows where V is their leading part.
 template <Kind K, int T>
 inline void chunk_values(const Rows& vr, const int64_t* vrows, int64_t v_dim, const float* probs,
-                         bool by_key, const float* corr, float* const* acc, const float* kwide) {
-  if (kwide != nullptr) {
+                         bool by_key, const float* corr, float* const* acc, const float* widened) {
+  if (widened != nullptr) {
     accumulate_values<T>(v_dim, probs, by_key, corr, acc, [&](int j, int64_t d0, __mmask16 m) {
-      return _mm512_maskz_loadu_ps(m, kwide + kLanes * (d0 + j));
+      return _mm512_maskz_loadu_ps(m, widened + kLanes * (d0 + j));
     });
   } else {
     accumulate_values<T>(v_dim, probs, by_key, corr, acc, [&](int j, int64_t d0, __mmask16 m) {
@@ -268,7 +268,7 @@ inline void chunk_softmax_values(const Rows& vr, const int64_t* vrows, const Att
 template <Kind K>
 inline void wide_softmax_values(const Rows& vr, const int64_t* vrows, const AttendArgs& a,
                                 int64_t c0, const int64_t* last, float* const* acc, float* max,
-                                float* denom, __m512* s, float* probs, const float* kwide) {
+                                float* denom, __m512* s, float* probs, const float* widened) {
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
   const __m512 scale = _mm512_set1_ps(a.scale);
   alignas(64) int32_t final_key[kLanes];  // the last key of the chunk query i reads, 0..15
@@ -302,7 +302,7 @@ inline void wide_softmax_values(const Rows& vr, const int64_t* vrows, const Atte
   const __m512 sum = _mm512_add_ps(s[0], s[1]);
   _mm512_storeu_ps(denom, _mm512_fmadd_ps(_mm512_loadu_ps(denom), c, sum));
   _mm512_storeu_ps(max, new_max);
-  chunk_values<K, kWide>(vr, vrows, a.v_head_dim, probs, true, corr, acc, kwide);
+  chunk_values<K, kWide>(vr, vrows, a.v_head_dim, probs, true, corr, acc, widened);
 }
 
 template <Kind K, int T>
@@ -354,10 +354,12 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t sp
                  float* max, float* denom, float* scratch) {
   const int64_t hd = (a.head_dim + kLanes - 1) / kLanes * kLanes;
   const int64_t groups = n / kWide;
-  float* qpad = scratch;                  // [n][hd] queries, zero-padded
-  float* probs = qpad + n * hd;           // [kWide][16]
-  float* kwide = probs + kWide * kLanes;  // [16][hd] a chunk's K rows widened (wide tiles)
-  float* qt = kwide + kLanes * hd;        // [groups][hd][16] (wide tiles)
+  float* qpad = scratch;                    // [n][hd] queries, zero-padded
+  float* probs = qpad + n * hd;             // [kWide][16]
+  float* kwide = probs + kWide * kLanes;    // [16][hd] a chunk's K rows widened (wide tiles)
+  float* qt = kwide + kLanes * hd;          // [groups][hd][16] (wide tiles)
+  float* vwide = qt + groups * hd * kWide;  // [16][vd] a chunk's V rows widened (2+ wide tiles)
+  const int64_t vd = (a.v_head_dim + kLanes - 1) / kLanes * kLanes;
   const float* q[kMaxSpanQueries];
   int64_t max_last = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -386,17 +388,27 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t sp
     // Whole groups of 16 that all read this chunk run as wide tiles, the other queries that
     // read it a tile of up to 8 at a time.
     bool wide[kMaxSpanQueries / kWide];
-    bool widened_chunk = false;
+    int64_t wide_tiles = 0;
     for (int64_t g = 0; g < groups; ++g) {
       wide[g] = true;
       for (int64_t l = 0; l < kWide; ++l) wide[g] = wide[g] && last[g * kWide + l] >= c0;
+      wide_tiles += wide[g] ? 1 : 0;
+    }
+    // The wide tiles read K, and V where it is the leading part of K (MLA), from the chunk's
+    // K rows widened once; separate V rows are widened once too where two or more tiles read
+    // them (a prefill tile of GQA heads), not once per tile.
+    const float* values = v_in_k ? kwide : nullptr;
+    if (wide_tiles > 0) widen_chunk<K>(kr, rows, next_rows, a.head_dim, hd, kwide);
+    if (wide_tiles > 1 && !v_in_k) {
+      widen_chunk<K>(vr, rows, next_rows, a.v_head_dim, vd, vwide);
+      values = vwide;
+    }
+    for (int64_t g = 0; g < groups; ++g) {
       if (!wide[g]) continue;
-      if (!widened_chunk) widen_chunk<K>(kr, rows, next_rows, a.head_dim, hd, kwide);
-      widened_chunk = true;
       __m512 scores[kWide];
       chunk_scores_wide(kwide, hd, qt + g * hd * kWide, scores);
       wide_softmax_values<K>(vr, rows, a, c0, last + g * kWide, acc + g * kWide, max + g * kWide,
-                             denom + g * kWide, scores, probs, v_in_k ? kwide : nullptr);
+                             denom + g * kWide, scores, probs, values);
     }
     const float* tq[kTile];
     int64_t tlast[kTile];
@@ -569,7 +581,8 @@ void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, i
 
 int64_t attend_span_scratch_floats(const AttendArgs& a, int64_t n) {
   const int64_t hd = (a.head_dim + kLanes - 1) / kLanes * kLanes;
-  return n * hd + kWide * kLanes + kLanes * hd + n / kWide * hd * kWide;
+  const int64_t vd = (a.v_head_dim + kLanes - 1) / kLanes * kLanes;
+  return n * hd + kWide * kLanes + kLanes * hd + n / kWide * hd * kWide + kLanes * vd;
 }
 
 void attend_span(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t end,
