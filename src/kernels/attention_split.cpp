@@ -1,5 +1,6 @@
 // paged_attention() on AVX-512: work items over (tokens, kv heads, spans), split-K for decode
-// and the span merge (attention_span.h). Baseline code: threading and buffers only.
+// and the span merge, and the whole-context query tiles of GQA prefill (attention_span.h).
+// Baseline code: threading and buffers only.
 #include <algorithm>
 #include <vector>
 
@@ -81,7 +82,7 @@ void run_query_tiles(const float* q, int64_t tokens, const int32_t* positions, i
             qs[m] = q + (t * heads + h) * hd;
             last[m] = positions[t];
             // One span: its state is the result (merging it into the empty state would give
-            // the same bits).
+            // the same bits), written in place; every query reads span 0, so m == i.
             accs[m] = (spans == 1 ? run_acc : part_acc) + i * dv;
             which[m++] = i;
           }
