@@ -217,11 +217,12 @@ static inline int64_t kv_cache_row(int64_t slot, int64_t kv_head, int64_t kv_hea
 void paged_attention(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
                      const PagedKv& kv, float scale, float* out, ThreadPool& pool);
 
-// paged_attention with query tiles whatever the group: on AVX-512 the span kernel
-// (attention_span.h), whose tiles of several tokens' heads share every K/V load, also for
-// groups paged_attention gives the per-token kernel (MHA / GQA). For many-token calls of a
-// caller whose choice depends only on its own sequence (MLA's expanded prefill, already not
-// decode's arithmetic); other ISAs run paged_attention.
+// paged_attention in the span kernel's 256-key spans whatever the group: on AVX-512, tiles of
+// several tokens' heads share every K/V load, and decode is split-K over the spans. (For groups
+// under 16 query heads per kv head paged_attention itself decodes with the per-token kernel and
+// prefills in query tiles over the whole context, with that kernel's arithmetic.) For
+// many-token calls of a caller whose choice depends only on its own sequence (MLA's expanded
+// prefill, already not decode's arithmetic); other ISAs run paged_attention.
 void paged_attention_query_tiles(const float* q, int64_t tokens, const int32_t* positions,
                                  int64_t heads, const PagedKv& kv, float scale, float* out,
                                  ThreadPool& pool);
