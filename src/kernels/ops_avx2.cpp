@@ -15,10 +15,6 @@ inline float dot(const float* a, const float* b, int64_t n) {
   return hsum(acc);
 }
 
-inline float exp_scalar(float x) {
-  return _mm256_cvtss_f32(exp(_mm256_set1_ps(x)));
-}
-
 }  // namespace
 
 void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y) {
@@ -215,24 +211,46 @@ void attend_tokens(const AttendArgs& a, const float* q, int64_t q_stride, int64_
       if (pos[t] < c0) continue;
       const int64_t len = min64(kAttendChunk, pos[t] + 1 - c0);
       const __m256i valid0 = first_lanes(len), valid1 = first_lanes(len - kLanes);
+      // All heads' scores first, then their softmax steps: each head's softmax is a long
+      // dependency chain (max, exps, sums), and with the scores done the chains of the heads
+      // overlap. The operations per head are unchanged.
       for (int64_t g = t * q_heads; g < (t + 1) * q_heads; ++g) {
         float* p = probs + g * kAttendChunk;
         const float* qg = q + t * q_stride + (g - t * q_heads) * a.head_dim;
-        const __m256 s0 =
-            keep(_mm256_mul_ps(chunk_dots(qg, krow, len, a.head_dim), scale), neg_inf, valid0);
-        const __m256 s1 =
+        _mm256_storeu_ps(
+            p, keep(_mm256_mul_ps(chunk_dots(qg, krow, len, a.head_dim), scale), neg_inf, valid0));
+        _mm256_storeu_ps(
+            p + kLanes,
             len > kLanes ? keep(_mm256_mul_ps(
                                     chunk_dots(qg, krow + kLanes, len - kLanes, a.head_dim), scale),
                                 neg_inf, valid1)
-                         : neg_inf;
-        const float new_max = maxf(max[g], hmax(_mm256_max_ps(s0, s1)));
-        corr[g] = exp_scalar(max[g] - new_max);
-        const __m256 shift = _mm256_set1_ps(new_max);
-        const __m256 p0 = exp(_mm256_sub_ps(s0, shift)), p1 = exp(_mm256_sub_ps(s1, shift));
-        _mm256_storeu_ps(p, p0);  // -inf lanes became 0
-        _mm256_storeu_ps(p + kLanes, p1);
-        denom[g] = denom[g] * corr[g] + hsum(_mm256_add_ps(p0, p1));
-        max[g] = new_max;
+                         : neg_inf);
+      }
+      for (int64_t h0 = t * q_heads; h0 < (t + 1) * q_heads; h0 += kLanes) {
+        const int64_t n = min64(kLanes, (t + 1) * q_heads - h0);
+        alignas(32) float new_max[kLanes] = {};
+        for (int64_t i = 0; i < n; ++i) {
+          const float* p = probs + (h0 + i) * kAttendChunk;
+          new_max[i] = maxf(max[h0 + i],
+                            hmax(_mm256_max_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + kLanes))));
+        }
+        // e^(old max - new max) of up to 8 heads in one vector exp (lane for lane what a scalar
+        // exp of the same argument gives).
+        const __m256i heads = first_lanes(n);
+        _mm256_maskstore_ps(
+            corr + h0, heads,
+            exp(_mm256_sub_ps(_mm256_maskload_ps(max + h0, heads), _mm256_load_ps(new_max))));
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t g = h0 + i;
+          float* p = probs + g * kAttendChunk;
+          const __m256 shift = _mm256_set1_ps(new_max[i]);
+          const __m256 p0 = exp(_mm256_sub_ps(_mm256_loadu_ps(p), shift));
+          const __m256 p1 = exp(_mm256_sub_ps(_mm256_loadu_ps(p + kLanes), shift));
+          _mm256_storeu_ps(p, p0);  // -inf lanes became 0
+          _mm256_storeu_ps(p + kLanes, p1);
+          denom[g] = denom[g] * corr[g] + hsum(_mm256_add_ps(p0, p1));
+          max[g] = new_max[i];
+        }
       }
       for (int64_t h = 0; h < q_heads; h += kHeadTile) {
         const int64_t g = t * q_heads + h;
