@@ -110,14 +110,14 @@ void run_query_tiles(const float* q, int64_t tokens, const int32_t* positions, i
 
 void paged_attention_tiles(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
                            const AttendArgs& a, float* out, ThreadPool& pool) {
-  int64_t max_pos = 0;
-  for (int64_t t = 0; t < tokens; ++t) max_pos = std::max<int64_t>(max_pos, positions[t]);
+  // One span longer than any int32 position: the whole context.
+  constexpr int64_t kWholeContext = int64_t{1} << 31;
   // 16 tokens per tile where their heads fit in kMaxSpanQueries: whole groups of 16 queries,
   // which the span kernel runs as wide tiles (queries along the lanes, no K transposes).
   const int64_t nh = std::min(heads / a.kv_heads, kMaxSpanQueries);
   const int64_t per_tile =
       16 * nh <= kMaxSpanQueries ? 16 : std::max<int64_t>(1, kMaxSpanQueries / nh);
-  run_query_tiles(q, tokens, positions, heads, a, out, pool, max_pos + 1, per_tile);
+  run_query_tiles(q, tokens, positions, heads, a, out, pool, kWholeContext, per_tile);
 }
 
 void paged_attention_spans(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,

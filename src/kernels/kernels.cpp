@@ -589,11 +589,14 @@ void paged_attention_with(const float* q, int64_t tokens, const int32_t* positio
   // software-pipelined (docs/PERFORMANCE.md, "GQA decode attention"), and prefill with query
   // tiles of several tokens over the whole context, whose per-query arithmetic is that
   // kernel's. The choice depends on the shape only, so batch and thread invariance hold.
-  if (active_isa() == Isa::avx512 && (query_tiles || heads / kv.kv_heads >= kSpanKernelMinGroup)) {
+  const Isa isa = active_isa();
+  // Several tokens, enough (token, kv head) pairs for the threads: token tiles.
+  const bool token_tiles = tokens > 1 && tokens * kv.kv_heads >= pool.size();
+  if (isa == Isa::avx512 && (query_tiles || heads / kv.kv_heads >= kSpanKernelMinGroup)) {
     detail::paged_attention_spans(q, tokens, positions, heads, args, out, pool);
     return;
   }
-  if (active_isa() == Isa::avx512 && tokens > 1 && tokens * kv.kv_heads >= pool.size()) {
+  if (isa == Isa::avx512 && token_tiles) {
     detail::paged_attention_tiles(q, tokens, positions, heads, args, out, pool);
     return;
   }
@@ -604,8 +607,7 @@ void paged_attention_with(const float* q, int64_t tokens, const int32_t* positio
                          query_tiles);
     return;
   }
-  const Isa isa = active_isa();
-  if (isa == Isa::avx2 && tokens > 1 && tokens * kv.kv_heads >= pool.size()) {
+  if (isa == Isa::avx2 && token_tiles) {
     paged_attention_token_tiles_avx2(q, tokens, positions, heads, args, out, pool);
     return;
   }
