@@ -81,25 +81,48 @@ static inline L2Lines l2_share(const L2Lines& l2, int64_t t, int64_t tiles) {
 }
 
 // The large-m walk over panels [pa, pb): groups of `group_panels` panels; within a group, k in
-// chunks of `chunk_k` (even); within a chunk, the group's panels in order. The lines of the
-// work after (panel, p0): the group's next panel at p0, else the group's first panel at the
-// next chunk, else the next group's first panel at k = 0; none after the last.
+// chunks of `chunk_k` (even); within a chunk, the group's panels in order.
+struct WalkStep {
+  int64_t group, group_end, panel, p0;
+};
+
+// s becomes the work after it: the group's next panel at p0, else the group's first panel at
+// the next chunk, else the next group's first panel at k = 0; false after the last.
+static inline bool next_step(const PackedArgs& a, int64_t chunk_k, int64_t pb, WalkStep& s) {
+  const int64_t p1 = s.p0 + chunk_k < a.k ? s.p0 + chunk_k : a.k;
+  if (s.panel + 1 < s.group_end) {
+    ++s.panel;
+    return true;
+  }
+  if (p1 < a.k) {
+    s.panel = s.group;
+    s.p0 = p1;
+    return true;
+  }
+  const int64_t group_panels = s.group_end - s.group;
+  s.group = s.panel = s.group_end;
+  s.group_end = s.group + group_panels < pb ? s.group + group_panels : pb;
+  s.p0 = 0;
+  return s.group < pb;
+}
+
+// The lines of step s's weights (panel s.panel, k chunk from s.p0).
+static inline L2Lines step_lines(const PackedArgs& a, bool f32, int64_t chunk_k,
+                                 const WalkStep& s) {
+  const int64_t element = f32 ? 4 : 2;
+  const int64_t panel_bytes = packed_panel_elements(a.k, f32 ? DType::f32 : DType::bf16) * element;
+  const int64_t p1 = s.p0 + chunk_k < a.k ? s.p0 + chunk_k : a.k;
+  const int64_t end = f32 ? p1 : (p1 + 1) / 2 * 2;  // bf16: whole pairs
+  return {static_cast<const char*>(a.w) + s.panel * panel_bytes + s.p0 * kPanel * element,
+          (end - s.p0) * kPanel * element / 64};
+}
+
+// The lines of the work after (panel, p0); none after the last.
 static inline L2Lines next_chunk_lines(const PackedArgs& a, bool f32, int64_t chunk_k,
                                        int64_t group, int64_t group_end, int64_t pb, int64_t panel,
                                        int64_t p0) {
-  const int64_t p1 = p0 + chunk_k < a.k ? p0 + chunk_k : a.k;
-  int64_t next_panel = panel + 1, next_p0 = p0;
-  if (next_panel == group_end) {
-    next_panel = p1 < a.k ? group : group_end;
-    next_p0 = p1 < a.k ? p1 : 0;
-  }
-  if (next_panel >= pb) return {};
-  const int64_t element = f32 ? 4 : 2;
-  const int64_t panel_bytes = packed_panel_elements(a.k, f32 ? DType::f32 : DType::bf16) * element;
-  const int64_t next_p1 = next_p0 + chunk_k < a.k ? next_p0 + chunk_k : a.k;
-  const int64_t end = f32 ? next_p1 : (next_p1 + 1) / 2 * 2;  // bf16: whole pairs
-  return {static_cast<const char*>(a.w) + next_panel * panel_bytes + next_p0 * kPanel * element,
-          (end - next_p0) * kPanel * element / 64};
+  WalkStep s{group, group_end, panel, p0};
+  return next_step(a, chunk_k, pb, s) ? step_lines(a, f32, chunk_k, s) : L2Lines{};
 }
 
 // y[m0:m1, panels p0:p1] (columns clipped to n); single-threaded. The AVX2 kernels compute
