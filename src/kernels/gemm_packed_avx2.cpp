@@ -6,8 +6,8 @@
 // accumulators, NU weight vectors (two per load for exact bf16) and one broadcast x:
 //  - m <= 6 (f32; 5 for exact bf16): one pass over all of k per tile, 4 ymm columns (one panel)
 //    for m <= 2 (exact bf16: m = 1), else 2, prefetching the panel ahead (DRAM-bound);
-//  - larger m: tiles of up to 6 (5) rows by half a panel, k in chunks of 256 so that the
-//    panel's chunk stays in L1 while the row tiles pass over it, panels in groups whose partial
+//  - larger m: tiles of up to 6 (5) rows by half a panel, k in chunks of 1024 that every row
+//    tile passes over while they are in cache (L2), panels in groups whose partial
 //    sums stay in L2 between chunks.
 #include "kernels/simd_avx2.h"  // first: see the note in simd_avx512.h
 
@@ -19,7 +19,10 @@ namespace {
 constexpr int64_t kStepBytes = 128;  // one k step (f32) or k pair (bf16) of a panel
 constexpr int64_t kPrefetchSteps = 16;
 constexpr int64_t kGroupPanels = 8;
-constexpr int64_t kChunk = 256;  // even: bf16 pairs never straddle two chunks
+#ifndef DI_C2
+#define DI_C2 1024
+#endif
+constexpr int64_t kChunk = DI_C2;  // even: bf16 pairs never straddle two chunks
 
 constexpr int max_rows(PackedKind kind) {
   return kind == PackedKind::bf16 ? 5 : 6;
