@@ -12,7 +12,9 @@
 // --gemm: the peak probe (f32 FMA, vdpbf16ps, vpdpbusd; kernels_bench_peak.h), then
 // m = 1, 8, 32, 128, 512 on the Qwen2.5-0.5B projections for f32 weights, bf16 weights (exact)
 // and bf16 weights with bf16 activations, each through the stored matrix ("raw") and packed
-// weights ("packed") alternately, with GFLOP/s as a % of the peak that bounds it.
+// weights ("packed") alternately, with GFLOP/s as a % of the peak that bounds it; then, for
+// m >= 8, the same f32 and bf16-activation problems through OpenBLAS and oneDNN where
+// tools/setup_gemm_peers.sh installed them (bench/gemm_peers.h).
 // For each (m, k, n, weight dtype, threads) it reports GFLOP/s (2·m·n·k per call) and the
 // weight bytes streamed per second. "cold" cycles through enough weight copies to exceed the
 // last-level cache (DRAM bandwidth); "hot" reuses one copy (cache-resident when it fits).
@@ -26,6 +28,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "gemm_peers.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "kernels_bench_peak.h"
@@ -191,8 +194,13 @@ int run_gemm(const std::vector<int>& thread_counts, const std::vector<int64_t>& 
           static_cast<int>(isa.size()), isa.data(), threads, p.f32_fma, p.dpbf16, p.vnni);
     }
   }
+  if (json) {
+    std::printf("{\"op\":\"peers\",\"libraries\":\"%s\"}\n", bench::peer_versions().c_str());
+  } else {
+    std::printf("library peers: %s\n", bench::peer_versions().c_str());
+  }
   if (!json)
-    std::printf("%5s %5s %6s %5s %6s %3s %5s %10s %9s %7s %9s\n", "m", "k", "n", "w", "path", "thr",
+    std::printf("%5s %5s %6s %5s %8s %3s %5s %10s %9s %7s %9s\n", "m", "k", "n", "w", "path", "thr",
                 "cache", "us/call", "GFLOP/s", "%peak", "wGB/s");
   struct Variant {
     const char* name;  // f32 and bf16: exact f32 math; bf16a: bf16 activations
@@ -212,6 +220,27 @@ int run_gemm(const std::vector<int>& thread_counts, const std::vector<int64_t>& 
     if (m <= 8) lm_head_ms.push_back(m);
   const Shape shapes[] = {
       {896, 896, ms}, {896, 4864, ms}, {4864, 896, ms}, {896, 151936, lm_head_ms}};
+  // One row: ours (path raw / packed) or a library's (path openblas / onednn).
+  const auto report = [&](int64_t m, const Shape& s, const char* w, const char* path, int threads,
+                          const char* cache, const Result& r, double gflops, double pct,
+                          double peak, double gbps) {
+    if (json) {
+      std::printf(
+          "{\"op\":\"gemm\",\"isa\":\"%.*s\",\"m\":%lld,\"k\":%lld,\"n\":%lld,"
+          "\"w\":\"%s\",\"path\":\"%s\",\"threads\":%d,\"cache\":\"%s\","
+          "\"us_per_call\":%.2f,\"gflops\":%.2f,\"pct_of_peak\":%.1f,"
+          "\"peak_gflops\":%.1f,\"weight_gbps\":%.2f}\n",
+          static_cast<int>(isa.size()), isa.data(), static_cast<long long>(m),
+          static_cast<long long>(s.k), static_cast<long long>(s.n), w, path, threads, cache,
+          r.seconds_per_call * 1e6, gflops, pct, peak, gbps);
+    } else {
+      std::printf("%5lld %5lld %6lld %5s %8s %3d %5s %10.1f %9.1f %6.1f%% %9.1f\n",
+                  static_cast<long long>(m), static_cast<long long>(s.k),
+                  static_cast<long long>(s.n), w, path, threads, cache, r.seconds_per_call * 1e6,
+                  gflops, pct, gbps);
+    }
+    std::fflush(stdout);
+  };
   const kernels::MatmulPrecision saved = kernels::matmul_precision();
   for (const Shape& s : shapes) {
     for (int64_t m : s.ms) {
@@ -250,26 +279,23 @@ int run_gemm(const std::vector<int>& thread_counts, const std::vector<int64_t>& 
             };
             const Result r = time_calls(call, copies, 3, 0.02, pool);
             const double gflops = 2.0 * m * s.n * s.k / r.seconds_per_call / 1e9;
-            const double pct = peak > 0.0 ? 100.0 * gflops / peak : 0.0;
             const double gbps = static_cast<double>(w_bytes) / r.seconds_per_call / 1e9;
-            const char* path = use_packed ? "packed" : "raw";
-            const char* cache = m == 1 ? "cold" : "hot";
-            if (json) {
-              std::printf(
-                  "{\"op\":\"gemm\",\"isa\":\"%.*s\",\"m\":%lld,\"k\":%lld,\"n\":%lld,"
-                  "\"w\":\"%s\",\"path\":\"%s\",\"threads\":%d,\"cache\":\"%s\","
-                  "\"us_per_call\":%.2f,\"gflops\":%.2f,\"pct_of_peak\":%.1f,"
-                  "\"peak_gflops\":%.1f,\"weight_gbps\":%.2f}\n",
-                  static_cast<int>(isa.size()), isa.data(), static_cast<long long>(m),
-                  static_cast<long long>(s.k), static_cast<long long>(s.n), v.name, path,
-                  thread_counts[t], cache, r.seconds_per_call * 1e6, gflops, pct, peak, gbps);
-            } else {
-              std::printf("%5lld %5lld %6lld %5s %6s %3d %5s %10.1f %9.1f %6.1f%% %9.1f\n",
-                          static_cast<long long>(m), static_cast<long long>(s.k),
-                          static_cast<long long>(s.n), v.name, path, thread_counts[t], cache,
-                          r.seconds_per_call * 1e6, gflops, pct, gbps);
-            }
-            std::fflush(stdout);
+            report(m, s, v.name, use_packed ? "packed" : "raw", thread_counts[t],
+                   m == 1 ? "cold" : "hot", r, gflops, peak > 0.0 ? 100.0 * gflops / peak : 0.0,
+                   peak, gbps);
+          }
+          // The libraries on the same problem (hot weights: m >= 8), no exact-bf16 peer.
+          if (m == 1 || v.dtype == DType::bf16 && v.precision == kernels::MatmulPrecision::f32)
+            continue;
+          const auto peer_precision = v.precision == kernels::MatmulPrecision::bf16
+                                          ? bench::PeerPrecision::bf16a
+                                          : bench::PeerPrecision::f32;
+          for (const bench::PeerGemm& peer : bench::make_peer_gemms(
+                   x.data(), src.data(), y.data(), m, s.k, s.n, peer_precision, thread_counts[t])) {
+            const Result r = time_calls([&](int) { peer.run(); }, 1, 3, 0.02, pool);
+            const double gflops = 2.0 * m * s.n * s.k / r.seconds_per_call / 1e9;
+            report(m, s, v.name, peer.name.c_str(), thread_counts[t], "hot", r, gflops,
+                   peak > 0.0 ? 100.0 * gflops / peak : 0.0, peak, 0.0);
           }
         }
       }

@@ -11,11 +11,12 @@
 //    panel over all of k, prefetching: each panel is read once;
 //  - larger m: k in chunks (chunk_k), every row tile of the block passing over a panel's chunk
 //    while it is in cache; the x block of the chunk stays in L2 across panels. Exact bf16:
-//    tiles of up to 12 rows by one panel, the chunk in L1. f32: tiles of up to 6 rows by two
-//    panels (24 accumulators, 4 weight loads per 24 FMAs), the pair's chunk (256 KiB) read
-//    from L2; before, 14 rows by one panel with 256-step chunks in L1 ran at 83-91 % of the
-//    FMA peak on Zen 4, the pairs at 90-96 % (kernels_bench --gemm, m = 32-512): fewer loads per
-//    FMA, and a row tile's partial sums go through y once per 1024 steps instead of 256.
+//    tiles of up to 12 rows by one panel, the chunk in L1. f32 and bf16 activations: tiles of up
+//    to 6 rows by two panels (24 accumulators, 4 weight loads per 24 FMAs), the pair's chunk
+//    read from L2. Before, f32 ran 14 rows by one panel over 256-step chunks in L1, at 83-91 %
+//    of the FMA peak on Zen 4; the pairs run at 90-96 % (kernels_bench --gemm, m = 32-512):
+//    fewer loads per FMA, and a row tile's partial sums go through y once per 1024 steps, not
+//    256. bf16 activations (vdpbf16ps): 85-90 % -> 86-94 %.
 // GCC 12 flags its own _mm512_undefined_*() idiom inside the intrinsic headers (bug 105593)
 // as plain -Wuninitialized once the tiles get inlined (as in linear_dpbf16_avx512.cpp).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -37,12 +38,14 @@ constexpr int64_t kGroupPanels = 8;     // large m: 256 outputs per row between 
 constexpr int max_rows(PackedKind kind) {
   return kind == PackedKind::bf16 ? 12 : 14;
 }
-// k per pass for large m: bf16 512 (a panel's chunk, 512 × 32 × 2 B = 32 KiB, stays in L1);
-// f32 1024 (a panel pair's chunk, 1024 × 64 × 4 B, stays in L2).
+// k per pass for large m: exact bf16 512 (a panel's chunk, 512 × 32 × 2 B = 32 KiB, stays in
+// L1); f32 and bf16 activations 1024 (a panel pair's chunk, 1024 × 64 × 4 or 2 B, stays in L2).
 constexpr int64_t chunk_k(PackedKind kind) {
-  return kind == PackedKind::f32 ? 1024 : 512;
+  return kind == PackedKind::bf16 ? 512 : 1024;
 }
-constexpr int64_t kPairRows = 6;  // f32, large m: rows of a two-panel tile
+// f32 and bf16 activations, large m: rows of a two-panel tile (exact bf16 widens two vectors
+// per weight load: its pairs would not fit the registers).
+constexpr int64_t kPairRows = 6;
 
 inline __m512bh as_bh(__m512i v) {
   return __builtin_bit_cast(__m512bh, v);
@@ -217,23 +220,24 @@ void tile_rows(int64_t rows, const PackedArgs& a, int64_t i0, int64_t panel, int
   __builtin_trap();  // the callers never ask for more rows than kMax
 }
 
-// f32, large m: rows m0 .. m1 by panels panel, panel + 1 over k steps [p0, p1), in row tiles
+// Large m: rows m0 .. m1 by panels panel, panel + 1 over k steps [p0, p1), in row tiles
 // of near-equal size up to kPairRows. The first half of the tiles brings the next step's
 // weights into L2, the second half the step's after (the walk's next pair).
-inline void pair_tiles(const PackedArgs& a, int64_t m0, int64_t m1, int64_t group,
-                       int64_t group_end, int64_t pb, int64_t panel, int64_t p0, int64_t p1) {
-  constexpr auto kF32 = PackedKind::f32;
+template <PackedKind K>
+void pair_tiles(const PackedArgs& a, int64_t m0, int64_t m1, int64_t group, int64_t group_end,
+                int64_t pb, int64_t panel, int64_t p0, int64_t p1) {
   const int64_t tiles = (m1 - m0 + kPairRows - 1) / kPairRows, half = (tiles + 1) / 2;
   L2Lines next[2];
   WalkStep step{group, group_end, panel + 1, p0};
   for (L2Lines& lines : next)
-    if (next_step(a, chunk_k(kF32), pb, step)) lines = step_lines(a, true, chunk_k(kF32), step);
+    if (next_step(a, chunk_k(K), pb, step))
+      lines = step_lines(a, K == PackedKind::f32, chunk_k(K), step);
   int64_t i = m0;
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t left = m1 - i, r = (left + (tiles - t) - 1) / (tiles - t);
     const L2Lines share =
         t < half ? l2_share(next[0], t, half) : l2_share(next[1], t - half, tiles - half);
-    tile_rows<kF32, 2, false>(r, a, i, panel, p0, p1, p0 == 0, p1 == a.k, share);
+    tile_rows<K, 2, false>(r, a, i, panel, p0, p1, p0 == 0, p1 == a.k, share);
     i += r;
   }
 }
@@ -275,9 +279,9 @@ void rows_of_kind(const PackedArgs& a, int64_t m0, int64_t m1, int64_t pa, int64
     for (int64_t p0 = 0; p0 < a.k; p0 += chunk_k(K)) {
       const int64_t p1 = min64(a.k, p0 + chunk_k(K));
       int64_t panel = group;
-      if constexpr (K == PackedKind::f32) {
+      if constexpr (K != PackedKind::bf16) {
         for (; panel + 2 <= group_end; panel += 2)
-          pair_tiles(a, m0, m1, group, group_end, pb, panel, p0, p1);
+          pair_tiles<K>(a, m0, m1, group, group_end, pb, panel, p0, p1);
       }
       for (; panel < group_end; ++panel) {
         // The next work's weights come from DRAM: every row tile brings a share into L2.
