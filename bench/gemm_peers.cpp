@@ -86,10 +86,16 @@ std::vector<PeerGemm> make_peer_gemms([[maybe_unused]] const float* x,
   return peers;
 }
 
+void limit_peers_to_avx2() {
+#ifdef DEEPINFER_WITH_ONEDNN
+  dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2);
+#endif
+}
+
 std::string peer_versions() {
   std::string out;
 #ifdef DEEPINFER_WITH_OPENBLAS
-  out += openblas_get_config();
+  out += openblas_get_config() + std::string(" (core ") + openblas_get_corename() + ")";
 #endif
 #ifdef DEEPINFER_WITH_ONEDNN
   const dnnl_version_t* v = dnnl_version();

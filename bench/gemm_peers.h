@@ -31,7 +31,12 @@ struct PeerGemm {
 std::vector<PeerGemm> make_peer_gemms(const float* x, const float* w, float* y, int64_t m,
                                       int64_t k, int64_t n, PeerPrecision precision, int threads);
 
-// "openblas 0.3.21, oneDNN 2.6.3" or "none (tools/setup_gemm_peers.sh)".
+// Holds the peers to AVX2 for `kernels_bench --isa avx2` (oneDNN: dnnl_set_max_cpu_isa, before
+// its first primitive). OpenBLAS picks its kernels when it loads: run the bench under
+// OPENBLAS_CORETYPE=Haswell for that (peer_versions() names the core it uses).
+void limit_peers_to_avx2();
+
+// The libraries, their versions and OpenBLAS's core, or "none (tools/setup_gemm_peers.sh ...)".
 std::string peer_versions();
 
 }  // namespace deepinfer::bench

@@ -194,6 +194,7 @@ int run_gemm(const std::vector<int>& thread_counts, const std::vector<int64_t>& 
           static_cast<int>(isa.size()), isa.data(), threads, p.f32_fma, p.dpbf16, p.vnni);
     }
   }
+  if (kernels::active_isa() == kernels::Isa::avx2) bench::limit_peers_to_avx2();
   if (json) {
     std::printf("{\"op\":\"peers\",\"libraries\":\"%s\"}\n", bench::peer_versions().c_str());
   } else {
