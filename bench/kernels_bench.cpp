@@ -285,15 +285,31 @@ int run_gemm(const std::vector<int>& thread_counts, const std::vector<int64_t>& 
                    m == 1 ? "cold" : "hot", r, gflops, peak > 0.0 ? 100.0 * gflops / peak : 0.0,
                    peak, gbps);
           }
-          // The libraries on the same problem (hot weights: m >= 8), no exact-bf16 peer.
-          if (m == 1 || v.dtype == DType::bf16 && v.precision == kernels::MatmulPrecision::f32)
-            continue;
-          const auto peer_precision = v.precision == kernels::MatmulPrecision::bf16
-                                          ? bench::PeerPrecision::bf16a
-                                          : bench::PeerPrecision::f32;
+        }
+      }
+    }
+  }
+  // The libraries on the same problems (hot weights: m >= 8; no exact-bf16 peer), after all of
+  // ours and with no pool of ours alive: their threads (OpenMP, OpenBLAS's) and our workers
+  // each spin a while after a call, and interleaved they slowed each other by up to 30x.
+  for (const Shape& s : shapes) {
+    for (int64_t m : s.ms) {
+      if (m == 1) continue;
+      for (const Variant& v : variants) {
+        if (v.dtype == DType::bf16 && v.precision == kernels::MatmulPrecision::f32) continue;
+        const bool bf16a = v.precision == kernels::MatmulPrecision::bf16;
+        std::vector<float> src(static_cast<size_t>(s.n * s.k));
+        for (size_t i = 0; i < src.size(); ++i)
+          src[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+        std::vector<float> x(static_cast<size_t>(m * s.k), 0.25f), y(static_cast<size_t>(m * s.n));
+        for (size_t t = 0; t < thread_counts.size(); ++t) {
+          const double peak = bf16a && peaks[t].dpbf16 > 0.0 ? peaks[t].dpbf16 : peaks[t].f32_fma;
+          ThreadPool caller(1);  // time_calls' CPU-time divisor only: no worker threads
           for (const bench::PeerGemm& peer : bench::make_peer_gemms(
-                   x.data(), src.data(), y.data(), m, s.k, s.n, peer_precision, thread_counts[t])) {
-            const Result r = time_calls([&](int) { peer.run(); }, 1, 3, 0.02, pool);
+                   x.data(), src.data(), y.data(), m, s.k, s.n,
+                   bf16a ? bench::PeerPrecision::bf16a : bench::PeerPrecision::f32,
+                   thread_counts[t])) {
+            const Result r = time_calls([&](int) { peer.run(); }, 1, 3, 0.02, caller);
             const double gflops = 2.0 * m * s.n * s.k / r.seconds_per_call / 1e9;
             report(m, s, v.name, peer.name.c_str(), thread_counts[t], "hot", r, gflops,
                    peak > 0.0 ? 100.0 * gflops / peak : 0.0, peak, 0.0);
