@@ -39,19 +39,7 @@ log=.cache/setup.log
 
 packages=("${RUN_APT[@]}")
 [ "$mode" = test ] && packages+=("${TEST_APT[@]}")
-missing=()
-for pkg in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: apt-get install ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  quietly "$log" "setup: apt-get update" $SUDO apt-get update -qq
-  quietly "$log" "setup: apt-get install" \
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}"
-fi
+apt_install_missing "$log" "${packages[@]}"
 
 # ./.venv: the demo model, the integration tests' tools (test), and a .pth file that puts the
 # Python packages (python/) and the module the build makes (build/python) on its path, so

@@ -5,18 +5,13 @@
 #
 #   tools/setup_gemm_peers.sh && scripts/build.sh release && build/kernels_bench --gemm
 #
-# Idempotent: packages already installed are skipped.
+# Idempotent: packages already installed are skipped. apt's output goes to
+# .cache/setup-peers.log, shown only when a step fails.
 set -euo pipefail
-packages=(libopenblas-dev libdnnl-dev)
-missing=()
-for pkg in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}"
-fi
-echo "GEMM peers installed: ${packages[*]} (rebuild: scripts/build.sh release)"
+cd "$(dirname "$0")/.."
+source scripts/quiet.sh
+mkdir -p .cache
+log=.cache/setup-peers.log
+: >"$log"
+apt_install_missing "$log" libopenblas-dev libdnnl-dev
+echo "GEMM peers installed: OpenBLAS, oneDNN (rebuild: scripts/build.sh release)"
