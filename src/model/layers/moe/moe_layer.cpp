@@ -5,6 +5,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/scratch.h"
 #include "kernels/kernels.h"
 #include "model/layers/gated_mlp.h"
 #include "model/layers/moe/dispatch_plan.h"
@@ -186,14 +187,16 @@ void MoeLayer::forward(const float* x, int64_t tokens, float* out, ThreadPool& p
   }
 }
 
-void MoeLayer::exchange_rows(const std::vector<float>& send, std::span<const int64_t> send_values,
-                             std::vector<float>& recv, std::vector<int64_t>& recv_values,
-                             ThreadPool& pool) const {
-  // One process copies in memory: nothing to save, so rows stay exact.
-  if (config_.communication_dtype == parallel::CommunicationDType::f32 ||
-      comm_->world_size() == 1) {
+const float* MoeLayer::exchange_rows(std::span<const float> send,
+                                     std::span<const int64_t> send_values, std::vector<float>& recv,
+                                     std::vector<int64_t>& recv_values, ThreadPool& pool) const {
+  if (comm_->world_size() == 1) {  // the rows are already where they go: exact, no copy
+    recv_values.assign(send_values.begin(), send_values.end());
+    return send.data();
+  }
+  if (config_.communication_dtype == parallel::CommunicationDType::f32) {
     comm_->all_to_all_v<float>(send, send_values, recv, recv_values);
-    return;
+    return recv.data();
   }
   const bool bf16 = config_.communication_dtype == parallel::CommunicationDType::bf16;
   std::vector<uint16_t> narrow(send.size());
@@ -212,6 +215,7 @@ void MoeLayer::exchange_rows(const std::vector<float>& send, std::span<const int
                                           : f16_to_f32(arrived[static_cast<size_t>(i)]);
     }
   });
+  return recv.data();
 }
 
 void MoeLayer::forward_shares(const float* x, int64_t tokens, float* out, ThreadPool& pool) const {
@@ -303,7 +307,9 @@ void MoeLayer::forward_own(const float* x, int64_t tokens, float* out, ThreadPoo
 
   // Dispatch: rows grouped by physical slot are grouped by destination rank too.
   const auto kept = static_cast<int64_t>(plan.order.size());
-  std::vector<float> send(static_cast<size_t>(kept * h));
+  // Activation-sized buffers (a 512-token DeepSeek-V2-Lite step: 25 MB each) from the scratch
+  // cache: as std::vectors every layer page-faulted and zeroed them afresh.
+  auto send = ScratchFloats::uninitialized(static_cast<size_t>(kept * h));
   pool.parallel_for(kept, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const int64_t token = plan.order[static_cast<size_t>(i)] / k;
@@ -323,18 +329,20 @@ void MoeLayer::forward_own(const float* x, int64_t tokens, float* out, ThreadPoo
   std::vector<int64_t> recv_counts, ignored, recv_values;
   comm_->all_to_all_v<int64_t>(slot_counts, per_rank_counts, recv_counts, ignored);
   std::vector<float> recv;
-  exchange_rows(send, rank_values, recv, recv_values, pool);
+  const float* rows = exchange_rows(send, rank_values, recv, recv_values, pool);
 
   // Experts, then the rows go back to the ranks that sent them, in the order they came.
-  std::vector<float> computed(recv.size());
+  int64_t received = 0;
+  for (const int64_t n : recv_counts) received += n;
+  ScratchFloats computed(static_cast<size_t>(received * h));
   if (packed_.defined()) {
-    packed_.run(recv.data(), recv_counts, world, computed.data(), pool);
+    packed_.run(rows, recv_counts, world, computed.data(), pool);
   } else {
-    run_experts(experts_, recv.data(), recv_counts, world, computed.data(), pool);
+    run_experts(experts_, rows, recv_counts, world, computed.data(), pool);
   }
-  std::vector<float> back;
+  std::vector<float> back_rows;
   std::vector<int64_t> back_values;
-  exchange_rows(computed, recv_values, back, back_values, pool);
+  const float* back = exchange_rows(computed, recv_values, back_rows, back_values, pool);
   DI_CHECK(back_values == rank_values,
            "MoE combine: ranks returned a different number of rows "
            "than were dispatched to them");
@@ -348,13 +356,13 @@ void MoeLayer::forward_own(const float* x, int64_t tokens, float* out, ThreadPoo
         const int32_t row = plan.position[static_cast<size_t>(t * k + s)];
         if (row < 0) continue;  // dropped by capacity
         const float w = weight[static_cast<size_t>(t * k + s)];
-        const float* y = back.data() + static_cast<int64_t>(row) * h;
+        const float* y = back + static_cast<int64_t>(row) * h;
         for (int64_t c = 0; c < h; ++c) o[c] += w * y[c];
       }
     }
   });
   if (shared_ && tokens > 0) {
-    std::vector<float> shared_out(static_cast<size_t>(tokens * h));
+    auto shared_out = ScratchFloats::uninitialized(static_cast<size_t>(tokens * h));
     shared_->forward(x, tokens, shared_out.data(), pool);
     kernels::add(out, shared_out.data(), out, tokens * h);
   }

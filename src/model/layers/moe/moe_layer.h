@@ -6,8 +6,8 @@
 //            physical expert slot (capacity drop and replica turns counted in one global
 //            order over the expert group), then a counting sort by slot
 //   dispatch Communicator::all_to_all_v: slot p lives on rank p / slots_per_rank (without
-//            EPLB slot e holds expert e); rows travel to their slot's rank (a copy at world
-//            size 1), in f32 or the communication dtype
+//            EPLB slot e holds expert e); rows travel to their slot's rank (at world size 1
+//            they stay where they are), in f32 or the communication dtype
 //   balance  EPLB (moe_eplb.cpp): at sync points the ranks sum the expert load of a window
 //            and may re-place experts, moving their weights
 //   experts  ExpertStack: one GEMM per projection per expert over its whole token group
@@ -128,10 +128,11 @@ class MoeLayer : public FeedForward {
   void forward_shares(const float* x, int64_t tokens, float* out, ThreadPool& pool) const;
   // route -> dispatch -> experts -> combine (+ shared experts) of this rank's own tokens.
   void forward_own(const float* x, int64_t tokens, float* out, ThreadPool& pool) const;
-  // all_to_all_v of activation rows in config_.communication_dtype.
-  void exchange_rows(const std::vector<float>& send, std::span<const int64_t> send_values,
-                     std::vector<float>& recv, std::vector<int64_t>& recv_values,
-                     ThreadPool& pool) const;
+  // all_to_all_v of activation rows in config_.communication_dtype; the rows received. One
+  // process: `send` itself (recv_values = send_values), no copy.
+  const float* exchange_rows(std::span<const float> send, std::span<const int64_t> send_values,
+                             std::vector<float>& recv, std::vector<int64_t>& recv_values,
+                             ThreadPool& pool) const;
   // EPLB (moe_eplb.cpp), at the forward calls where every rank of the group is in step:
   // sums the ranks' counters into the window, reports, and re-balances when due.
   void synchronize_load() const;
