@@ -77,12 +77,18 @@ Result time_calls(const Call& call, int copies, int reps, double min_seconds, Th
   return {samples[samples.size() / 2], cpu_samples[cpu_samples.size() / 2]};
 }
 
+// The f32 values every benchmark's weights are made from (deterministic, in [-0.5, 0.5)).
+std::vector<float> weight_values(int64_t count) {
+  std::vector<float> v(static_cast<size_t>(count));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+  return v;
+}
+
 Result time_linear(int64_t m, int64_t k, int64_t n, DType dtype, int copies, ThreadPool& pool) {
   const size_t w_bytes = static_cast<size_t>(n) * dtype_bytes(dtype, k);
   std::vector<std::vector<unsigned char>> weights(static_cast<size_t>(copies));
-  std::vector<float> src(static_cast<size_t>(n * k));
-  for (size_t i = 0; i < src.size(); ++i)
-    src[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+  const std::vector<float> src = weight_values(n * k);
   for (auto& w : weights) {
     w.resize(w_bytes);
     if (is_block_dtype(dtype)) {
@@ -251,9 +257,7 @@ int run_gemm(const std::vector<int>& thread_counts, const std::vector<int64_t>& 
         // m = 1: weights from DRAM (96 MiB of copies defeat a 32 MiB L3), as in decode.
         const int copies =
             m == 1 ? static_cast<int>(std::max<size_t>(1, (96u << 20) / w_bytes)) : 1;
-        std::vector<float> src(static_cast<size_t>(s.n * s.k));
-        for (size_t i = 0; i < src.size(); ++i)
-          src[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+        const std::vector<float> src = weight_values(s.n * s.k);
         std::vector<std::vector<unsigned char>> weights(static_cast<size_t>(copies));
         std::vector<kernels::PackedWeights> packed;
         for (auto& w : weights) {
@@ -298,9 +302,7 @@ int run_gemm(const std::vector<int>& thread_counts, const std::vector<int64_t>& 
       for (const Variant& v : variants) {
         if (v.dtype == DType::bf16 && v.precision == kernels::MatmulPrecision::f32) continue;
         const bool bf16a = v.precision == kernels::MatmulPrecision::bf16;
-        std::vector<float> src(static_cast<size_t>(s.n * s.k));
-        for (size_t i = 0; i < src.size(); ++i)
-          src[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+        const std::vector<float> src = weight_values(s.n * s.k);
         std::vector<float> x(static_cast<size_t>(m * s.k), 0.25f), y(static_cast<size_t>(m * s.n));
         for (size_t t = 0; t < thread_counts.size(); ++t) {
           const double peak = bf16a && peaks[t].dpbf16 > 0.0 ? peaks[t].dpbf16 : peaks[t].f32_fma;

@@ -74,6 +74,12 @@ static inline void prefetch_l2_step(L2Lines& l2) {
   --l2.lines;
 }
 
+// Rows of the next of `tiles_left` near-equal row tiles over the `left` rows still to do
+// (32 rows in 3 tiles: 11, 11, 10).
+static inline int64_t next_tile_rows(int64_t left, int64_t tiles_left) {
+  return (left + tiles_left - 1) / tiles_left;
+}
+
 // Share t of `tiles` that split these lines.
 static inline L2Lines l2_share(const L2Lines& l2, int64_t t, int64_t tiles) {
   const int64_t from = l2.lines * t / tiles, to = l2.lines * (t + 1) / tiles;

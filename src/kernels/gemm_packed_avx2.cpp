@@ -227,7 +227,7 @@ void rows_of_kind(const PackedArgs& a, int64_t m0, int64_t m1, int64_t pa, int64
         for (int64_t half = 0; half < 2; ++half) {
           int64_t i = m0;
           for (int64_t t = 0; t < tiles; ++t) {
-            const int64_t left = m1 - i, r = (left + (tiles - t) - 1) / (tiles - t);
+            const int64_t r = next_tile_rows(m1 - i, tiles - t);
             tile_rows<K, 2, false>(r, a, i, 4 * panel + 2 * half, p0, p1, p0 == 0, p1 == a.k,
                                    l2_share(next, half * tiles + t, 2 * tiles));
             i += r;

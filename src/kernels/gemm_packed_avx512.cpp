@@ -234,7 +234,7 @@ void pair_tiles(const PackedArgs& a, int64_t m0, int64_t m1, int64_t group, int6
       lines = step_lines(a, K == PackedKind::f32, chunk_k(K), step);
   int64_t i = m0;
   for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t left = m1 - i, r = (left + (tiles - t) - 1) / (tiles - t);
+    const int64_t r = next_tile_rows(m1 - i, tiles - t);
     const L2Lines share =
         t < half ? l2_share(next[0], t, half) : l2_share(next[1], t - half, tiles - half);
     tile_rows<K, 2, false>(r, a, i, panel, p0, p1, p0 == 0, p1 == a.k, share);
@@ -289,7 +289,7 @@ void rows_of_kind(const PackedArgs& a, int64_t m0, int64_t m1, int64_t pa, int64
             next_chunk_lines(a, K == PackedKind::f32, chunk_k(K), group, group_end, pb, panel, p0);
         int64_t i = m0;
         for (int64_t t = 0; t < tiles; ++t) {
-          const int64_t left = m1 - i, r = (left + (tiles - t) - 1) / (tiles - t);
+          const int64_t r = next_tile_rows(m1 - i, tiles - t);
           const L2Lines share = l2_share(next, t, tiles);
           // The first row tile brings the panel's chunk into L1 for the others: it prefetches
           // ahead (weights that do not stay in cache between calls, e.g. MoE experts).
