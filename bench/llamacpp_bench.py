@@ -14,6 +14,11 @@ The two measurements are the same work:
   ubatch since N <= 512);
 - decode: --new-tokens single-token steps right after that prompt, i.e. at KV depths
   N .. N+M-1 (deepinfer's decode_steps after the first token; llama-bench `-n M -d N`).
+Both sides are timed warm: llama-bench runs the whole prompt once untimed before its timed run
+(its warm-up), so deepinfer gets `--warmup 1` (the prompt plus one token, on the same KV cache);
+the JSON keeps our cold first prefill too (cold_prefill_tok_s: fresh activation buffers and KV
+pages, what the first request after a load pays). --no-warmup times both sides cold
+(llama-bench --no-warmup). --decode-only runs no prompt warm-up on either side.
 Repeats alternate the engines (deepinfer, then llama.cpp, per dtype) so that load changes hit
 both; the report is the median of the repeats. Each repeat is a fresh process for both.
 
@@ -139,14 +144,17 @@ def bytes_per_token(gguf):
 
 def run_deepinfer(args, model, ids, dtype, gguf):
     source = ["--model", str(model), "--dtype", dtype] if dtype in DENSE_DTYPES else ["--model", str(gguf)]
+    warmup = [] if args.no_warmup or args.decode_only else ["--warmup", "1"]
     cmd = [str(args.deepinfer), "generate", *source, "--prompt-ids", ",".join(map(str, ids)),
            "--max-new-tokens", str(args.new_tokens + 1), "--ignore-eos", "--json", "--threads",
-           str(args.threads), "--log-level", "warn", *args.deepinfer_args]
+           str(args.threads), "--log-level", "warn", *warmup, *args.deepinfer_args]
     out = json.loads(run(cmd))
     assert out["decode_steps"] == args.new_tokens, out
     result = {"decode_tok_s": out["decode_steps"] / out["decode_seconds"]}
     if not args.decode_only:
         result["prefill_tok_s"] = len(ids) / out["prefill_seconds"]
+    if warmup:
+        result["cold_prefill_tok_s"] = len(ids) / out["warmup_prefill_seconds"][0]
     return result
 
 
@@ -157,7 +165,8 @@ def run_llama(args, bench, gguf):
     pp, depths = ("0", str(args.prompt_len)) if args.decode_only else (str(args.prompt_len),
                                                                         f"0,{args.prompt_len}")
     cmd = [str(bench), "-m", str(gguf), "-p", pp, "-n", str(args.new_tokens), "-d", depths, "-t",
-           str(args.threads), "-r", "1", "-o", "json", *args.llama_args]
+           str(args.threads), "-r", "1", "-o", "json", *(["--no-warmup"] if args.no_warmup else []),
+           *args.llama_args]
     tests = json.loads(run(cmd))
     result, raw = {}, {}
     for t in tests:
@@ -196,6 +205,8 @@ def main():
     parser.add_argument("--gguf", action="append", default=[], metavar="TYPE=PATH",
                         help="GGUF file of TYPE (default bench/models/gguf/<shape>-random-<type>.gguf)")
     parser.add_argument("--no-probe", action="store_true", help="skip the bandwidth / roofline probes")
+    parser.add_argument("--no-warmup", action="store_true",
+                        help="time both engines cold: no untimed prompt run first (llama-bench --no-warmup)")
     parser.add_argument("--deepinfer", default=str(ROOT / "build" / "deepinfer"))
     parser.add_argument("--llama-bench", help="llama-bench binary (default: bench/llamacpp-src/build-*/bin)")
     parser.add_argument("--deepinfer-args", default="",
@@ -278,7 +289,7 @@ def main():
               "new_tokens": args.new_tokens, "repeats": args.repeats, "statistic": "median",
               "cpu": platform.processor() or platform.machine(), "deepinfer_commit": git,
               "realtime": os.sched_getscheduler(0) == os.SCHED_FIFO, "llama_cpp": info,
-              "llama_bench_args": args.llama_args, "deepinfer_args": args.deepinfer_args, "ggufs": {d: str(p) for d, p in ggufs.items()},
+              "warmup": not args.no_warmup, "llama_bench_args": args.llama_args, "deepinfer_args": args.deepinfer_args, "ggufs": {d: str(p) for d, p in ggufs.items()},
               "read_bandwidth_gb_s": bandwidth, "q4_integer_dot_roofline_gb_s": roofline, "probes": probes,
               "results": rows, "ratios_deepinfer_over_llamacpp": ratios}
     out = pathlib.Path(args.out or ROOT / "bench" / "out" / f"llamacpp-{args.shape}{isa_suffix(args.isa)}.json")
@@ -300,6 +311,9 @@ def main():
     for d, r in ratios.items():
         prefill = f"prefill x{r['prefill_tok_s']:.2f}, " if "prefill_tok_s" in r else ""
         print(f"{d}: deepinfer / llama.cpp = {prefill}decode x{r['decode_tok_s']:.2f}")
+        cold = by_key[("deepinfer", d)].get("cold_prefill_tok_s")
+        if cold:
+            print(f"{d}: deepinfer's cold first prefill (before its warm-up) {cold:.1f} tok/s")
     if shutil.which("uptime"):
         print("\n" + subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), file=sys.stderr)
 

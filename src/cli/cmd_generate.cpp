@@ -2,6 +2,7 @@
 // sampled; --prompts-file runs many through the engine (generate_batch.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -57,6 +58,9 @@ constexpr const char* kUsage =
     "                             --repetition-penalty R  --seed S (same seed, same tokens)\n"
     "  greedy only: --dump-logits FILE.npy (next-token logits at the last prompt position)\n"
     "               --prefill-chunk N\n"
+    "  --warmup N                untimed runs of the prompt (prefill + one token) before the\n"
+    "                            timed one, on the same KV cache: steady-state timings, as\n"
+    "                            llama-bench's warm-up run; --json lists their prefill times\n"
     "  --prompts-file: one JSON line per prompt ({\"prompt\": ...} or {\"prompt_ids\": [...]},\n"
     "                  sampling keys per line); the flags above are the defaults\n";
 
@@ -113,12 +117,14 @@ struct Generated {
   double prefill_seconds = 0;
   double decode_seconds = 0;
   int64_t decode_steps = 0;
-  bool streamed = false;  // the text is already on stdout
+  bool streamed = false;                       // the text is already on stdout
+  std::vector<double> warmup_prefill_seconds;  // --warmup runs; the first is the cold prefill
 };
 
 // Plain greedy decoding: the simplest loop, with the prompt's logits for --dump-logits.
 Generated run_greedy(const Args& args, config::ModelSetup& loaded,
-                     const std::vector<int32_t>& prompt, const engine::SamplingParams& params) {
+                     const std::vector<int32_t>& prompt, const engine::SamplingParams& params,
+                     int64_t warmup) {
   const int64_t block_size = loaded.engine.block_size;
   const auto total = static_cast<int64_t>(prompt.size()) + params.max_new_tokens;
   cache::KvCache cache(
@@ -129,19 +135,27 @@ Generated run_greedy(const Args& args, config::ModelSetup& loaded,
   options.eos_token_ids = loaded.generation.eos_token_ids;
   options.ignore_eos = params.ignore_eos;
   options.prefill_chunk = args.get_int("prefill-chunk", 0);
+  std::vector<double> warmups;
+  for (int64_t run = 0; run < warmup; ++run) {
+    engine::GreedyOptions once = options;
+    once.max_new_tokens = std::min<int64_t>(options.max_new_tokens, 1);
+    warmups.push_back(
+        engine::greedy_generate(*loaded.model, cache, prompt, once, *loaded.pool).prefill_seconds);
+  }
   auto result = engine::greedy_generate(*loaded.model, cache, prompt, options, *loaded.pool);
   return {.output_ids = std::move(result.output_ids),
           .finish_reason = result.stopped_at_eos ? "stop" : "length",
           .prompt_logits = std::move(result.prompt_logits),
           .prefill_seconds = result.prefill_seconds,
           .decode_seconds = result.decode_seconds,
-          .decode_steps = result.decode_steps};
+          .decode_steps = result.decode_steps,
+          .warmup_prefill_seconds = std::move(warmups)};
 }
 
 // Sampling and streaming: the serving engine with one sequence, its pool sized to exactly
 // this prompt + output (the sampler is the server's: same seed, same tokens).
 Generated run_engine(config::ModelSetup& loaded, const std::vector<int32_t>& prompt,
-                     const engine::SamplingParams& params, bool stream) {
+                     const engine::SamplingParams& params, bool stream, int64_t warmup) {
   engine::EngineConfig ec = loaded.engine;
   const auto total =
       static_cast<int64_t>(prompt.size()) + std::max<int64_t>(params.max_new_tokens, 1);
@@ -155,6 +169,18 @@ Generated run_engine(config::ModelSetup& loaded, const std::vector<int32_t>& pro
 
   Generated out;
   out.streamed = stream;
+  engine::SamplingParams once = params;
+  once.max_new_tokens = std::min<int64_t>(params.max_new_tokens, 1);
+  for (int64_t run = 0; run < warmup; ++run) {
+    const auto warm_start = Clock::now();
+    engine.add_request(prompt, once);
+    while (engine.has_unfinished()) {
+      for (const auto& step : engine.step())
+        if (!step.error.empty()) fail(step.error);
+    }
+    out.warmup_prefill_seconds.push_back(
+        std::chrono::duration<double>(Clock::now() - warm_start).count());
+  }
   const auto start = Clock::now();
   std::optional<Clock::time_point> first_token;
   engine::Completion completion;
@@ -190,16 +216,17 @@ int run_generate(const std::vector<std::string>& argv) {
       argv,
       with_parallel_value_flags(with_engine_value_flags(with_sampling_value_flags(
           with_model_flags({"prompt-ids", "prompt", "messages", "chat-template", "tokenizer",
-                            "dump-logits", "prefill-chunk", "prompts-file"})))),
+                            "dump-logits", "prefill-chunk", "prompts-file", "warmup"})))),
       with_model_bool_flags(with_parallel_bool_flags(
           with_engine_bool_flags({"json", "ignore-eos", "chat", "stream", "no-stream"}))),
       kShortFlags);
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   keep_freed_heap_memory(kKeptHeapBlockBytes);  // no server in this process
   if (args.has("prompts-file")) {
-    DI_CHECK(!args.has("chat") && !args.has("messages") && !args.has("stream"),
-             "--prompts-file prints one JSON line per prompt: --chat, --messages and --stream "
-             "apply to a single prompt");
+    DI_CHECK(
+        !args.has("chat") && !args.has("messages") && !args.has("stream") && !args.has("warmup"),
+        "--prompts-file prints one JSON line per prompt: --chat, --messages, --stream and "
+        "--warmup apply to a single prompt");
     return run_prompts_file(args);
   }
   // One prompt: of the engine flags only these apply (the rest size a many-request pool).
@@ -244,8 +271,10 @@ int run_generate(const std::vector<std::string>& argv) {
   DI_CHECK(!stream || tok.has_value(), "--stream prints text: it needs tokenizer.json in ",
            loaded.dir);
 
-  const Generated result = sampled || stream ? run_engine(loaded, prompt, params, stream)
-                                             : run_greedy(args, loaded, prompt, params);
+  const int64_t warmup = args.get_int("warmup", 0);
+  DI_CHECK(warmup >= 0, "--warmup: expected a count of runs >= 0, got ", warmup);
+  const Generated result = sampled || stream ? run_engine(loaded, prompt, params, stream, warmup)
+                                             : run_greedy(args, loaded, prompt, params, warmup);
 
   if (const auto path = args.get("dump-logits")) {
     io::write_npy_f32(*path, result.prompt_logits,
@@ -261,6 +290,8 @@ int run_generate(const std::vector<std::string>& argv) {
     out["prefill_seconds"] = result.prefill_seconds;
     out["decode_seconds"] = result.decode_seconds;
     out["decode_steps"] = result.decode_steps;
+    if (!result.warmup_prefill_seconds.empty())
+      out["warmup_prefill_seconds"] = result.warmup_prefill_seconds;
     std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else if (result.streamed) {
     std::printf("\n");

@@ -21,6 +21,34 @@ def test_generate_json_matches_transformers_greedy(run_cli, model):
     assert out["finish_reason"] == "length"
 
 
+@pytest.mark.parametrize("sampling", [[], ["--temperature", "0.8", "--seed", "5"]])
+def test_warmup_runs_are_untimed_and_change_no_token(run_cli, sampling):
+    # The greedy loop and the engine (sampling): the warm-up runs share the KV cache and must
+    # leave the timed run's tokens as without them (the greedy ones equal transformers').
+    case = load_golden("tiny-qwen2")["cases"][-1]
+    common = ["generate", "--model", DATA / "tiny-qwen2", "--prompt-ids",
+              ",".join(map(str, case["prompt_ids"])), "--max-new-tokens", 12, "--ignore-eos",
+              "--json", "--threads", 2, *sampling]
+    cold = json.loads(run_cli(*common, check=True).stdout)
+    warm = json.loads(run_cli(*common, "--warmup", 2, check=True).stdout)
+    assert "warmup_prefill_seconds" not in cold
+    assert len(warm["warmup_prefill_seconds"]) == 2
+    assert all(s > 0 for s in warm["warmup_prefill_seconds"])
+    assert warm["output_ids"] == cold["output_ids"]
+    if not sampling:
+        assert warm["output_ids"] == case["greedy_ids"][:12]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--warmup", "-1"], "--warmup: expected a count of runs >= 0"),
+    (["--prompts-file", "/dev/null", "--warmup", "1"], "--warmup apply to a single prompt"),
+])
+def test_warmup_errors(run_cli, flags, message):
+    args = [] if "--prompts-file" in flags else ["--prompt-ids", "1,2"]
+    proc = run_cli("generate", "--model", DATA / "tiny-qwen2", *args, *flags)
+    assert proc.returncode != 0 and message in proc.stderr
+
+
 def test_dump_logits_writes_the_last_prompt_position_as_npy(run_cli, tmp_path):
     case = load_golden("tiny-qwen2")["cases"][1]
     path = tmp_path / "logits.npy"
