@@ -201,13 +201,18 @@ void linear(const float* x, int64_t m, const PackedWeights& w, const float* bias
 
   const int64_t panels = (n + kPanel - 1) / kPanel;
   const int64_t m_blocks = (m + kRowBlock - 1) / kRowBlock;
-  const int64_t items = panels * m_blocks;  // panel major: a thread keeps its weight panels
-  const int64_t macs_per_item = std::min(m, kRowBlock) * kPanel * k;
-  // Small m runs up to 4 (m <= 2) or 2 (m <= 6) panels per AVX-512 tile: keep them together.
-  const int64_t group = isa != Isa::avx512 ? 1 : m <= 2 ? 4 : m <= 6 ? 2 : 1;
+  // An item is a register tile's panels (two for the large-m pairs, up to four for small m)
+  // by a block of rows, so that no thread's share splits a tile into narrower ones; panel
+  // major, so that a thread keeps its weight panels.
   const auto rows =
       isa == Isa::avx512 ? &detail::avx512::gemm_packed_rows : &detail::avx2::gemm_packed_rows;
-  const int64_t min_chunk = std::max(group, kMinMacsPerThread / macs_per_item);
+  const int64_t group = isa == Isa::avx512
+                            ? detail::avx512::panels_per_tile(args.kind, std::min(m, kRowBlock))
+                            : detail::avx2::panels_per_tile(args.kind, std::min(m, kRowBlock));
+  const int64_t units = (panels + group - 1) / group;
+  const int64_t items = units * m_blocks;
+  const int64_t macs_per_item = std::min(m, kRowBlock) * group * kPanel * k;
+  const int64_t min_chunk = std::max<int64_t>(1, kMinMacsPerThread / macs_per_item);
   detail::run_items_stealing(pool, items, min_chunk, [&](int64_t begin, int64_t end) {
     const int64_t first = begin / m_blocks, last = (end - 1) / m_blocks;
     for (int64_t mb = 0; mb < m_blocks; ++mb) {
@@ -216,7 +221,7 @@ void linear(const float* x, int64_t m, const PackedWeights& w, const float* bias
       if (hi * m_blocks + mb >= end) --hi;
       if (lo > hi) continue;
       const int64_t m0 = mb * kRowBlock, m1 = std::min(m, m0 + kRowBlock);
-      rows(args, m0, m1, lo, hi + 1);
+      rows(args, m0, m1, lo * group, std::min(panels, (hi + 1) * group));
     }
   });
 }

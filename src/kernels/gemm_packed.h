@@ -132,12 +132,16 @@ static inline L2Lines next_chunk_lines(const PackedArgs& a, bool f32, int64_t ch
 }
 
 // y[m0:m1, panels p0:p1] (columns clipped to n); single-threaded. The AVX2 kernels compute
-// the same chains (bitwise equal results); they take no bf16_dpbf.
+// the same chains (bitwise equal results); they take no bf16_dpbf. panels_per_tile: the
+// panels a register tile of `rows` rows spans, so that a caller splitting the panels over
+// threads hands out whole tiles (a call of fewer panels falls back to narrower tiles).
 namespace avx512 {
 void gemm_packed_rows(const PackedArgs& a, int64_t m0, int64_t m1, int64_t p0, int64_t p1);
+int64_t panels_per_tile(PackedKind kind, int64_t rows);
 }  // namespace avx512
 namespace avx2 {
 void gemm_packed_rows(const PackedArgs& a, int64_t m0, int64_t m1, int64_t p0, int64_t p1);
+int64_t panels_per_tile(PackedKind kind, int64_t rows);
 }  // namespace avx2
 
 }  // namespace deepinfer::kernels::detail

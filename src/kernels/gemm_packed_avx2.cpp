@@ -240,6 +240,10 @@ void rows_of_kind(const PackedArgs& a, int64_t m0, int64_t m1, int64_t pa, int64
 
 }  // namespace
 
+int64_t panels_per_tile(PackedKind kind, int64_t rows) {
+  return kind != PackedKind::f32 && rows == 1 ? 2 : 1;  // the two-panel bf16 decode tile
+}
+
 void gemm_packed_rows(const PackedArgs& a, int64_t m0, int64_t m1, int64_t p0, int64_t p1) {
   switch (a.kind) {
     case PackedKind::f32:

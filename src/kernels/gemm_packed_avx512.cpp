@@ -307,6 +307,12 @@ void rows_of_kind(const PackedArgs& a, int64_t m0, int64_t m1, int64_t pa, int64
 
 }  // namespace
 
+int64_t panels_per_tile(PackedKind kind, int64_t rows) {
+  if (rows <= 2 && kind != PackedKind::bf16) return 4;
+  if (rows <= kSmallRows) return kind != PackedKind::bf16 || rows <= 2 ? 2 : 1;
+  return rows > max_rows(kind) && kind != PackedKind::bf16 ? 2 : 1;  // pair_tiles
+}
+
 void gemm_packed_rows(const PackedArgs& a, int64_t m0, int64_t m1, int64_t p0, int64_t p1) {
   switch (a.kind) {
     case PackedKind::f32:
