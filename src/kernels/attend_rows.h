@@ -29,6 +29,12 @@ static inline int64_t kv_element_bytes(DType dtype) {
   return dtype == DType::f32 ? 4 : dtype == DType::i8 ? 1 : 2;
 }
 
+// The cache level the KV rows of a chunk ahead are asked into: L2 (prefetcht1). A chunk's
+// rows are 64-128 lines (f32: 16 keys x 2 x 256 B); asked into L1 all at once they filled the
+// core's L1 miss buffers and the loop waited on them: decode from DRAM at depth 1024-16384 ran
+// 1.4-1.7x slower for an f32 cache, 1.1-1.6x for f16 (attention_bench, session 21).
+inline constexpr int kKvPrefetchLocality = 2;  // __builtin_prefetch's: 2 is prefetcht1
+
 // Every 64-byte line of [p, p + n). Always inlined, as is prefetch_chunk_rows: GCC 12's IPA
 // pure-const pass takes a function whose only effect is a prefetch for a const one and deletes
 // its calls (measured: attend() had no prefetch instruction at all).
@@ -36,7 +42,7 @@ static DEEPINFER_INLINE void prefetch_lines(const char* p, int64_t n) {
   const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
   const auto end = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(n);
   for (uintptr_t line = first; line < end; line += 64)
-    __builtin_prefetch(reinterpret_cast<const char*>(line));
+    __builtin_prefetch(reinterpret_cast<const char*>(line), 0, kKvPrefetchLocality);
 }
 
 // rows[j] = the cache row (kv_cache_row) of key position c0 + j, j < len (at most

@@ -453,8 +453,9 @@ DEEPINFER_INLINE void prefetch_rows(const char* base, int64_t row_bytes, int64_t
   DEEPINFER_UNROLL
   for (int j = 0; j < 16; ++j) {
     const char* p = base + rows[j] * row_bytes;
-    for (int64_t at = 0; at < bytes; at += 64) _mm_prefetch(p + at, _MM_HINT_T0);
-    _mm_prefetch(p + bytes - 1, _MM_HINT_T0);  // the last line when p is not line-aligned
+    for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(p + at, 0, kKvPrefetchLocality);
+    // The last line when p is not line-aligned.
+    __builtin_prefetch(p + bytes - 1, 0, kKvPrefetchLocality);
   }
 }
 
