@@ -206,7 +206,8 @@ def main():
                         help="GGUF file of TYPE (default bench/models/gguf/<shape>-random-<type>.gguf)")
     parser.add_argument("--no-probe", action="store_true", help="skip the bandwidth / roofline probes")
     parser.add_argument("--no-warmup", action="store_true",
-                        help="time both engines cold: no untimed prompt run first (llama-bench --no-warmup)")
+                        help="time both engines cold: no untimed prompt run first "
+                             "(llama-bench --no-warmup)")
     parser.add_argument("--deepinfer", default=str(ROOT / "build" / "deepinfer"))
     parser.add_argument("--llama-bench", help="llama-bench binary (default: bench/llamacpp-src/build-*/bin)")
     parser.add_argument("--deepinfer-args", default="",
@@ -289,7 +290,8 @@ def main():
               "new_tokens": args.new_tokens, "repeats": args.repeats, "statistic": "median",
               "cpu": platform.processor() or platform.machine(), "deepinfer_commit": git,
               "realtime": os.sched_getscheduler(0) == os.SCHED_FIFO, "llama_cpp": info,
-              "warmup": not args.no_warmup, "llama_bench_args": args.llama_args, "deepinfer_args": args.deepinfer_args, "ggufs": {d: str(p) for d, p in ggufs.items()},
+              "warmup": not args.no_warmup,
+              "llama_bench_args": args.llama_args, "deepinfer_args": args.deepinfer_args, "ggufs": {d: str(p) for d, p in ggufs.items()},
               "read_bandwidth_gb_s": bandwidth, "q4_integer_dot_roofline_gb_s": roofline, "probes": probes,
               "results": rows, "ratios_deepinfer_over_llamacpp": ratios}
     out = pathlib.Path(args.out or ROOT / "bench" / "out" / f"llamacpp-{args.shape}{isa_suffix(args.isa)}.json")
