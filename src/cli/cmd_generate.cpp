@@ -167,37 +167,37 @@ Generated run_engine(config::ModelSetup& loaded, const std::vector<int32_t>& pro
   const tokenizer::Tokenizer* tok = loaded.tokenizer ? &*loaded.tokenizer : nullptr;
   engine::Engine engine(*loaded.model, *loaded.pool, ec, tok);
 
+  // One request through the engine to its end; on_delta sees each of its deltas.
+  const auto run_request = [&](const engine::SamplingParams& request, const auto& on_delta) {
+    engine.add_request(prompt, request);
+    while (engine.has_unfinished()) {
+      for (const auto& step : engine.step()) {
+        if (!step.error.empty()) fail(step.error);
+        for (const auto& delta : step.completions) on_delta(delta);
+      }
+    }
+  };
   Generated out;
   out.streamed = stream;
   engine::SamplingParams once = params;
   once.max_new_tokens = std::min<int64_t>(params.max_new_tokens, 1);
   for (int64_t run = 0; run < warmup; ++run) {
     const auto warm_start = Clock::now();
-    engine.add_request(prompt, once);
-    while (engine.has_unfinished()) {
-      for (const auto& step : engine.step())
-        if (!step.error.empty()) fail(step.error);
-    }
+    run_request(once, [](const auto&) {});
     out.warmup_prefill_seconds.push_back(
         std::chrono::duration<double>(Clock::now() - warm_start).count());
   }
   const auto start = Clock::now();
   std::optional<Clock::time_point> first_token;
   engine::Completion completion;
-  engine.add_request(prompt, params);
-  while (engine.has_unfinished()) {
-    for (const auto& step : engine.step()) {
-      if (!step.error.empty()) fail(step.error);
-      for (const auto& delta : step.completions) {
-        if (!first_token && !delta.token_ids.empty()) first_token = Clock::now();
-        engine::accumulate(completion, delta);
-        if (stream && !delta.text.empty()) {
-          std::fwrite(delta.text.data(), 1, delta.text.size(), stdout);
-          std::fflush(stdout);
-        }
-      }
+  run_request(params, [&](const auto& delta) {
+    if (!first_token && !delta.token_ids.empty()) first_token = Clock::now();
+    engine::accumulate(completion, delta);
+    if (stream && !delta.text.empty()) {
+      std::fwrite(delta.text.data(), 1, delta.text.size(), stdout);
+      std::fflush(stdout);
     }
-  }
+  });
   const auto end = Clock::now();
   out.output_ids = completion.token_ids;
   out.finish_reason = engine::finish_reason_name(completion.finish_reason);

@@ -451,12 +451,7 @@ namespace {
 DEEPINFER_INLINE void prefetch_rows(const char* base, int64_t row_bytes, int64_t bytes,
                                     const int64_t* rows) {
   DEEPINFER_UNROLL
-  for (int j = 0; j < 16; ++j) {
-    const char* p = base + rows[j] * row_bytes;
-    for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(p + at, 0, kKvPrefetchLocality);
-    // The last line when p is not line-aligned.
-    __builtin_prefetch(p + bytes - 1, 0, kKvPrefetchLocality);
-  }
+  for (int j = 0; j < 16; ++j) prefetch_lines(base + rows[j] * row_bytes, bytes);
 }
 
 // Chunks [c0, c0 + 16) of one kv head's keys up to `pos`: their rows, and the rows of the
