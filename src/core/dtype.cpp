@@ -1,6 +1,7 @@
 #include "core/dtype.h"
 
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "core/quant_blocks.h"
@@ -179,6 +180,42 @@ void convert_to_f32(const void* src, DType src_dtype, float* dst, size_t n) {
     }
     default:
       fail("cannot convert ", dtype_name(src_dtype), " to f32");
+  }
+}
+
+namespace {
+
+// std::round (halves away from zero) for |v| < 2^31, without the library call: the truncation
+// and v - trunc(v) are exact, so this is the same value, and the loop vectorizes.
+inline float round_half_away(float v) {
+  const auto t = static_cast<float>(static_cast<int32_t>(v));
+  const float d = v - t;
+  return t + (d >= 0.5f ? 1.0f : 0.0f) - (d <= -0.5f ? 1.0f : 0.0f);
+}
+
+}  // namespace
+
+void quantize_i8(const float* src, int64_t group, size_t n, int8_t* dst, float* scales) {
+  const auto g = static_cast<size_t>(group);
+  constexpr float kMaxFinite = std::numeric_limits<float>::max();
+  for (size_t g0 = 0; g0 < n; g0 += g) {
+    float max_abs = 0.0f;
+    bool finite = true;
+    for (size_t i = g0; i < g0 + g; ++i) {
+      const float a = std::fabs(src[i]);
+      finite = finite && a <= kMaxFinite;  // false for NaN and inf
+      max_abs = a > max_abs ? a : max_abs;
+    }
+    // A NaN or inf cannot be represented: the whole group reads back as NaN instead of as
+    // plausible finite values.
+    const float scale = finite ? max_abs / 127.0f : std::numeric_limits<float>::quiet_NaN();
+    scales[g0 / g] = scale;
+    const bool nonzero = finite && scale > 0.0f;
+    for (size_t i = g0; i < g0 + g; ++i) {
+      // |src / scale| <= 127 up to rounding: the clamp only guards that last ulp.
+      const float r = nonzero ? round_half_away(src[i] / scale) : 0.0f;
+      dst[i] = static_cast<int8_t>(r < -127.0f ? -127.0f : (r > 127.0f ? 127.0f : r));
+    }
   }
 }
 

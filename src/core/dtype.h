@@ -60,6 +60,11 @@ float f8_e4m3_to_f32(uint8_t bits);
 
 // Converts n elements of any float type (f32/f16/bf16/f8_e4m3) to f32.
 void convert_to_f32(const void* src, DType src_dtype, float* dst, size_t n);
+// Symmetric int8 with one scale per `group` consecutive elements (n a multiple of group):
+// scale = max|x| / 127, q = round(x / scale) (ties away from zero) clamped to [-127, 127]; an
+// all-zero group gets scale 0 and q = 0, a group holding NaN or inf gets scale NaN (it reads
+// back as NaN) and q = 0.
+void quantize_i8(const float* src, int64_t group, size_t n, int8_t* dst, float* scales);
 // dst[i] = scales[i / group] * src[i] for i < n (symmetric int8 with group scales).
 void dequantize_i8(const int8_t* src, const float* scales, int64_t group, size_t n, float* dst);
 // Converts n f32 values to f32/f16/bf16.

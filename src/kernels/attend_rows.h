@@ -10,7 +10,8 @@
 namespace deepinfer::kernels::detail {
 
 // dst[0, n) = the f32 values of a cache row of `dtype` (bf16, f16, or i8 times
-// scales[i / group]); each ISA file defines a static inline one (kv_widen_<isa>.h).
+// scales[i / group], or the i8 values themselves where scales is null); each ISA file defines
+// a static inline one (kv_widen_<isa>.h).
 using WidenKvRow = void (*)(const void* src, DType dtype, const float* scales, int64_t group,
                             int64_t n, float* dst);
 
@@ -19,10 +20,16 @@ static inline bool v_within_k(const AttendArgs& a) {
   return a.v == a.k && a.v_row_stride == a.head_dim && a.v_scale == a.k_scale;
 }
 
+// V rows widened apart from the K rows: always but where V is the leading part of K, and
+// there too for int8, whose K rows are widened without their scales (attend_i8.h).
+static inline bool v_widened_apart(const AttendArgs& a) {
+  return !v_within_k(a) || a.dtype == DType::i8;
+}
+
 // Scratch floats chunk_rows() needs.
 static inline int64_t chunk_rows_scratch_floats(const AttendArgs& a) {
   if (a.dtype == DType::f32) return 0;
-  return kAttendChunk * (a.head_dim + (v_within_k(a) ? 0 : a.v_head_dim));
+  return kAttendChunk * (a.head_dim + (v_widened_apart(a) ? a.v_head_dim : 0));
 }
 
 static inline int64_t kv_element_bytes(DType dtype) {
@@ -93,12 +100,14 @@ static inline void with_tile_size(int64_t n, const Tile& tile) {
   tile(std::integral_constant<int, G>{});
 }
 
-// krow[j] / vrow[j] = the K / V rows of key position c0 + j (j < len) for kv_head.
+// krow[j] / vrow[j] = the K / V rows of key position c0 + j (j < len) for kv_head. An int8
+// cache's K rows are its integer values (widened without scales) for i8 scores, with
+// kscale[j] their group scales; V rows are scale * value as for every other dtype.
 static inline void chunk_rows(const AttendArgs& a, int64_t c0, int64_t len, int64_t kv_head,
                               WidenKvRow widen, float* scratch, const float** krow,
-                              const float** vrow) {
+                              const float** vrow, const float** kscale) {
   const bool quantized = a.dtype == DType::i8;
-  const bool shared = v_within_k(a);
+  const bool shared = !v_widened_apart(a);
   const int64_t bytes = kv_element_bytes(a.dtype);
   float* kbuf = scratch;
   float* vbuf = scratch + kAttendChunk * a.head_dim;
@@ -112,9 +121,10 @@ static inline void chunk_rows(const AttendArgs& a, int64_t c0, int64_t len, int6
       continue;
     }
     float* k = kbuf + j * a.head_dim;
-    widen(static_cast<const char*>(a.k) + row * a.head_dim * bytes, a.dtype,
-          quantized ? a.k_scale + row * (a.head_dim / a.group) : nullptr, a.group, a.head_dim, k);
+    widen(static_cast<const char*>(a.k) + row * a.head_dim * bytes, a.dtype, nullptr, a.group,
+          a.head_dim, k);
     krow[j] = k;
+    if (quantized) kscale[j] = a.k_scale + row * (a.head_dim / a.group);
     if (shared) {
       vrow[j] = k;
       continue;

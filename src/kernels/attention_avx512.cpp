@@ -9,7 +9,9 @@
 #include "kernels/simd_avx512.h"  // first: see the note there
 
 #include "kernels/attend_rows.h"
+#include "kernels/attention_i8_avx512.h"
 #include "kernels/attention_span.h"
+#include "kernels/isa.h"
 
 namespace deepinfer::kernels::detail::avx512 {
 namespace {
@@ -73,45 +75,62 @@ inline __m512 load_row(const Rows& r, int64_t row, int64_t d0, __mmask16 m) {
   }
 }
 
-// r[16] rows -> r[16] columns: afterwards lane j of r[c] is element c of row j.
-DEEPINFER_INLINE void transpose16(__m512* r) {
-  __m512 t[16];
-  DEEPINFER_UNROLL
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // Per 128-bit lane L, v[4g + c] holds column 4L + c of rows 4g .. 4g + 3.
-  __m512 v[16];
-  DEEPINFER_UNROLL
-  for (int g = 0; g < 4; ++g) {
-    v[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-    v[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
-    v[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-    v[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
-  }
-  DEEPINFER_UNROLL
-  for (int c = 0; c < 4; ++c) {
-    const __m512 a = _mm512_shuffle_f32x4(v[c], v[4 + c], 0x88);
-    const __m512 b = _mm512_shuffle_f32x4(v[c], v[4 + c], 0xdd);
-    const __m512 e = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0x88);
-    const __m512 f = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0xdd);
-    r[c] = _mm512_shuffle_f32x4(a, e, 0x88);
-    r[4 + c] = _mm512_shuffle_f32x4(b, f, 0x88);
-    r[8 + c] = _mm512_shuffle_f32x4(a, e, 0xdd);
-    r[12 + c] = _mm512_shuffle_f32x4(b, f, 0xdd);
-  }
-}
-
 inline float exp_scalar(float x) {
   return _mm_cvtss_f32(_mm512_castps512_ps128(exp(_mm512_set1_ps(x))));
 }
 
+// vpdpbusd's sums without VNNI (AVX512BW): |q| times k with q's sign, pairs of products
+// (at most 2 * 127 * 127, no saturation) by vpmaddubsw, then pairs of pairs by vpmaddwd.
+struct DotBw {
+  static constexpr bool kOffset = false;
+  static __m512i dot(__m512i acc, const I8Query& q, int64_t d, __m512i k) {
+    int32_t bytes;
+    __builtin_memcpy(&bytes, q.q8 + d, sizeof(bytes));
+    const __m512i qb = _mm512_set1_epi32(bytes);
+    const __m512i signed_k =
+        _mm512_mask_sub_epi8(k, _mm512_movepi8_mask(qb), _mm512_setzero_si512(), k);
+    const __m512i pairs = _mm512_maddubs_epi16(_mm512_abs_epi8(qb), signed_k);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
+  }
+};
+
+// The int8 scores (attend_i8.h) of T quantized queries (store_query) against the chunk's keys:
+// dots[i][j], as chunk_scores gives the f32 dot products.
+template <int T>
+inline void chunk_scores_i8(const Rows& kr, const int64_t* rows, int64_t head_dim,
+                            const float* const* q, float* dots) {
+  I8Query qs[T];
+  DEEPINFER_UNROLL
+  for (int i = 0; i < T; ++i) qs[i] = i8_query_at(q[i], head_dim);
+  I8Rows k;
+  k.base = reinterpret_cast<const int8_t*>(kr.base);
+  k.stride = kr.stride;
+  k.scales = kr.scales;
+  k.scale_stride = kr.scale_stride;
+  k.head_dim = head_dim;
+  k.group = kr.group;
+  if (!i8_simd_group(kr.group)) {  // groups narrower than 4 or not dividing 64 (tiny heads)
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j < 16; ++j)
+        dots[i * kLanes + j] = i8_score(qs[i], k.base + rows[j] * k.stride,
+                                        k.scales + rows[j] * k.scale_stride, head_dim, k.group);
+    return;
+  }
+  static const bool vnni = cpu_has_avx512_vnni();
+  if (vnni) {
+    i8_chunk_scores_vnni(k, rows, qs, T, dots);
+  } else {
+    i8_chunk_scores<DotBw, T>(k, rows, qs, dots);
+  }
+}
+
 // dots[i][j] = q_i . k_j for the chunk's 16 keys (rows[j]) and T queries; q rows are padded
 // with zeros to whole vectors. Per query the sum runs over d in order, one FMA chain per lane.
+// An int8 cache: its integer scores (chunk_scores_i8).
 template <Kind K, int T>
 inline void chunk_scores(const Rows& kr, const int64_t* rows, int64_t head_dim,
                          const float* const* q, float* dots) {
+  if constexpr (K == Kind::i8) return chunk_scores_i8<T>(kr, rows, head_dim, q, dots);
   __m512 s[T];
   DEEPINFER_UNROLL
   for (int i = 0; i < T; ++i) s[i] = _mm512_setzero_ps();
@@ -350,32 +369,23 @@ DEEPINFER_INLINE void span_chunk_rows(const AttendArgs& a, int64_t kv_head, int6
 
 template <Kind K>
 void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t span_end,
-                 const float* const* q_in, const int64_t* last, int64_t n, float* const* acc,
+                 const float* const* q, const int64_t* last, int64_t n, float* const* acc,
                  float* max, float* denom, float* scratch) {
   const int64_t hd = (a.head_dim + kLanes - 1) / kLanes * kLanes;
   const int64_t groups = n / kWide;
-  float* qpad = scratch;                    // [n][hd] queries, zero-padded
-  float* probs = qpad + n * hd;             // [kWide][16]
+  float* probs = scratch;                   // [kWide][16]
   float* kwide = probs + kWide * kLanes;    // [16][hd] a chunk's K rows widened (wide tiles)
   float* qt = kwide + kLanes * hd;          // [groups][hd][16] (wide tiles)
   float* vwide = qt + groups * hd * kWide;  // [16][vd] a chunk's V rows widened (2+ wide tiles)
   const int64_t vd = (a.v_head_dim + kLanes - 1) / kLanes * kLanes;
-  const float* q[kMaxSpanQueries];
   int64_t max_last = 0;
   for (int64_t i = 0; i < n; ++i) {
-    float* dst = qpad + i * hd;
-    for (int64_t d0 = 0; d0 < hd; d0 += kLanes) {
-      const int64_t left = a.head_dim - d0;
-      const __mmask16 m = left >= kLanes ? static_cast<__mmask16>(0xffff) : first_lanes(left);
-      _mm512_storeu_ps(dst + d0, _mm512_maskz_loadu_ps(m, q_in[i] + d0));
-    }
-    q[i] = dst;
     max_last = last[i] > max_last ? last[i] : max_last;
     max[i] = -__builtin_inff();
     denom[i] = 0.0f;
     for (int64_t d = 0; d < a.v_head_dim; ++d) acc[i][d] = 0.0f;
   }
-  transpose_groups(q, groups, hd, qt);
+  if constexpr (K != Kind::i8) transpose_groups(q, groups, hd, qt);
   const Rows kr(a.k, a.head_dim, a.k_scale, a.group);
   const Rows vr(a.v, a.v_row_stride, a.v_scale, a.group);
   // Where V is the leading part of K (MLA), the wide tiles read V from the widened K rows too.
@@ -398,7 +408,9 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t sp
     // K rows widened once; separate V rows are widened once too where two or more tiles read
     // them (a prefill tile of GQA heads), not once per tile.
     const float* values = v_in_k ? kwide : nullptr;
-    if (wide_tiles > 0) widen_chunk<K>(kr, rows, next_rows, a.head_dim, hd, kwide);
+    // (An int8 cache scores on its integers: its K rows are widened for V only.)
+    if (wide_tiles > 0 && (K != Kind::i8 || v_in_k))
+      widen_chunk<K>(kr, rows, next_rows, a.head_dim, hd, kwide);
     if (wide_tiles > 1 && !v_in_k) {
       widen_chunk<K>(vr, rows, next_rows, a.v_head_dim, vd, vwide);
       values = vwide;
@@ -406,7 +418,15 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t sp
     for (int64_t g = 0; g < groups; ++g) {
       if (!wide[g]) continue;
       __m512 scores[kWide];
-      chunk_scores_wide(kwide, hd, qt + g * hd * kWide, scores);
+      if constexpr (K == Kind::i8) {  // by query, then transposed to by key
+        chunk_scores_i8<kTile>(kr, rows, a.head_dim, q + g * kWide, probs);
+        chunk_scores_i8<kTile>(kr, rows, a.head_dim, q + g * kWide + kTile, probs + kTile * kLanes);
+        DEEPINFER_UNROLL
+        for (int i = 0; i < kWide; ++i) scores[i] = _mm512_loadu_ps(probs + i * kLanes);
+        transpose16(scores);
+      } else {
+        chunk_scores_wide(kwide, hd, qt + g * hd * kWide, scores);
+      }
       wide_softmax_values<K>(vr, rows, a, c0, last + g * kWide, acc + g * kWide, max + g * kWide,
                              denom + g * kWide, scores, probs, values);
     }
@@ -440,9 +460,30 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t sp
 
 }  // namespace
 
+int64_t stored_query_floats(const AttendArgs& a) {
+  return a.dtype == DType::i8 ? i8_query_floats(a.head_dim, a.group)
+                              : (a.head_dim + kLanes - 1) / kLanes * kLanes;
+}
+
+void store_query(const AttendArgs& a, const float* q, float* dst) {
+  if (a.dtype == DType::i8) {
+    quantize_query_i8(q, a.head_dim, a.group, dst);
+    return;
+  }
+  for (int64_t d0 = 0; d0 < a.head_dim; d0 += kLanes) {
+    const int64_t left = a.head_dim - d0;
+    const __mmask16 m = left >= kLanes ? static_cast<__mmask16>(0xffff) : first_lanes(left);
+    _mm512_storeu_ps(dst + d0, _mm512_maskz_loadu_ps(m, q + d0));
+  }
+}
+
+void i8_chunk_scores_bw(const I8Rows& k, const int64_t* rows, const I8Query* q, int64_t n,
+                        float* scores) {
+  i8_chunk_scores_n<DotBw>(k, rows, q, n, scores);
+}
+
 int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads) {
-  const int64_t hd = (a.head_dim + kLanes - 1) / kLanes * kLanes;
-  return q_heads * (hd + a.v_head_dim + 2) + 2 * kTile * kLanes;
+  return q_heads * (stored_query_floats(a) + a.v_head_dim + 2) + 2 * kTile * kLanes;
 }
 
 namespace {
@@ -522,21 +563,17 @@ void attend_tile(const AttendArgs& a, const Rows& kr, const Rows& vr, const floa
 template <Kind K>
 void attend_kernel(const AttendArgs& a, const float* q_in, int64_t q_heads, int64_t pos,
                    int64_t kv_head, float* out, float* scratch) {
-  const int64_t hd = (a.head_dim + kLanes - 1) / kLanes * kLanes;
+  const int64_t qf = stored_query_floats(a);
   const int64_t dv = a.v_head_dim;
-  float* qpad = scratch;                  // [q_heads][hd] queries, zero-padded
-  float* acc_rows = qpad + q_heads * hd;  // [q_heads][dv] unnormalised V sums
+  float* qpad = scratch;                  // [q_heads][qf] queries (store_query)
+  float* acc_rows = qpad + q_heads * qf;  // [q_heads][dv] unnormalised V sums
   float* max = acc_rows + q_heads * dv;   // [q_heads]
   float* denom = max + q_heads;           // [q_heads]
   float* probs = denom + q_heads;         // [2][kTile][16] scores of two chunks
   const float* q[kTile];
   float* acc[kTile];
   for (int64_t i = 0; i < q_heads; ++i) {
-    for (int64_t d0 = 0; d0 < hd; d0 += kLanes) {
-      const int64_t left = a.head_dim - d0;
-      const __mmask16 m = left >= kLanes ? static_cast<__mmask16>(0xffff) : first_lanes(left);
-      _mm512_storeu_ps(qpad + i * hd + d0, _mm512_maskz_loadu_ps(m, q_in + i * a.head_dim + d0));
-    }
+    store_query(a, q_in + i * a.head_dim, qpad + i * qf);
     for (int64_t d = 0; d < dv; ++d) acc_rows[i * dv + d] = 0.0f;
     max[i] = -__builtin_inff();
     denom[i] = 0.0f;
@@ -548,7 +585,7 @@ void attend_kernel(const AttendArgs& a, const float* q_in, int64_t q_heads, int6
   for (int64_t h0 = 0; h0 < q_heads; h0 += kTile) {
     const int64_t n = min64(kTile, q_heads - h0);
     for (int64_t i = 0; i < n; ++i) {
-      q[i] = qpad + (h0 + i) * hd;
+      q[i] = qpad + (h0 + i) * qf;
       acc[i] = acc_rows + (h0 + i) * dv;
     }
     with_tile_size<kTile>(n, [&](auto heads) {
@@ -578,7 +615,7 @@ void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, i
 int64_t attend_span_scratch_floats(const AttendArgs& a, int64_t n) {
   const int64_t hd = (a.head_dim + kLanes - 1) / kLanes * kLanes;
   const int64_t vd = (a.v_head_dim + kLanes - 1) / kLanes * kLanes;
-  return n * hd + kWide * kLanes + kLanes * hd + n / kWide * hd * kWide + kLanes * vd;
+  return kWide * kLanes + kLanes * hd + n / kWide * hd * kWide + kLanes * vd;
 }
 
 void attend_span(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t end,

@@ -25,10 +25,16 @@ inline constexpr int64_t kMaxSpanQueries = 128;
 
 namespace avx512 {
 
+// Floats of one query as attend_span() reads it, and the query q[head_dim] stored so at dst:
+// zero-padded to whole vectors, or quantized for an int8 cache (attend_i8.h). Once per call,
+// not once per span.
+int64_t stored_query_floats(const AttendArgs& a);
+void store_query(const AttendArgs& a, const float* q, float* dst);
+
 // Scratch floats attend_span() needs for n queries.
 int64_t attend_span_scratch_floats(const AttendArgs& a, int64_t n);
 
-// Queries q[i] (head_dim floats) attend keys [begin, min(end, last[i] + 1)); begin is a
+// Queries q[i] (stored by store_query) attend keys [begin, min(end, last[i] + 1)); begin is a
 // multiple of 16, every last[i] >= begin and n <= kMaxSpanQueries. Writes the span's state of
 // query i: acc[i][v_head_dim] (unnormalised), max[i], denom[i].
 void attend_span(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t end,

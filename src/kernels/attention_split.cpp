@@ -26,6 +26,21 @@ float* partial_floats(size_t n) {
   return buffer.data();
 }
 
+// The call's queries as attend_span() reads them (avx512::store_query), stored once for all
+// spans: [tokens * heads][stored_query_floats] in the calling thread's buffer.
+const float* stored_queries(const float* q, int64_t count, const AttendArgs& a, ThreadPool& pool) {
+  thread_local std::vector<float> buffer;
+  const int64_t per = avx512::stored_query_floats(a);
+  if (buffer.size() < static_cast<size_t>(count * per))
+    buffer.resize(static_cast<size_t>(count * per));
+  float* stored = buffer.data();
+  pool.parallel_for(count, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      avx512::store_query(a, q + i * a.head_dim, stored + i * per);
+  });
+  return stored;
+}
+
 int64_t spans_of(int64_t pos) {
   return pos / kAttendSpan + 1;
 }
@@ -38,7 +53,7 @@ void run_query_tiles(const float* q, int64_t tokens, const int32_t* positions, i
                      const AttendArgs& a, float* out, ThreadPool& pool, int64_t span_keys,
                      int64_t per_tile) {
   const int64_t group = heads / a.kv_heads;
-  const int64_t hd = a.head_dim, dv = a.v_head_dim;
+  const int64_t dv = a.v_head_dim;
   const int64_t max_part = std::min(group, kMaxSpanQueries);
   const int64_t parts = (group + max_part - 1) / max_part;
   const int64_t tiles = (tokens + per_tile - 1) / per_tile;
@@ -47,6 +62,8 @@ void run_query_tiles(const float* q, int64_t tokens, const int32_t* positions, i
   const int64_t lanes = std::min<int64_t>(pool.size(), items);
   const size_t scratch_size =
       static_cast<size_t>(n_max * (2 * dv + 2) + avx512::attend_span_scratch_floats(a, n_max));
+  const float* stored = stored_queries(q, tokens * heads, a, pool);
+  const int64_t per = avx512::stored_query_floats(a);
   pool.parallel_for(lanes, [&](int64_t lane_begin, int64_t lane_end) {
     float* buf = thread_floats(scratch_size);
     float* run_acc = buf;                   // [n][dv] running state
@@ -79,7 +96,7 @@ void run_query_tiles(const float* q, int64_t tokens, const int32_t* positions, i
           for (int64_t i = 0; i < n; ++i) {
             const int64_t t = t0 + i / nh, h = h0 + i % nh;
             if (positions[t] < s * span_keys) continue;
-            qs[m] = q + (t * heads + h) * hd;
+            qs[m] = stored + (t * heads + h) * per;
             last[m] = positions[t];
             // One span: its state is the result (merging it into the empty state would give
             // the same bits), written in place; every query reads span 0, so m == i.
@@ -123,7 +140,7 @@ void paged_attention_tiles(const float* q, int64_t tokens, const int32_t* positi
 void paged_attention_spans(const float* q, int64_t tokens, const int32_t* positions, int64_t heads,
                            const AttendArgs& a, float* out, ThreadPool& pool) {
   const int64_t group = heads / a.kv_heads;
-  const int64_t hd = a.head_dim, dv = a.v_head_dim;
+  const int64_t dv = a.v_head_dim;
   const int64_t threads = pool.size();
   const int64_t max_part = std::min(group, kMaxSpanQueries);
 
@@ -156,6 +173,8 @@ void paged_attention_spans(const float* q, int64_t tokens, const int32_t* positi
   const int64_t row = dv + 2;  // acc, max, denom
   float* partials = partial_floats(static_cast<size_t>(slots * heads * row));
   const size_t scratch_size = static_cast<size_t>(avx512::attend_span_scratch_floats(a, per_part));
+  const float* stored = stored_queries(q, tokens * heads, a, pool);
+  const int64_t per = avx512::stored_query_floats(a);
   run_items_stealing(pool, units * parts, 1, [&](int64_t begin, int64_t end) {
     float* scratch = thread_floats(scratch_size);
     for (int64_t item = begin; item < end; ++item) {
@@ -171,7 +190,7 @@ void paged_attention_spans(const float* q, int64_t tokens, const int32_t* positi
       float* accs[kMaxSpanQueries];
       float pmax[kMaxSpanQueries], pden[kMaxSpanQueries];
       for (int64_t i = 0; i < n; ++i) {
-        qs[i] = q + (t * heads + h0 + i) * hd;
+        qs[i] = stored + (t * heads + h0 + i) * per;
         last[i] = positions[t];
         accs[i] = partials + (slot * heads + h0 + i) * row;
       }

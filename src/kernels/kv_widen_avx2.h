@@ -34,7 +34,7 @@ static inline void widen_kv_row(const void* src, DType dtype, const float* scale
     const auto* q = static_cast<const int8_t*>(src);
     int8_t buf[kLanes];
     for (int64_t g0 = 0; g0 < n; g0 += group) {
-      const __m256 scale = _mm256_set1_ps(scales[g0 / group]);
+      const __m256 scale = _mm256_set1_ps(scales ? scales[g0 / group] : 1.0f);
       int64_t i = 0;
       for (; i + kLanes <= group; i += kLanes)
         store(dst + g0 + i, widen_i8(q + g0 + i, scale), Full{});

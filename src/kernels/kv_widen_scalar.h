@@ -11,7 +11,8 @@ static inline void widen_kv_row(const void* src, DType dtype, const float* scale
                                 int64_t n, float* dst) {
   if (dtype == DType::i8) {
     const auto* q = static_cast<const int8_t*>(src);
-    for (int64_t i = 0; i < n; ++i) dst[i] = scales[i / group] * static_cast<float>(q[i]);
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = scales ? scales[i / group] * static_cast<float>(q[i]) : static_cast<float>(q[i]);
     return;
   }
   const auto* h = static_cast<const uint16_t*>(src);

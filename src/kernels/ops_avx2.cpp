@@ -1,5 +1,6 @@
 // AVX2 element-wise ops and paged attention. Tails use maskload/maskstore, so every size
 // runs through the same vector code.
+#include "kernels/attend_i8.h"
 #include "kernels/attend_rows.h"
 #include "kernels/backend.h"
 #include "kernels/kv_widen_avx2.h"
@@ -126,8 +127,19 @@ void add(const float* a, const float* b, float* out, int64_t n) {
   });
 }
 
+// Floats of one quantized query of an int8 cache (attend_i8.h), 0 for other dtypes.
+static int64_t query_i8_floats(const AttendArgs& a) {
+  return a.dtype == DType::i8 ? i8_query_floats(a.head_dim, a.group) : 0;
+}
+
+// Floats of a chunk's K scales by group, [head_dim / group][16], for an int8 cache.
+static int64_t chunk_scales_floats(const AttendArgs& a) {
+  return a.dtype == DType::i8 ? a.head_dim / a.group * kAttendChunk : 0;
+}
+
 int64_t attend_tokens_scratch_floats(const AttendArgs& a, int64_t tokens, int64_t q_heads) {
-  return tokens * q_heads * (kAttendChunk + a.v_head_dim + 3) + chunk_rows_scratch_floats(a);
+  return tokens * q_heads * (kAttendChunk + a.v_head_dim + 3 + query_i8_floats(a)) +
+         chunk_scales_floats(a) + chunk_rows_scratch_floats(a);
 }
 
 int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads) {
@@ -175,6 +187,38 @@ inline __m256 chunk_dots(const float* q, const float* const* krow, int64_t len, 
   return hsum8(acc);
 }
 
+// The int8 scores (attend_i8.h) of q against 8 keys of a chunk as one vector, from the keys'
+// integer values as floats (krow) and their scales (kscale[j], and by group kst[g * 16 + j]);
+// keys j >= len repeat key 0. The sums of integer products are exact in f32, so these are the
+// bits of i8_score.
+inline __m256 chunk_dots_i8(const I8Query& q, const float* const* krow, const float* const* kscale,
+                            const float* kst, int64_t len, int64_t head_dim, int64_t group) {
+  const float* kr[kLanes];
+  DEEPINFER_UNROLL
+  for (int j = 0; j < kLanes; ++j) kr[j] = krow[j < len ? j : 0];
+  if (group % kLanes != 0) {  // groups narrower than a vector (tiny heads)
+    alignas(32) float lanes[kLanes];
+    for (int j = 0; j < kLanes; ++j)
+      lanes[j] = i8_score_widened(q, kr[j], kscale[j < len ? j : 0], head_dim, group);
+    return _mm256_load_ps(lanes);
+  }
+  __m256 score = _mm256_setzero_ps();
+  for (int64_t g0 = 0, g = 0; g0 < head_dim; g0 += group, ++g) {
+    __m256 acc[kLanes];
+    DEEPINFER_UNROLL
+    for (int j = 0; j < kLanes; ++j) acc[j] = _mm256_setzero_ps();
+    for (int64_t d = g0; d < g0 + group; d += kLanes) {
+      const __m256 qv = _mm256_loadu_ps(q.values + d);
+      DEEPINFER_UNROLL
+      for (int j = 0; j < kLanes; ++j)
+        acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr[j] + d), acc[j]);
+    }
+    const __m256 sk = _mm256_loadu_ps(kst + g * kAttendChunk);
+    score = _mm256_fmadd_ps(hsum8(acc), _mm256_mul_ps(_mm256_set1_ps(q.scales[g]), sk), score);
+  }
+  return score;
+}
+
 }  // namespace
 
 void attend_tokens(const AttendArgs& a, const float* q, int64_t q_stride, int64_t tokens,
@@ -187,7 +231,15 @@ void attend_tokens(const AttendArgs& a, const float* q, int64_t q_stride, int64_
   float* max = acc + states * a.v_head_dim;    // [states] running max score
   float* denom = max + states;                 // [states] running softmax denominator
   float* corr = denom + states;                // [states] this chunk's rescaling
-  float* rows = corr + states;                 // widened K/V rows of a non-f32 cache
+  float* queries = corr + states;              // [states] quantized queries of an int8 cache
+  float* kst = queries + states * query_i8_floats(a);  // a chunk's K scales by group (int8)
+  float* rows = kst + chunk_scales_floats(a);          // widened K/V rows of a non-f32 cache
+  const bool quantized = a.dtype == DType::i8;
+  if (quantized) {
+    for (int64_t g = 0; g < states; ++g)
+      quantize_query_i8(q + g / q_heads * q_stride + g % q_heads * a.head_dim, a.head_dim, a.group,
+                        queries + g * query_i8_floats(a));
+  }
   for_each_vector(states * a.v_head_dim,
                   [&](int64_t d, auto m) { store(acc + d, _mm256_setzero_ps(), m); });
   int64_t last = 0;
@@ -201,7 +253,14 @@ void attend_tokens(const AttendArgs& a, const float* q, int64_t q_stride, int64_
   for (int64_t c0 = 0; c0 <= last; c0 += kAttendChunk) {
     const float* krow[kAttendChunk];
     const float* vrow[kAttendChunk];
-    chunk_rows(a, c0, min64(kAttendChunk, last + 1 - c0), kv_head, &widen_kv_row, rows, krow, vrow);
+    const float* kscale[kAttendChunk];
+    const int64_t keys = min64(kAttendChunk, last + 1 - c0);
+    chunk_rows(a, c0, keys, kv_head, &widen_kv_row, rows, krow, vrow, kscale);
+    if (quantized) {
+      for (int64_t g = 0; g < a.head_dim / a.group; ++g)
+        for (int64_t j = 0; j < kAttendChunk; ++j)
+          kst[g * kAttendChunk + j] = kscale[j < keys ? j : 0][g];
+    }
     if (c0 + kAttendChunk <= last)
       prefetch_chunk_rows(a, c0 + kAttendChunk, min64(kAttendChunk, last + 1 - c0 - kAttendChunk),
                           kv_head);
@@ -217,14 +276,16 @@ void attend_tokens(const AttendArgs& a, const float* q, int64_t q_stride, int64_
       for (int64_t g = t * q_heads; g < (t + 1) * q_heads; ++g) {
         float* p = probs + g * kAttendChunk;
         const float* qg = q + t * q_stride + (g - t * q_heads) * a.head_dim;
-        _mm256_storeu_ps(
-            p, keep(_mm256_mul_ps(chunk_dots(qg, krow, len, a.head_dim), scale), neg_inf, valid0));
-        _mm256_storeu_ps(
-            p + kLanes,
-            len > kLanes ? keep(_mm256_mul_ps(
-                                    chunk_dots(qg, krow + kLanes, len - kLanes, a.head_dim), scale),
-                                neg_inf, valid1)
-                         : neg_inf);
+        const I8Query q8 = i8_query_at(queries + g * query_i8_floats(a), a.head_dim);
+        auto dots = [&](int64_t j0) {
+          return quantized ? chunk_dots_i8(q8, krow + j0, kscale + j0, kst + j0, len - j0,
+                                           a.head_dim, a.group)
+                           : chunk_dots(qg, krow + j0, len - j0, a.head_dim);
+        };
+        _mm256_storeu_ps(p, keep(_mm256_mul_ps(dots(0), scale), neg_inf, valid0));
+        _mm256_storeu_ps(p + kLanes, len > kLanes
+                                         ? keep(_mm256_mul_ps(dots(kLanes), scale), neg_inf, valid1)
+                                         : neg_inf);
       }
       for (int64_t h0 = t * q_heads; h0 < (t + 1) * q_heads; h0 += kLanes) {
         const int64_t n = min64(kLanes, (t + 1) * q_heads - h0);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/attend_i8.h"
 #include "kernels/attend_rows.h"
 #include "kernels/backend.h"
 #include "kernels/kv_widen_scalar.h"
@@ -123,8 +124,14 @@ void add(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+// Floats of one quantized query of an int8 cache (attend_i8.h), 0 for other dtypes.
+static int64_t query_i8_floats(const AttendArgs& a) {
+  return a.dtype == DType::i8 ? i8_query_floats(a.head_dim, a.group) : 0;
+}
+
 int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads) {
-  return q_heads * (kAttendChunk + a.v_head_dim + 2) + chunk_rows_scratch_floats(a);
+  return q_heads * (kAttendChunk + a.v_head_dim + 2 + query_i8_floats(a)) +
+         chunk_rows_scratch_floats(a);
 }
 
 void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, int64_t kv_head,
@@ -133,20 +140,30 @@ void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, i
   float* acc = probs + q_heads * kAttendChunk;  // [q_heads][v_head_dim] unnormalised
   float* max = acc + q_heads * a.v_head_dim;    // [q_heads] running max score
   float* denom = max + q_heads;                 // [q_heads] running softmax denominator
-  float* rows = denom + q_heads;                // widened K/V rows of a non-f32 cache
+  float* queries = denom + q_heads;             // [q_heads] quantized queries of an int8 cache
+  float* rows = queries + q_heads * query_i8_floats(a);  // widened K/V rows of a non-f32 cache
   std::fill(acc, acc + q_heads * a.v_head_dim, 0.0f);
   std::fill(max, max + q_heads, -INFINITY);
   std::fill(denom, denom + q_heads, 0.0f);
+  const bool quantized = a.dtype == DType::i8;
+  if (quantized) {
+    for (int64_t g = 0; g < q_heads; ++g)
+      quantize_query_i8(q + g * a.head_dim, a.head_dim, a.group, queries + g * query_i8_floats(a));
+  }
   for (int64_t c0 = 0; c0 <= pos; c0 += kAttendChunk) {
     const int64_t len = std::min(kAttendChunk, pos + 1 - c0);
     const float* krow[kAttendChunk];
     const float* vrow[kAttendChunk];
-    chunk_rows(a, c0, len, kv_head, &widen_kv_row, rows, krow, vrow);
+    const float* kscale[kAttendChunk];
+    chunk_rows(a, c0, len, kv_head, &widen_kv_row, rows, krow, vrow, kscale);
     for (int64_t g = 0; g < q_heads; ++g) {
       float* p = probs + g * kAttendChunk;
       float chunk_max = -INFINITY;
+      const I8Query q8 = i8_query_at(queries + g * query_i8_floats(a), a.head_dim);
       for (int64_t j = 0; j < len; ++j) {
-        p[j] = dot(q + g * a.head_dim, krow[j], a.head_dim) * a.scale;
+        p[j] = (quantized ? i8_score_widened(q8, krow[j], kscale[j], a.head_dim, a.group)
+                          : dot(q + g * a.head_dim, krow[j], a.head_dim)) *
+               a.scale;
         chunk_max = std::max(chunk_max, p[j]);
       }
       const float new_max = std::max(max[g], chunk_max);

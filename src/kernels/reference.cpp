@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/quant_blocks.h"
+#include "kernels/attend_i8.h"
 #include "kernels/kv_element.h"
 
 namespace deepinfer::kernels::reference {
@@ -296,6 +297,9 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
     return detail::kv_element(kv, store, scales, at, i);
   };
   std::vector<float> scores;
+  std::vector<float> query_i8(kv.dtype == DType::i8 ? static_cast<size_t>(detail::i8_query_floats(
+                                                          kv.head_dim, kv.quant_group))
+                                                    : 0);
   for (int64_t t = 0; t < tokens; ++t) {
     const int64_t len = positions[t] + 1;
     scores.assign(static_cast<size_t>(len), 0.0f);
@@ -307,11 +311,20 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
         return kv_cache_row(block * kv.block_size + p % kv.block_size, kvh, kv.kv_heads,
                             kv.head_rows);
       };
+      // An int8 cache scores on integers (attend_i8.h), with the query quantized as its rows.
+      detail::I8Query q8;
+      if (kv.dtype == DType::i8)
+        q8 = detail::quantize_query_i8(qh, kv.head_dim, kv.quant_group, query_i8.data());
       float max = -INFINITY;
       for (int64_t p = 0; p < len; ++p) {
         const int64_t at = slot(p) * kv.head_dim;
         float dot = 0.0f;
-        for (int64_t d = 0; d < kv.head_dim; ++d) dot += qh[d] * element(kv.k, kv.k_scale, at, d);
+        if (kv.dtype == DType::i8) {
+          dot = detail::i8_score(q8, static_cast<const int8_t*>(kv.k) + at,
+                                 kv.k_scale + at / kv.quant_group, kv.head_dim, kv.quant_group);
+        } else {
+          for (int64_t d = 0; d < kv.head_dim; ++d) dot += qh[d] * element(kv.k, kv.k_scale, at, d);
+        }
         scores[static_cast<size_t>(p)] = dot * scale;
         max = std::fmax(max, dot * scale);
       }

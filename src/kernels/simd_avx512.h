@@ -60,6 +60,36 @@ inline void hsum16(const __m512* v, float* out) {
   _mm512_storeu_ps(out, hsum16(v));
 }
 
+// r[16] rows -> r[16] columns: afterwards lane j of r[c] is element c of row j.
+DEEPINFER_INLINE void transpose16(__m512* r) {
+  __m512 t[16];
+  DEEPINFER_UNROLL
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // Per 128-bit lane L, v[4g + c] holds column 4L + c of rows 4g .. 4g + 3.
+  __m512 v[16];
+  DEEPINFER_UNROLL
+  for (int g = 0; g < 4; ++g) {
+    v[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    v[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+    v[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    v[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+  }
+  DEEPINFER_UNROLL
+  for (int c = 0; c < 4; ++c) {
+    const __m512 a = _mm512_shuffle_f32x4(v[c], v[4 + c], 0x88);
+    const __m512 b = _mm512_shuffle_f32x4(v[c], v[4 + c], 0xdd);
+    const __m512 e = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0x88);
+    const __m512 f = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0xdd);
+    r[c] = _mm512_shuffle_f32x4(a, e, 0x88);
+    r[4 + c] = _mm512_shuffle_f32x4(b, f, 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(a, e, 0xdd);
+    r[12 + c] = _mm512_shuffle_f32x4(b, f, 0xdd);
+  }
+}
+
 inline float hmax(__m512 v) {
   return _mm512_reduce_max_ps(v);
 }

@@ -53,6 +53,28 @@ TEST(KvQuant, Int8ErrorIsAtMostHalfAScale) {
     EXPECT_LE(std::fabs(back[i] - x[i]), scales[i / 32] * 0.5f * 1.0001f) << i;
 }
 
+TEST(KvQuant, Int8RoundsHalvesAwayFromZeroAsStdRound) {
+  // Scale 1 (max 127): the values are their own quotients, halves included.
+  std::vector<float> x = {127.0f, 63.5f,       -63.5f,       0.5f,   -0.5f,   1.5f,
+                          -2.5f,  0.49999997f, -0.49999997f, 126.5f, -126.5f, 2.0f};
+  x.resize(32, 0.0f);
+  std::vector<int8_t> q(32);
+  float scale = 0.0f;
+  store_kv_row(x.data(), 32, DType::i8, 32, q.data(), &scale);
+  ASSERT_EQ(scale, 1.0f);
+  const int want[] = {127, 64, -64, 1, -1, 2, -3, 0, 0, 127, -127, 2};
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(q[static_cast<size_t>(i)], want[i]) << i;
+  // Random groups: each value is std::round(x / scale), the documented definition.
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  std::vector<float> y(4096), scales(4096 / 16);
+  for (float& v : y) v = dist(rng);
+  std::vector<int8_t> r(y.size());
+  store_kv_row(y.data(), 4096, DType::i8, 16, r.data(), scales.data());
+  for (size_t i = 0; i < y.size(); ++i)
+    EXPECT_EQ(r[i], static_cast<int8_t>(std::round(y[i] / scales[i / 16]))) << i;
+}
+
 TEST(KvQuant, HalfTypesRoundTripThroughCoreConversions) {
   const float x[3] = {1.0f / 3.0f, -2.5f, 65504.0f};
   uint16_t h[3];

@@ -1,10 +1,14 @@
-// kernels::paged_attention over bf16 / f16 / int8 caches: the kernel widens each stored row
-// to f32 and then runs the f32 arithmetic, so its result must equal, bit for bit, the f32
-// kernel over a cache holding the widened values (computed here with core's scalar
-// conversions), and match the scalar reference reading the typed store directly.
+// kernels::paged_attention over bf16 / f16 / int8 caches. bf16 / f16: the kernel widens each
+// stored row to f32 and then runs the f32 arithmetic, so its result must equal, bit for bit,
+// the f32 kernel over a cache holding the widened values (computed here with core's scalar
+// conversions), and match the scalar reference reading the typed store directly. int8: the
+// scores are integer dot products with the query quantized as the rows (attend_i8.h), so the
+// result matches the reference, stays near the f32 cache of the widened values, and gives
+// the hand-computed value of that definition.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -105,8 +109,12 @@ TEST_P(KernelsAttentionDtypes, TypedCacheEqualsF32CacheOfItsWidenedValues) {
                       pool);
       reference::paged_attention(q.data(), tokens, positions.data(), c.heads, typed, 0.2f,
                                  ref.data());
-      EXPECT_TRUE(bitwise_equal(got.data(), want.data(), got.size()))
-          << dtype_name(dtype) << " head_dim=" << c.head_dim;
+      if (dtype == DType::i8) {  // the query's quantization moves the scores a little
+        EXPECT_EQ(first_mismatch(got, want, 0.0f, 0.05f), -1) << "head_dim=" << c.head_dim;
+      } else {
+        EXPECT_TRUE(bitwise_equal(got.data(), want.data(), got.size()))
+            << dtype_name(dtype) << " head_dim=" << c.head_dim;
+      }
       // One query per call reads the typed rows chunk by chunk (a multi-token call widens
       // the context first): bitwise the same.
       const int64_t out_row = c.heads * c.v_head_dim;
@@ -138,14 +146,44 @@ TEST_P(KernelsAttentionDtypes, Int8ValuesCanBeAPrefixOfKeyRows) {
   const auto q = random_floats(static_cast<size_t>(2 * heads * width), 6);
   std::vector<float> got(static_cast<size_t>(2 * heads * v_dim)), want(got.size());
   ThreadPool pool(2);
+  std::vector<float> ref(got.size());
   paged_attention(q.data(), 2, positions.data(), heads, typed, 0.1f, got.data(), pool);
   paged_attention(q.data(), 2, positions.data(), heads, widened, 0.1f, want.data(), pool);
-  EXPECT_TRUE(bitwise_equal(got.data(), want.data(), got.size()));
+  reference::paged_attention(q.data(), 2, positions.data(), heads, typed, 0.1f, ref.data());
+  EXPECT_EQ(first_mismatch(got, ref, 1e-4f, 1e-5f), -1);
+  EXPECT_EQ(first_mismatch(got, want, 0.0f, 0.05f), -1);
   std::vector<float> alone(got.size());
   for (int64_t t = 0; t < 2; ++t)
     paged_attention(q.data() + t * heads * width, 1, &positions[static_cast<size_t>(t)], heads,
                     typed, 0.1f, alone.data() + t * heads * v_dim, pool);
-  EXPECT_TRUE(bitwise_equal(alone.data(), want.data(), want.size()));
+  EXPECT_TRUE(bitwise_equal(alone.data(), got.data(), got.size()));
+}
+
+TEST_P(KernelsAttentionDtypes, Int8ScoresAreIntegerDotsOfTheQuantizedQuery) {
+  // Two keys, one group of 8: q = (1, 0.25, 0...) quantizes to (127, 32, 0...) with scale
+  // 1 / 127; key 0 = (1, ..., 1) is (127, ...) with scale 1 / 127, key 1 = (-2, 2, 0...) is
+  // (-127, 127, 0...) with scale 2 / 127. Integer dots: 127 * 127 + 32 * 127 = 20193 and
+  // -127 * 127 + 32 * 127 = -12065, so the scores are 20193 / 127^2 and -12065 * 2 / 127^2
+  // (1.2520 and -1.4961 where the f32 dot products are 1.25 and -1.5).
+  const int64_t dim = 8;
+  const std::vector<float> keys = {1, 1, 1, 1, 1, 1, 1, 1, -2, 2, 0, 0, 0, 0, 0, 0};
+  const std::vector<float> values = {1, 2, 3, 4, 5, 6, 7, 8, -1, 0, 1, 0, -1, 0, 1, 0};
+  const TypedRows k(keys, dim, DType::i8, dim), v(values, dim, DType::i8, dim);
+  std::vector<int32_t> table = {0};
+  PagedKv kv{k.bytes.data(),  v.bytes.data(),  4,  1, dim, dim, table, 0, DType::i8,
+             k.scales.data(), v.scales.data(), dim};
+  const std::vector<float> q = {1.0f, 0.25f, 0, 0, 0, 0, 0, 0};
+  std::vector<float> out(dim);
+  ThreadPool pool(1);
+  const int32_t pos = 1;
+  paged_attention(q.data(), 1, &pos, 1, kv, 0.5f, out.data(), pool);
+  const double s0 = 0.5 * 20193.0 / (127.0 * 127.0), s1 = 0.5 * -12065.0 * 2.0 / (127.0 * 127.0);
+  const double w0 = 1.0 / (1.0 + std::exp(s1 - s0)), w1 = 1.0 - w0;
+  for (int64_t d = 0; d < dim; ++d) {
+    const double want =
+        w0 * v.widened[static_cast<size_t>(d)] + w1 * v.widened[static_cast<size_t>(dim + d)];
+    EXPECT_NEAR(out[static_cast<size_t>(d)], want, 1e-5) << "d=" << d;
+  }
 }
 
 TEST_P(KernelsAttentionDtypes, RejectsInt8WithoutScalesOrWithAGroupThatDoesNotDivide) {
