@@ -127,19 +127,23 @@ void add(const float* a, const float* b, float* out, int64_t n) {
   });
 }
 
-// Floats of one quantized query of an int8 cache (attend_i8.h), 0 for other dtypes.
-static int64_t query_i8_floats(const AttendArgs& a) {
-  return a.dtype == DType::i8 ? i8_query_floats(a.head_dim, a.group) : 0;
+// An int8 cache's queries by blocks of 8 heads of a token (block_scores_i8): the quantized
+// values [head_dim][8] and group scales [head_dim / group][8], the heads along the lanes.
+static int64_t query_block_floats(const AttendArgs& a) {
+  return 8 * (a.head_dim + a.head_dim / a.group);
 }
 
-// Floats of a chunk's K scales by group, [head_dim / group][16], for an int8 cache.
-static int64_t chunk_scales_floats(const AttendArgs& a) {
-  return a.dtype == DType::i8 ? a.head_dim / a.group * kAttendChunk : 0;
+// Floats of an int8 cache's query blocks for `tokens` tokens of q_heads heads, plus one
+// quantized query (attend_i8.h) to transpose from; 0 for other dtypes.
+static int64_t query_blocks_floats(const AttendArgs& a, int64_t tokens, int64_t q_heads) {
+  if (a.dtype != DType::i8) return 0;
+  return tokens * ((q_heads + 7) / 8) * query_block_floats(a) +
+         i8_query_floats(a.head_dim, a.group);
 }
 
 int64_t attend_tokens_scratch_floats(const AttendArgs& a, int64_t tokens, int64_t q_heads) {
-  return tokens * q_heads * (kAttendChunk + a.v_head_dim + 3 + query_i8_floats(a)) +
-         chunk_scales_floats(a) + chunk_rows_scratch_floats(a);
+  return tokens * q_heads * (kAttendChunk + a.v_head_dim + 3) +
+         query_blocks_floats(a, tokens, q_heads) + chunk_rows_scratch_floats(a);
 }
 
 int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads) {
@@ -187,45 +191,48 @@ inline __m256 chunk_dots(const float* q, const float* const* krow, int64_t len, 
   return hsum8(acc);
 }
 
-// Lane j = the sum of v[j]'s lanes, for vectors of integer values below 2^24 (exact in any
-// order): six horizontal adds where hsum8 keeps hsum()'s order in 22 operations.
-inline __m256 hsum8_integers(const __m256* v) {
-  const __m256 p0 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
-  const __m256 p1 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
-  return _mm256_add_ps(_mm256_permute2f128_ps(p0, p1, 0x20), _mm256_permute2f128_ps(p0, p1, 0x31));
-}
-
-// The int8 scores (attend_i8.h) of q against 8 keys of a chunk as one vector, from the keys'
-// integer values as floats (krow) and their scales (kscale[j], and by group kst[g * 16 + j]);
-// keys j >= len repeat key 0. The sums of integer products are exact in f32, so these are the
-// bits of i8_score.
-inline __m256 chunk_dots_i8(const I8Query& q, const float* const* krow, const float* const* kscale,
-                            const float* kst, int64_t len, int64_t head_dim, int64_t group) {
-  const float* kr[kLanes];
-  DEEPINFER_UNROLL
-  for (int j = 0; j < kLanes; ++j) kr[j] = krow[j < len ? j : 0];
-  if (group % kLanes != 0) {  // groups narrower than a vector (tiny heads)
-    alignas(32) float lanes[kLanes];
-    for (int j = 0; j < kLanes; ++j)
-      lanes[j] = i8_score_widened(q, kr[j], kscale[j < len ? j : 0], head_dim, group);
-    return _mm256_load_ps(lanes);
-  }
-  __m256 score = _mm256_setzero_ps();
-  for (int64_t g0 = 0, g = 0; g0 < head_dim; g0 += group, ++g) {
-    __m256 acc[kLanes];
-    DEEPINFER_UNROLL
-    for (int j = 0; j < kLanes; ++j) acc[j] = _mm256_setzero_ps();
-    for (int64_t d = g0; d < g0 + group; d += kLanes) {
-      const __m256 qv = _mm256_loadu_ps(q.values + d);
-      DEEPINFER_UNROLL
-      for (int j = 0; j < kLanes; ++j)
-        acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr[j] + d), acc[j]);
+// The int8 scores (attend_i8.h) of a block of up to 8 heads (qt[d * 8 + i] = head i's quantized
+// value d, sq[g * 8 + i] its group scales; 0 past the block's heads) against the chunk's keys,
+// with the heads along the lanes: lane i of out[j] is head i's score of key j (keys j >= len
+// repeat key 0). Per key and element one broadcast and one FMA, no horizontal sums; the sums
+// of integer products are exact in f32 in any order, so these are the bits of i8_score.
+inline void block_scores_i8(const float* qt, const float* sq, const float* const* krow,
+                            const float* const* kscale, int64_t len, int64_t head_dim,
+                            int64_t group, __m256* out) {
+  for (int64_t j0 = 0; j0 < kAttendChunk; j0 += kLanes) {
+    if (j0 >= len) {  // all masked
+      for (int jj = 0; jj < kLanes; ++jj) out[j0 + jj] = _mm256_setzero_ps();
+      continue;
     }
-    const __m256 sk = _mm256_loadu_ps(kst + g * kAttendChunk);
-    score =
-        _mm256_fmadd_ps(hsum8_integers(acc), _mm256_mul_ps(_mm256_set1_ps(q.scales[g]), sk), score);
+    const float* kr[kLanes];
+    const float* ks[kLanes];
+    __m256 score[kLanes];
+    DEEPINFER_UNROLL
+    for (int jj = 0; jj < kLanes; ++jj) {
+      const int64_t j = j0 + jj < len ? j0 + jj : 0;
+      kr[jj] = krow[j];
+      ks[jj] = kscale[j];
+      score[jj] = _mm256_setzero_ps();
+    }
+    for (int64_t g0 = 0, g = 0; g0 < head_dim; g0 += group, ++g) {
+      __m256 acc[kLanes];
+      DEEPINFER_UNROLL
+      for (int jj = 0; jj < kLanes; ++jj) acc[jj] = _mm256_setzero_ps();
+      for (int64_t d = g0; d < g0 + group; ++d) {
+        const __m256 qv = _mm256_loadu_ps(qt + d * kLanes);
+        DEEPINFER_UNROLL
+        for (int jj = 0; jj < kLanes; ++jj)
+          acc[jj] = _mm256_fmadd_ps(_mm256_broadcast_ss(kr[jj] + d), qv, acc[jj]);
+      }
+      const __m256 sqv = _mm256_loadu_ps(sq + g * kLanes);
+      DEEPINFER_UNROLL
+      for (int jj = 0; jj < kLanes; ++jj)
+        score[jj] = _mm256_fmadd_ps(acc[jj], _mm256_mul_ps(sqv, _mm256_broadcast_ss(ks[jj] + g)),
+                                    score[jj]);
+    }
+    DEEPINFER_UNROLL
+    for (int jj = 0; jj < kLanes; ++jj) out[j0 + jj] = score[jj];
   }
-  return score;
 }
 
 }  // namespace
@@ -240,14 +247,23 @@ void attend_tokens(const AttendArgs& a, const float* q, int64_t q_stride, int64_
   float* max = acc + states * a.v_head_dim;    // [states] running max score
   float* denom = max + states;                 // [states] running softmax denominator
   float* corr = denom + states;                // [states] this chunk's rescaling
-  float* queries = corr + states;              // [states] quantized queries of an int8 cache
-  float* kst = queries + states * query_i8_floats(a);  // a chunk's K scales by group (int8)
-  float* rows = kst + chunk_scales_floats(a);          // widened K/V rows of a non-f32 cache
+  float* blocks = corr + states;               // an int8 cache's query blocks [tokens][heads / 8]
+  float* rows = blocks + query_blocks_floats(a, tokens, q_heads);  // widened K/V rows
   const bool quantized = a.dtype == DType::i8;
+  const int64_t n_blocks = (q_heads + kLanes - 1) / kLanes;
+  const int64_t block_floats = quantized ? query_block_floats(a) : 0;
   if (quantized) {
-    for (int64_t g = 0; g < states; ++g)
-      quantize_query_i8(q + g / q_heads * q_stride + g % q_heads * a.head_dim, a.head_dim, a.group,
-                        queries + g * query_i8_floats(a));
+    float* one = blocks + tokens * n_blocks * block_floats;  // one quantized query
+    for (int64_t i = 0; i < tokens * n_blocks * block_floats; ++i) blocks[i] = 0.0f;
+    for (int64_t g = 0; g < states; ++g) {
+      const int64_t t = g / q_heads, h = g % q_heads;
+      const I8Query q8 =
+          quantize_query_i8(q + t * q_stride + h * a.head_dim, a.head_dim, a.group, one);
+      float* block = blocks + (t * n_blocks + h / kLanes) * block_floats;
+      for (int64_t d = 0; d < a.head_dim; ++d) block[d * kLanes + h % kLanes] = q8.values[d];
+      for (int64_t s = 0; s < a.head_dim / a.group; ++s)
+        block[(a.head_dim + s) * kLanes + h % kLanes] = q8.scales[s];
+    }
   }
   for_each_vector(states * a.v_head_dim,
                   [&](int64_t d, auto m) { store(acc + d, _mm256_setzero_ps(), m); });
@@ -265,11 +281,6 @@ void attend_tokens(const AttendArgs& a, const float* q, int64_t q_stride, int64_
     const float* kscale[kAttendChunk];
     const int64_t keys = min64(kAttendChunk, last + 1 - c0);
     chunk_rows(a, c0, keys, kv_head, &widen_kv_row, rows, krow, vrow, kscale);
-    if (quantized) {
-      for (int64_t g = 0; g < a.head_dim / a.group; ++g)
-        for (int64_t j = 0; j < kAttendChunk; ++j)
-          kst[g * kAttendChunk + j] = kscale[j < keys ? j : 0][g];
-    }
     if (c0 + kAttendChunk <= last)
       prefetch_chunk_rows(a, c0 + kAttendChunk, min64(kAttendChunk, last + 1 - c0 - kAttendChunk),
                           kv_head);
@@ -282,19 +293,31 @@ void attend_tokens(const AttendArgs& a, const float* q, int64_t q_stride, int64_
       // All heads' scores first, then their softmax steps: each head's softmax is a long
       // dependency chain (max, exps, sums), and with the scores done the chains of the heads
       // overlap. The operations per head are unchanged.
-      for (int64_t g = t * q_heads; g < (t + 1) * q_heads; ++g) {
+      for (int64_t b = 0; quantized && b < n_blocks; ++b) {  // int8: 8 heads at a time
+        const float* block = blocks + (t * n_blocks + b) * block_floats;
+        __m256 by_key[kAttendChunk];
+        block_scores_i8(block, block + a.head_dim * kLanes, krow, kscale, len, a.head_dim, a.group,
+                        by_key);
+        alignas(32) float scores[kAttendChunk][kLanes];
+        for (int64_t j = 0; j < kAttendChunk; ++j)
+          _mm256_store_ps(scores[j], _mm256_mul_ps(by_key[j], scale));
+        for (int64_t i = 0; i < min64(kLanes, q_heads - b * kLanes); ++i) {
+          float* p = probs + (t * q_heads + b * kLanes + i) * kAttendChunk;
+          for (int64_t j = 0; j < kAttendChunk; ++j)
+            p[j] = j < len ? scores[j][i] : -__builtin_inff();
+        }
+      }
+      for (int64_t g = t * q_heads; !quantized && g < (t + 1) * q_heads; ++g) {
         float* p = probs + g * kAttendChunk;
         const float* qg = q + t * q_stride + (g - t * q_heads) * a.head_dim;
-        const I8Query q8 = i8_query_at(queries + g * query_i8_floats(a), a.head_dim);
-        auto dots = [&](int64_t j0) {
-          return quantized ? chunk_dots_i8(q8, krow + j0, kscale + j0, kst + j0, len - j0,
-                                           a.head_dim, a.group)
-                           : chunk_dots(qg, krow + j0, len - j0, a.head_dim);
-        };
-        _mm256_storeu_ps(p, keep(_mm256_mul_ps(dots(0), scale), neg_inf, valid0));
-        _mm256_storeu_ps(p + kLanes, len > kLanes
-                                         ? keep(_mm256_mul_ps(dots(kLanes), scale), neg_inf, valid1)
-                                         : neg_inf);
+        _mm256_storeu_ps(
+            p, keep(_mm256_mul_ps(chunk_dots(qg, krow, len, a.head_dim), scale), neg_inf, valid0));
+        _mm256_storeu_ps(
+            p + kLanes,
+            len > kLanes ? keep(_mm256_mul_ps(
+                                    chunk_dots(qg, krow + kLanes, len - kLanes, a.head_dim), scale),
+                                neg_inf, valid1)
+                         : neg_inf);
       }
       for (int64_t h0 = t * q_heads; h0 < (t + 1) * q_heads; h0 += kLanes) {
         const int64_t n = min64(kLanes, (t + 1) * q_heads - h0);
