@@ -15,8 +15,23 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/backend.h"
 
 namespace deepinfer::kernels::detail {
+
+// Which int8 caches score on integers: all but those whose V rows are the leading part of their
+// K rows (MLA's latent cache, one row for both). There each row is widened once for K and V,
+// and the scores stay the f32 dot products of the widened values, so the result agrees to
+// rounding with attention over f32 keys computed from the same values (MLA's expanded form).
+static inline bool i8_integer_scores(const AttendArgs& a) {
+  return a.dtype == DType::i8 &&
+         !(a.v == a.k && a.v_row_stride == a.head_dim && a.v_scale == a.k_scale);
+}
+static inline bool i8_integer_scores(const PagedKv& kv) {
+  const int64_t v_stride = kv.v_row_stride ? kv.v_row_stride : kv.v_head_dim;
+  return kv.dtype == DType::i8 &&
+         !(kv.v == kv.k && v_stride == kv.head_dim && kv.v_scale == kv.k_scale);
+}
 
 // The largest group whose integer sums f32 holds exactly.
 inline constexpr int64_t kMaxI8ScoreGroup = 1024;

@@ -5,6 +5,7 @@
 // the storage. Everything here is `static`: each ISA file gets its own copy (see backend.h).
 #include <type_traits>
 
+#include "kernels/attend_i8.h"
 #include "kernels/backend.h"
 
 namespace deepinfer::kernels::detail {
@@ -20,16 +21,10 @@ static inline bool v_within_k(const AttendArgs& a) {
   return a.v == a.k && a.v_row_stride == a.head_dim && a.v_scale == a.k_scale;
 }
 
-// V rows widened apart from the K rows: always but where V is the leading part of K, and
-// there too for int8, whose K rows are widened without their scales (attend_i8.h).
-static inline bool v_widened_apart(const AttendArgs& a) {
-  return !v_within_k(a) || a.dtype == DType::i8;
-}
-
 // Scratch floats chunk_rows() needs.
 static inline int64_t chunk_rows_scratch_floats(const AttendArgs& a) {
   if (a.dtype == DType::f32) return 0;
-  return kAttendChunk * (a.head_dim + (v_widened_apart(a) ? a.v_head_dim : 0));
+  return kAttendChunk * (a.head_dim + (v_within_k(a) ? 0 : a.v_head_dim));
 }
 
 static inline int64_t kv_element_bytes(DType dtype) {
@@ -101,13 +96,15 @@ static inline void with_tile_size(int64_t n, const Tile& tile) {
 }
 
 // krow[j] / vrow[j] = the K / V rows of key position c0 + j (j < len) for kv_head. An int8
-// cache's K rows are its integer values (widened without scales) for i8 scores, with
-// kscale[j] their group scales; V rows are scale * value as for every other dtype.
+// cache that scores on integers (i8_integer_scores) gets its K rows' integer values (widened
+// without scales) and kscale[j] their group scales; V rows are scale * value as for every
+// other dtype.
 static inline void chunk_rows(const AttendArgs& a, int64_t c0, int64_t len, int64_t kv_head,
                               WidenKvRow widen, float* scratch, const float** krow,
                               const float** vrow, const float** kscale) {
   const bool quantized = a.dtype == DType::i8;
-  const bool shared = !v_widened_apart(a);
+  const bool integer = i8_integer_scores(a);
+  const bool shared = v_within_k(a);
   const int64_t bytes = kv_element_bytes(a.dtype);
   float* kbuf = scratch;
   float* vbuf = scratch + kAttendChunk * a.head_dim;
@@ -121,10 +118,11 @@ static inline void chunk_rows(const AttendArgs& a, int64_t c0, int64_t len, int6
       continue;
     }
     float* k = kbuf + j * a.head_dim;
-    widen(static_cast<const char*>(a.k) + row * a.head_dim * bytes, a.dtype, nullptr, a.group,
-          a.head_dim, k);
+    const float* k_scales = quantized ? a.k_scale + row * (a.head_dim / a.group) : nullptr;
+    widen(static_cast<const char*>(a.k) + row * a.head_dim * bytes, a.dtype,
+          integer ? nullptr : k_scales, a.group, a.head_dim, k);
     krow[j] = k;
-    if (quantized) kscale[j] = a.k_scale + row * (a.head_dim / a.group);
+    if (integer) kscale[j] = k_scales;
     if (shared) {
       vrow[j] = k;
       continue;

@@ -40,8 +40,9 @@ struct Rows {
   int64_t stride;
   const float* scales;  // i8: scales of row r at r * (stride / group)
   int64_t group;
-  int64_t scale_stride;     // stride / group
-  int64_t group_shift = 0;  // log2(group) when group is a power of two >= 16, else 0
+  int64_t scale_stride;         // stride / group
+  int64_t group_shift = 0;      // log2(group) when group is a power of two >= 16, else 0
+  bool integer_scores = false;  // K of an int8 cache that scores on integers (attend_i8.h)
 };
 
 // Lanes [d0, d0 + 16) of row `row` as f32 (lanes outside m are 0). int8 values are
@@ -130,7 +131,9 @@ inline void chunk_scores_i8(const Rows& kr, const int64_t* rows, int64_t head_di
 template <Kind K, int T>
 inline void chunk_scores(const Rows& kr, const int64_t* rows, int64_t head_dim,
                          const float* const* q, float* dots) {
-  if constexpr (K == Kind::i8) return chunk_scores_i8<T>(kr, rows, head_dim, q, dots);
+  if constexpr (K == Kind::i8) {
+    if (kr.integer_scores) return chunk_scores_i8<T>(kr, rows, head_dim, q, dots);
+  }
   __m512 s[T];
   DEEPINFER_UNROLL
   for (int i = 0; i < T; ++i) s[i] = _mm512_setzero_ps();
@@ -385,8 +388,10 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t sp
     denom[i] = 0.0f;
     for (int64_t d = 0; d < a.v_head_dim; ++d) acc[i][d] = 0.0f;
   }
-  if constexpr (K != Kind::i8) transpose_groups(q, groups, hd, qt);
-  const Rows kr(a.k, a.head_dim, a.k_scale, a.group);
+  const bool integer = i8_integer_scores(a);
+  if (!integer) transpose_groups(q, groups, hd, qt);
+  Rows kr(a.k, a.head_dim, a.k_scale, a.group);
+  kr.integer_scores = integer;
   const Rows vr(a.v, a.v_row_stride, a.v_scale, a.group);
   // Where V is the leading part of K (MLA), the wide tiles read V from the widened K rows too.
   const bool v_in_k = v_within_k(a);
@@ -408,9 +413,8 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t sp
     // K rows widened once; separate V rows are widened once too where two or more tiles read
     // them (a prefill tile of GQA heads), not once per tile.
     const float* values = v_in_k ? kwide : nullptr;
-    // (An int8 cache scores on its integers: its K rows are widened for V only.)
-    if (wide_tiles > 0 && (K != Kind::i8 || v_in_k))
-      widen_chunk<K>(kr, rows, next_rows, a.head_dim, hd, kwide);
+    // (An int8 cache that scores on integers reads no widened K: its V rows are apart.)
+    if (wide_tiles > 0 && !integer) widen_chunk<K>(kr, rows, next_rows, a.head_dim, hd, kwide);
     if (wide_tiles > 1 && !v_in_k) {
       widen_chunk<K>(vr, rows, next_rows, a.v_head_dim, vd, vwide);
       values = vwide;
@@ -418,7 +422,7 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t sp
     for (int64_t g = 0; g < groups; ++g) {
       if (!wide[g]) continue;
       __m512 scores[kWide];
-      if constexpr (K == Kind::i8) {  // by query, then transposed to by key
+      if (integer) {  // by query, then transposed to by key
         chunk_scores_i8<kTile>(kr, rows, a.head_dim, q + g * kWide, probs);
         chunk_scores_i8<kTile>(kr, rows, a.head_dim, q + g * kWide + kTile, probs + kTile * kLanes);
         DEEPINFER_UNROLL
@@ -461,12 +465,12 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t sp
 }  // namespace
 
 int64_t stored_query_floats(const AttendArgs& a) {
-  return a.dtype == DType::i8 ? i8_query_floats(a.head_dim, a.group)
+  return i8_integer_scores(a) ? i8_query_floats(a.head_dim, a.group)
                               : (a.head_dim + kLanes - 1) / kLanes * kLanes;
 }
 
 void store_query(const AttendArgs& a, const float* q, float* dst) {
-  if (a.dtype == DType::i8) {
+  if (i8_integer_scores(a)) {
     quantize_query_i8(q, a.head_dim, a.group, dst);
     return;
   }
@@ -578,7 +582,8 @@ void attend_kernel(const AttendArgs& a, const float* q_in, int64_t q_heads, int6
     max[i] = -__builtin_inff();
     denom[i] = 0.0f;
   }
-  const Rows kr(a.k, a.head_dim, a.k_scale, a.group);
+  Rows kr(a.k, a.head_dim, a.k_scale, a.group);
+  kr.integer_scores = i8_integer_scores(a);
   const Rows vr(a.v, a.v_row_stride, a.v_scale, a.group);
   // Tiles of up to kTile heads, each over every chunk (a group above kTile reads the keys
   // once per tile; GQA groups are at most 8 in the supported families).

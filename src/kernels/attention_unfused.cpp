@@ -75,7 +75,7 @@ void paged_attention_unfused(const float* q, int64_t tokens, const int32_t* posi
       scores.resize(static_cast<size_t>(group * len));
       for (int64_t p = 0; p < len; ++p) {
         const int64_t slot = key_slot(p, kvh);
-        if (kv.dtype != DType::i8)
+        if (!detail::i8_integer_scores(kv))
           for (int64_t d = 0; d < hd; ++d)
             keys[static_cast<size_t>(p * hd + d)] = kv_element(kv, kv.k, kv.k_scale, slot * hd, d);
         for (int64_t d = 0; d < vd; ++d)
@@ -85,7 +85,7 @@ void paged_attention_unfused(const float* q, int64_t tokens, const int32_t* posi
       const float* q_group = q + (t * heads + kvh * group) * hd;
       // Pass 1: scores [group, len]; pass 2: softmax per head; pass 3: out [group, vd]. An
       // int8 cache scores on integers (attend_i8.h).
-      if (kv.dtype == DType::i8) {
+      if (detail::i8_integer_scores(kv)) {
         i8_scores(
             q_group, group, len, [&](int64_t p) { return key_slot(p, kvh) * hd; }, kv, query_i8,
             scores.data());

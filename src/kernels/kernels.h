@@ -172,7 +172,10 @@ void add_rms_norm(float* residual, const float* x, const float* weight, int64_t 
 // K/V storage of one layer for one sequence, read through its block table.
 // Token at logical position p lives in block block_table[p / block_size], slot p % block_size.
 // Elements are `dtype`: f32, bf16, f16, or i8 with one f32 scale per quant_group consecutive
-// elements of each (slot, kv head) row (value = scale * int8).
+// elements of each (slot, kv head) row (value = scale * int8). Attention over an i8 cache with
+// separate V rows scores on integers, as llama.cpp does over a q8_0 K cache: the query is
+// quantized as the rows and each group's dot product is an exact integer (attend_i8.h); V, and
+// K where V rows lead the K rows (MLA), are read as scale * int8.
 struct PagedKv {
   const void* k = nullptr;  // [num_blocks, block_size, kv_heads, head_dim] (see head_rows)
   const void* v = nullptr;  // [num_blocks, block_size, kv_heads, v_head_dim]

@@ -134,9 +134,9 @@ static int64_t query_block_floats(const AttendArgs& a) {
 }
 
 // Floats of an int8 cache's query blocks for `tokens` tokens of q_heads heads, plus one
-// quantized query (attend_i8.h) to transpose from; 0 for other dtypes.
+// quantized query (attend_i8.h) to transpose from; 0 unless the cache scores on integers.
 static int64_t query_blocks_floats(const AttendArgs& a, int64_t tokens, int64_t q_heads) {
-  if (a.dtype != DType::i8) return 0;
+  if (!i8_integer_scores(a)) return 0;
   return tokens * ((q_heads + 7) / 8) * query_block_floats(a) +
          i8_query_floats(a.head_dim, a.group);
 }
@@ -249,7 +249,7 @@ void attend_tokens(const AttendArgs& a, const float* q, int64_t q_stride, int64_
   float* corr = denom + states;                // [states] this chunk's rescaling
   float* blocks = corr + states;               // an int8 cache's query blocks [tokens][heads / 8]
   float* rows = blocks + query_blocks_floats(a, tokens, q_heads);  // widened K/V rows
-  const bool quantized = a.dtype == DType::i8;
+  const bool quantized = i8_integer_scores(a);
   const int64_t n_blocks = (q_heads + kLanes - 1) / kLanes;
   const int64_t block_floats = quantized ? query_block_floats(a) : 0;
   if (quantized) {

@@ -124,9 +124,9 @@ void add(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
-// Floats of one quantized query of an int8 cache (attend_i8.h), 0 for other dtypes.
+// Floats of one quantized query of an int8 cache that scores on integers (attend_i8.h), else 0.
 static int64_t query_i8_floats(const AttendArgs& a) {
-  return a.dtype == DType::i8 ? i8_query_floats(a.head_dim, a.group) : 0;
+  return i8_integer_scores(a) ? i8_query_floats(a.head_dim, a.group) : 0;
 }
 
 int64_t attend_scratch_floats(const AttendArgs& a, int64_t q_heads) {
@@ -145,7 +145,7 @@ void attend(const AttendArgs& a, const float* q, int64_t q_heads, int64_t pos, i
   std::fill(acc, acc + q_heads * a.v_head_dim, 0.0f);
   std::fill(max, max + q_heads, -INFINITY);
   std::fill(denom, denom + q_heads, 0.0f);
-  const bool quantized = a.dtype == DType::i8;
+  const bool quantized = i8_integer_scores(a);
   if (quantized) {
     for (int64_t g = 0; g < q_heads; ++g)
       quantize_query_i8(q + g * a.head_dim, a.head_dim, a.group, queries + g * query_i8_floats(a));

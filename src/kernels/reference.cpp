@@ -297,9 +297,10 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
     return detail::kv_element(kv, store, scales, at, i);
   };
   std::vector<float> scores;
-  std::vector<float> query_i8(kv.dtype == DType::i8 ? static_cast<size_t>(detail::i8_query_floats(
-                                                          kv.head_dim, kv.quant_group))
-                                                    : 0);
+  const bool integer_scores = detail::i8_integer_scores(kv);
+  std::vector<float> query_i8(
+      integer_scores ? static_cast<size_t>(detail::i8_query_floats(kv.head_dim, kv.quant_group))
+                     : 0);
   for (int64_t t = 0; t < tokens; ++t) {
     const int64_t len = positions[t] + 1;
     scores.assign(static_cast<size_t>(len), 0.0f);
@@ -313,13 +314,13 @@ void paged_attention(const float* q, int64_t tokens, const int32_t* positions, i
       };
       // An int8 cache scores on integers (attend_i8.h), with the query quantized as its rows.
       detail::I8Query q8;
-      if (kv.dtype == DType::i8)
+      if (integer_scores)
         q8 = detail::quantize_query_i8(qh, kv.head_dim, kv.quant_group, query_i8.data());
       float max = -INFINITY;
       for (int64_t p = 0; p < len; ++p) {
         const int64_t at = slot(p) * kv.head_dim;
         float dot = 0.0f;
-        if (kv.dtype == DType::i8) {
+        if (integer_scores) {
           dot = detail::i8_score(q8, static_cast<const int8_t*>(kv.k) + at,
                                  kv.k_scale + at / kv.quant_group, kv.head_dim, kv.quant_group);
         } else {

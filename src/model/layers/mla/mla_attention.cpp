@@ -192,10 +192,8 @@ void MlaAttention::forward(const float* x, const ForwardBatch& batch, const floa
     cache.write(layer, seq.block_table, positions, seq.count, kv.data() + seq.begin * kv_row,
                 nullptr);
     const int64_t context = 1 + *std::max_element(positions, positions + seq.count);
-    MlaForm form = form_;
-    if (form == MlaForm::automatic)
-      form = cache.spec().dtype == DType::i8 ? MlaForm::absorbed
-                                             : choose_mla_form(whole, seq.count, context);
+    const MlaForm form =
+        form_ == MlaForm::automatic ? choose_mla_form(whole, seq.count, context) : form_;
     const float* q_seq = q.data() + seq.begin * q_row;
     float* out_seq = attended.data() + seq.begin * out_row;
     if (form == MlaForm::expanded) {

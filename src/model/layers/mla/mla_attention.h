@@ -23,9 +23,6 @@
 // The form is chosen per sequence per call from a cost estimate (MlaForm::automatic), or
 // forced (tests, benchmarks). The forms agree to rounding; a sequence's result therefore
 // depends on how its prompt was chunked only through that choice, never on other sequences.
-// Over an int8 cache `automatic` is always absorbed: its scores quantize the query as the
-// cached rows (kernels/attend_i8.h), which the expanded form's f32 keys cannot, and one form
-// keeps a chunked prefill's tokens those of the whole prompt's.
 #include <memory>
 #include <optional>
 #include <span>
