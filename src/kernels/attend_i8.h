@@ -9,7 +9,8 @@
 // integer sum over the group of q8[d] * k8[d]. |isum_g| <= group * 127^2 < 2^24 for groups
 // up to 1024, so a backend may sum in int32 (VNNI) or in f32 on the integer values, in any
 // order: every backend gives the same score bits, and decode, prefill and the reference agree.
-// V rows are still widened to scale * value (attend_rows.h).
+// V rows, and K rows where V is their leading part (i8_integer_scores), are still widened to
+// scale * value (attend_rows.h).
 //
 // Everything here is `static`: each ISA file gets its own copy (see backend.h).
 #include <cstdint>
@@ -23,10 +24,7 @@ namespace deepinfer::kernels::detail {
 // K rows (MLA's latent cache, one row for both). There each row is widened once for K and V,
 // and the scores stay the f32 dot products of the widened values, so the result agrees to
 // rounding with attention over f32 keys computed from the same values (MLA's expanded form).
-static inline bool i8_integer_scores(const AttendArgs& a) {
-  return a.dtype == DType::i8 &&
-         !(a.v == a.k && a.v_row_stride == a.head_dim && a.v_scale == a.k_scale);
-}
+// (The backends ask attend_rows.h's overload for AttendArgs.)
 static inline bool i8_integer_scores(const PagedKv& kv) {
   const int64_t v_stride = kv.v_row_stride ? kv.v_row_stride : kv.v_head_dim;
   return kv.dtype == DType::i8 &&

@@ -5,7 +5,6 @@
 // the storage. Everything here is `static`: each ISA file gets its own copy (see backend.h).
 #include <type_traits>
 
-#include "kernels/attend_i8.h"
 #include "kernels/backend.h"
 
 namespace deepinfer::kernels::detail {
@@ -19,6 +18,11 @@ using WidenKvRow = void (*)(const void* src, DType dtype, const float* scales, i
 // V rows are the leading part of the K rows (MLA absorbed decode): widen K only.
 static inline bool v_within_k(const AttendArgs& a) {
   return a.v == a.k && a.v_row_stride == a.head_dim && a.v_scale == a.k_scale;
+}
+
+// An int8 cache scores on integers (attend_i8.h) unless V is the leading part of K.
+static inline bool i8_integer_scores(const AttendArgs& a) {
+  return a.dtype == DType::i8 && !v_within_k(a);
 }
 
 // Scratch floats chunk_rows() needs.
