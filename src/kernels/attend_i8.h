@@ -117,7 +117,7 @@ struct I8Rows {
 };
 
 // The groups the AVX-512 chunk scores take: whole 32-bit lanes, never across a 64-byte block.
-inline bool i8_simd_group(int64_t group) {
+static inline bool i8_simd_group(int64_t group) {
   return group % 4 == 0 && 64 % group == 0;
 }
 

@@ -81,7 +81,8 @@ inline float exp_scalar(float x) {
 }
 
 // vpdpbusd's sums without VNNI (AVX512BW): |q| times k with q's sign, pairs of products
-// (at most 2 * 127 * 127, no saturation) by vpmaddubsw, then pairs of pairs by vpmaddwd.
+// (at most 2 * 127 * 127, no saturation) by vpmaddubsw, then pairs of pairs by vpmaddwd. Key
+// bytes are never -128 (quantize_i8 clamps to +-127), whose negation would stay -128.
 struct DotBw {
   static constexpr bool kOffset = false;
   static __m512i dot(__m512i acc, const I8Query& q, int64_t d, __m512i k) {
@@ -110,7 +111,9 @@ inline void chunk_scores_i8(const Rows& kr, const int64_t* rows, int64_t head_di
   k.scale_stride = kr.scale_stride;
   k.head_dim = head_dim;
   k.group = kr.group;
-  if (!i8_simd_group(kr.group)) {  // groups narrower than 4 or not dividing 64 (tiny heads)
+  // Groups narrower than 4 or not dividing 64: element by element (the models' caches use
+  // groups of at most 32, model::kv_quant_group; other groups come from tests and tiny heads).
+  if (!i8_simd_group(kr.group)) {
     for (int i = 0; i < T; ++i)
       for (int j = 0; j < 16; ++j)
         dots[i * kLanes + j] = i8_score(qs[i], k.base + rows[j] * k.stride,
@@ -413,8 +416,12 @@ void span_kernel(const AttendArgs& a, int64_t kv_head, int64_t begin, int64_t sp
     // K rows widened once; separate V rows are widened once too where two or more tiles read
     // them (a prefill tile of GQA heads), not once per tile.
     const float* values = v_in_k ? kwide : nullptr;
-    // (An int8 cache that scores on integers reads no widened K: its V rows are apart.)
+    // (An int8 cache that scores on integers reads its K rows as stored, V rows apart: only
+    // the next chunk's K rows are asked for, as widen_chunk would.)
     if (wide_tiles > 0 && !integer) widen_chunk<K>(kr, rows, next_rows, a.head_dim, hd, kwide);
+    if (wide_tiles > 0 && integer) {
+      for (int j = 0; j < 16; ++j) prefetch_lines(kr.base + next_rows[j] * kr.stride, a.head_dim);
+    }
     if (wide_tiles > 1 && !v_in_k) {
       widen_chunk<K>(vr, rows, next_rows, a.v_head_dim, vd, vwide);
       values = vwide;

@@ -5,6 +5,7 @@
 // so lane j of column c holds dimensions 4c .. 4c + 3 of key j, and each column is one integer
 // dot product per query (4 products per lane). Include after simd_avx512.h.
 #include "kernels/attend_i8.h"
+#include "kernels/attend_rows.h"
 #include "kernels/simd_avx512.h"
 
 namespace deepinfer::kernels::detail::avx512 {
@@ -74,24 +75,8 @@ void i8_chunk_scores(const I8Rows& k, const int64_t* rows, const I8Query* q, flo
 template <class Dot>
 void i8_chunk_scores_n(const I8Rows& k, const int64_t* rows, const I8Query* q, int64_t n,
                        float* scores) {
-  switch (n) {
-    case 1:
-      return i8_chunk_scores<Dot, 1>(k, rows, q, scores);
-    case 2:
-      return i8_chunk_scores<Dot, 2>(k, rows, q, scores);
-    case 3:
-      return i8_chunk_scores<Dot, 3>(k, rows, q, scores);
-    case 4:
-      return i8_chunk_scores<Dot, 4>(k, rows, q, scores);
-    case 5:
-      return i8_chunk_scores<Dot, 5>(k, rows, q, scores);
-    case 6:
-      return i8_chunk_scores<Dot, 6>(k, rows, q, scores);
-    case 7:
-      return i8_chunk_scores<Dot, 7>(k, rows, q, scores);
-    default:
-      return i8_chunk_scores<Dot, 8>(k, rows, q, scores);
-  }
+  with_tile_size<8>(
+      n, [&](auto queries) { i8_chunk_scores<Dot, decltype(queries)::value>(k, rows, q, scores); });
 }
 
 }  // namespace

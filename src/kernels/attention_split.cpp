@@ -27,17 +27,25 @@ float* partial_floats(size_t n) {
 }
 
 // The call's queries as attend_span() reads them (avx512::store_query), stored once for all
-// spans: [tokens * heads][stored_query_floats] in the calling thread's buffer.
+// spans: [tokens * heads][stored_query_floats] in the calling thread's buffer, or q itself
+// where that is already the layout (f32 rows of whole vectors).
 const float* stored_queries(const float* q, int64_t count, const AttendArgs& a, ThreadPool& pool) {
-  thread_local std::vector<float> buffer;
   const int64_t per = avx512::stored_query_floats(a);
+  if (a.dtype != DType::i8 && per == a.head_dim) return q;
+  thread_local std::vector<float> buffer;
   if (buffer.size() < static_cast<size_t>(count * per))
     buffer.resize(static_cast<size_t>(count * per));
   float* stored = buffer.data();
-  pool.parallel_for(count, [&](int64_t begin, int64_t end) {
+  auto store = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
       avx512::store_query(a, q + i * a.head_dim, stored + i * per);
-  });
+  };
+  // A decode step's few heads are not worth a hand-off to the pool.
+  if (count * a.head_dim < (int64_t{1} << 14)) {
+    store(0, count);
+  } else {
+    pool.parallel_for(count, store);
+  }
   return stored;
 }
 

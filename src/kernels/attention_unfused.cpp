@@ -47,9 +47,11 @@ void paged_attention_unfused(const float* q, int64_t tokens, const int32_t* posi
   DI_CHECK(kv.block_size > 0 && kv.head_dim > 0 && kv.v_head_dim > 0,
            "kernels::paged_attention_unfused: bad cache geometry");
   DI_CHECK(kv.dtype == DType::f32 || kv.dtype == DType::bf16 || kv.dtype == DType::f16 ||
-               (kv.dtype == DType::i8 && kv.quant_group > 0),
+               (kv.dtype == DType::i8 && kv.quant_group > 0 &&
+                kv.quant_group <= detail::kMaxI8ScoreGroup && kv.head_dim % kv.quant_group == 0),
            "kernels::paged_attention_unfused: a KV cache of ", dtype_name(kv.dtype),
-           " is not supported (f32, bf16, f16 or i8 with a quant_group)");
+           " is not supported (f32, bf16, f16 or i8 with a quant_group dividing head_dim, at most ",
+           detail::kMaxI8ScoreGroup, ")");
   for (int64_t t = 0; t < tokens; ++t) {
     const int64_t blocks = positions[t] / kv.block_size + 1;
     DI_CHECK(positions[t] >= 0 && static_cast<int64_t>(kv.block_table.size()) >= blocks,
@@ -70,7 +72,7 @@ void paged_attention_unfused(const float* q, int64_t tokens, const int32_t* posi
       const int64_t t = item / kv.kv_heads;
       const int64_t kvh = item % kv.kv_heads;
       const int64_t len = positions[t] + 1;
-      keys.resize(static_cast<size_t>(len * hd));
+      if (!detail::i8_integer_scores(kv)) keys.resize(static_cast<size_t>(len * hd));
       values_t.resize(static_cast<size_t>(vd * len));
       scores.resize(static_cast<size_t>(group * len));
       for (int64_t p = 0; p < len; ++p) {

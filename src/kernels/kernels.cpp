@@ -450,11 +450,11 @@ constexpr int64_t kSpanKernelMinGroup = 16;
 // Above this, a multi-token call reads a non-f32 cache in place (widening per query).
 constexpr int64_t kMaxWidenedContextBytes = int64_t{256} << 20;
 
-// The K/V rows of positions [0, context) of a bf16 / f16 cache as f32, position-major, and a
-// one-block f32 view of them. Widening is exact, the values attend() widens chunk by chunk, so
-// attending over this view gives bitwise the same result: a prefill widens each row once
-// instead of once per query token. (An int8 cache scores on its integers, attend_i8.h: it is
-// read in place.)
+// The K/V rows of positions [0, context) of a non-f32 cache as f32, position-major, and a
+// one-block f32 view of them. Widening is exact (bf16/f16) or one multiply (int8), the same
+// values attend() widens chunk by chunk, so attending over this view gives bitwise the same
+// result: a prefill widens each row once instead of once per query token. (Not for an int8
+// cache that scores on integers, attend_i8.h: that one is read in place.)
 class WidenedContext {
  public:
   // v_in_k: V rows are the leading part of the K rows (detail::v_within_k).
@@ -467,10 +467,10 @@ class WidenedContext {
       for (int64_t p = begin; p < end; ++p) {
         const int64_t block = kv.block_table[static_cast<size_t>(p / kv.block_size)];
         const int64_t slot = block * kv.block_size + p % kv.block_size;
-        widen(kv, kv.k, slot, kv.head_dim, kv.kv_heads * kv.head_dim,
+        widen(kv, kv.k, kv.k_scale, slot, kv.head_dim, kv.kv_heads * kv.head_dim,
               &k_[static_cast<size_t>(p * kv.kv_heads * kv.head_dim)]);
         if (!v_in_k)
-          widen(kv, kv.v, slot, v_stride, kv.kv_heads * kv.v_head_dim,
+          widen(kv, kv.v, kv.v_scale, slot, v_stride, kv.kv_heads * kv.v_head_dim,
                 &v_[static_cast<size_t>(p * kv.kv_heads * kv.v_head_dim)]);
       }
     });
@@ -497,11 +497,16 @@ class WidenedContext {
   // `count` elements of the kv heads' rows of `slot` (kv_cache_row; row stride `stride`
   // elements; when stride exceeds the row width only the leading part is read), one head at a
   // time.
-  static void widen(const PagedKv& kv, const void* store, int64_t slot, int64_t stride,
-                    int64_t count, float* dst) {
+  static void widen(const PagedKv& kv, const void* store, const float* scales, int64_t slot,
+                    int64_t stride, int64_t count, float* dst) {
     const int64_t width = count / kv.kv_heads;
     for (int64_t h = 0; h < kv.kv_heads; ++h) {
       const int64_t at = kv_cache_row(slot, h, kv.kv_heads, kv.head_rows) * stride;
+      if (kv.dtype == DType::i8) {
+        dequantize_i8(static_cast<const int8_t*>(store) + at, scales + at / kv.quant_group,
+                      kv.quant_group, static_cast<size_t>(width), dst + h * width);
+        continue;
+      }
       convert_to_f32(
           static_cast<const char*>(store) + at * static_cast<int64_t>(dtype_size(kv.dtype)),
           kv.dtype, dst + h * width, static_cast<size_t>(width));
@@ -599,7 +604,7 @@ void paged_attention_with(const float* q, int64_t tokens, const int32_t* positio
     detail::paged_attention_tiles(q, tokens, positions, heads, args, out, pool);
     return;
   }
-  if ((kv.dtype == DType::bf16 || kv.dtype == DType::f16) && tokens > 1 &&
+  if (kv.dtype != DType::f32 && !detail::i8_integer_scores(kv) && tokens > 1 &&
       WidenedContext::bytes(kv, max_pos + 1) <= kMaxWidenedContextBytes) {
     const WidenedContext widened(kv, detail::v_within_k(args), max_pos + 1, pool);
     paged_attention_with(q, tokens, positions, heads, widened.view(), scale, out, pool,

@@ -289,35 +289,39 @@ void attend_tokens(const AttendArgs& a, const float* q, int64_t q_stride, int64_
     for (int64_t t = 0; t < tokens; ++t) {
       if (pos[t] < c0) continue;
       const int64_t len = min64(kAttendChunk, pos[t] + 1 - c0);
-      const __m256i valid0 = first_lanes(len), valid1 = first_lanes(len - kLanes);
       // All heads' scores first, then their softmax steps: each head's softmax is a long
       // dependency chain (max, exps, sums), and with the scores done the chains of the heads
       // overlap. The operations per head are unchanged.
-      for (int64_t b = 0; quantized && b < n_blocks; ++b) {  // int8: 8 heads at a time
-        const float* block = blocks + (t * n_blocks + b) * block_floats;
-        __m256 by_key[kAttendChunk];
-        block_scores_i8(block, block + a.head_dim * kLanes, krow, kscale, len, a.head_dim, a.group,
-                        by_key);
-        alignas(32) float scores[kAttendChunk][kLanes];
-        for (int64_t j = 0; j < kAttendChunk; ++j)
-          _mm256_store_ps(scores[j], _mm256_mul_ps(by_key[j], scale));
-        for (int64_t i = 0; i < min64(kLanes, q_heads - b * kLanes); ++i) {
-          float* p = probs + (t * q_heads + b * kLanes + i) * kAttendChunk;
+      if (quantized) {
+        for (int64_t b = 0; b < n_blocks; ++b) {  // int8: 8 heads at a time
+          const float* block = blocks + (t * n_blocks + b) * block_floats;
+          __m256 by_key[kAttendChunk];
+          block_scores_i8(block, block + a.head_dim * kLanes, krow, kscale, len, a.head_dim,
+                          a.group, by_key);
+          alignas(32) float scores[kAttendChunk][kLanes];
           for (int64_t j = 0; j < kAttendChunk; ++j)
-            p[j] = j < len ? scores[j][i] : -__builtin_inff();
+            _mm256_store_ps(scores[j], _mm256_mul_ps(by_key[j], scale));
+          for (int64_t i = 0; i < min64(kLanes, q_heads - b * kLanes); ++i) {
+            float* p = probs + (t * q_heads + b * kLanes + i) * kAttendChunk;
+            for (int64_t j = 0; j < kAttendChunk; ++j)
+              p[j] = j < len ? scores[j][i] : -__builtin_inff();
+          }
         }
-      }
-      for (int64_t g = t * q_heads; !quantized && g < (t + 1) * q_heads; ++g) {
-        float* p = probs + g * kAttendChunk;
-        const float* qg = q + t * q_stride + (g - t * q_heads) * a.head_dim;
-        _mm256_storeu_ps(
-            p, keep(_mm256_mul_ps(chunk_dots(qg, krow, len, a.head_dim), scale), neg_inf, valid0));
-        _mm256_storeu_ps(
-            p + kLanes,
-            len > kLanes ? keep(_mm256_mul_ps(
-                                    chunk_dots(qg, krow + kLanes, len - kLanes, a.head_dim), scale),
-                                neg_inf, valid1)
-                         : neg_inf);
+      } else {
+        const __m256i valid0 = first_lanes(len), valid1 = first_lanes(len - kLanes);
+        for (int64_t g = t * q_heads; g < (t + 1) * q_heads; ++g) {
+          float* p = probs + g * kAttendChunk;
+          const float* qg = q + t * q_stride + (g - t * q_heads) * a.head_dim;
+          _mm256_storeu_ps(p, keep(_mm256_mul_ps(chunk_dots(qg, krow, len, a.head_dim), scale),
+                                   neg_inf, valid0));
+          _mm256_storeu_ps(
+              p + kLanes,
+              len > kLanes
+                  ? keep(_mm256_mul_ps(chunk_dots(qg, krow + kLanes, len - kLanes, a.head_dim),
+                                       scale),
+                         neg_inf, valid1)
+                  : neg_inf);
+        }
       }
       for (int64_t h0 = t * q_heads; h0 < (t + 1) * q_heads; h0 += kLanes) {
         const int64_t n = min64(kLanes, (t + 1) * q_heads - h0);

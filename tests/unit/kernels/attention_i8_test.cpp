@@ -59,7 +59,7 @@ void expect_chunk_scores_match_definition(ChunkScores scores, const char* name, 
     for (int i = 0; i < 8; ++i) {
       auto x = random_floats(static_cast<size_t>(s.head_dim), ++seed, -2.0f, 2.0f);
       if (q_fill != 0.0f)
-        for (size_t d = 0; d < x.size(); ++d) x[d] = d % 2 ? q_fill : -q_fill;
+        for (size_t d = 0; d < x.size(); ++d) x[d] = (d / 2) % 2 ? q_fill : -q_fill;
       q[i] = detail::quantize_query_i8(x.data(), s.head_dim, s.group, queries.data() + i * stored);
     }
     for (int64_t n = 1; n <= 8; ++n) {
@@ -84,8 +84,9 @@ TEST(KernelsAttentionInt8, ChunkScoresEqualTheDefinitionBitwise) {
 }
 
 TEST(KernelsAttentionInt8, ChunkScoresDoNotSaturateAtTheExtremes) {
-  // Queries of +-1 quantize to +-127 and every key byte is -127 (or 127): each product is
-  // 127^2, and pair sums of them (32258) are the largest 16-bit partial sums.
+  // Queries of +-1 (in pairs of one sign) quantize to +-127 and every key byte is -127 (or
+  // 127): each product is +-127^2, and a pair's sum, +-32258, is the largest 16-bit partial
+  // sum vpmaddubsw can make.
   if (!isa_supported(Isa::avx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
   for (const int8_t k_fill : {int8_t{-127}, int8_t{127}}) {
     expect_chunk_scores_match_definition(&detail::avx512::i8_chunk_scores_bw, "avx512bw", 1.0f,
