@@ -28,10 +28,11 @@ float* partial_floats(size_t n) {
 
 // The call's queries as attend_span() reads them (avx512::store_query), stored once for all
 // spans: [tokens * heads][stored_query_floats] in the calling thread's buffer, or q itself
-// where that is already the layout (f32 rows of whole vectors).
+// where that is already the layout (rows of whole vectors, not quantized: a quantized query
+// is never head_dim floats).
 const float* stored_queries(const float* q, int64_t count, const AttendArgs& a, ThreadPool& pool) {
   const int64_t per = avx512::stored_query_floats(a);
-  if (a.dtype != DType::i8 && per == a.head_dim) return q;
+  if (per == a.head_dim) return q;
   thread_local std::vector<float> buffer;
   if (buffer.size() < static_cast<size_t>(count * per))
     buffer.resize(static_cast<size_t>(count * per));

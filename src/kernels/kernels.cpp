@@ -502,14 +502,15 @@ class WidenedContext {
     const int64_t width = count / kv.kv_heads;
     for (int64_t h = 0; h < kv.kv_heads; ++h) {
       const int64_t at = kv_cache_row(slot, h, kv.kv_heads, kv.head_rows) * stride;
+      float* d = dst + h * width;
       if (kv.dtype == DType::i8) {
         dequantize_i8(static_cast<const int8_t*>(store) + at, scales + at / kv.quant_group,
-                      kv.quant_group, static_cast<size_t>(width), dst + h * width);
-        continue;
+                      kv.quant_group, static_cast<size_t>(width), d);
+      } else {
+        convert_to_f32(
+            static_cast<const char*>(store) + at * static_cast<int64_t>(dtype_size(kv.dtype)),
+            kv.dtype, d, static_cast<size_t>(width));
       }
-      convert_to_f32(
-          static_cast<const char*>(store) + at * static_cast<int64_t>(dtype_size(kv.dtype)),
-          kv.dtype, dst + h * width, static_cast<size_t>(width));
     }
   }
 
@@ -604,7 +605,7 @@ void paged_attention_with(const float* q, int64_t tokens, const int32_t* positio
     detail::paged_attention_tiles(q, tokens, positions, heads, args, out, pool);
     return;
   }
-  if (kv.dtype != DType::f32 && !detail::i8_integer_scores(kv) && tokens > 1 &&
+  if (kv.dtype != DType::f32 && !detail::i8_integer_scores(args) && tokens > 1 &&
       WidenedContext::bytes(kv, max_pos + 1) <= kMaxWidenedContextBytes) {
     const WidenedContext widened(kv, detail::v_within_k(args), max_pos + 1, pool);
     paged_attention_with(q, tokens, positions, heads, widened.view(), scale, out, pool,
