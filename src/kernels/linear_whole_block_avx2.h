@@ -426,6 +426,13 @@ inline void wb_store(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols, 
   }
 }
 
+// The largest next group prefetched into L1; larger ones go to L2, where they do not evict
+// themselves before their loads come (8 rows x 4864 q8_0 elements is 41 KB, the L1 32-48 KB):
+// q8_0 decode at k = 4864 ran 16-17 -> 21-26 GB/s on one thread, 27-31 -> 34-36 on two
+// (kernels_bench --decode --isa avx2, Zen 4). Groups of k = 896 (8 KB) stay in L1: into L2
+// they ran no faster, the lm_head slower.
+constexpr int64_t kNextGroupL1Bytes = 16 << 10;
+
 // Small calls: x rows i0 .. i0 + MR - 1 by one group of weight rows (starting at row j0, cols
 // of them), each block transposed as it streams, prefetching the next group's rows
 // (contiguous after these) at the pace this tile streams them: per block, the lines that cover
@@ -440,14 +447,20 @@ void wb_stream_tile(const LinearArgs& a, int64_t i0, const Rows& g, int64_t j0, 
   constexpr int64_t stride = kWbGroup * kStoredBytes<W>;
   constexpr int lines = static_cast<int>((stride + 63) / 64);
   const char* next = reinterpret_cast<const char*>(g.at(0) + kWbGroup * row_bytes);
+  const bool to_l2 = kWbGroup * row_bytes > kNextGroupL1Bytes;
   for (int64_t sb = 0; sb < blocks / kSub<W>; ++sb) {
     WbGroup<W> w[kSub<W>];
     wb_transpose<W>(g, sb, w);
     DEEPINFER_UNROLL
     for (int s = 0; s < kSub<W>; ++s) {
       // The lines spread over the sub-blocks: a burst of a whole super-block's stalls.
-      for (int q = s * lines / kSub<W>; q < (s + 1) * lines / kSub<W>; ++q)
-        _mm_prefetch(next + sb * stride + q * 64, _MM_HINT_T0);
+      for (int q = s * lines / kSub<W>; q < (s + 1) * lines / kSub<W>; ++q) {
+        if (to_l2) {
+          _mm_prefetch(next + sb * stride + q * 64, _MM_HINT_T1);
+        } else {
+          _mm_prefetch(next + sb * stride + q * 64, _MM_HINT_T0);
+        }
+      }
       const WbGroup<W>* groups[1] = {&w[s]};
       wb_block<W, MR, 1>(a, i0, sb * kSub<W> + s, blocks, groups, acc);
     }

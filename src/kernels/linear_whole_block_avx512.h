@@ -353,16 +353,25 @@ DEEPINFER_INLINE void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64
                                const WbGroupOf<W>* const* w, __m512 (&acc)[MR][NG]) {
   constexpr bool kStart =
       W == DType::q4_0 || W == DType::q5_0 || (W == DType::q8_0 && Dot::kQ8Offset);
-  __m512i t[MR][NG];
+  // The block's 8 dot steps per (row, group) in kChains independent integer chains, summed
+  // after (exact): a tile of few accumulators (decode) would otherwise wait on one chain of 8
+  // dependent vpdpbusd per block.
+  constexpr int kChains = MR * NG >= 4 ? 1 : MR * NG == 1 ? 4 : 2;
+  __m512i t[kChains][MR][NG];
   DEEPINFER_UNROLL
   for (int r = 0; r < MR; ++r) {
     const __m512i start =
         kStart ? _mm512_set1_epi32(a.xt[((i0 + r) * blocks + b) * 8]) : _mm512_setzero_si512();
     DEEPINFER_UNROLL
-    for (int g = 0; g < NG; ++g) t[r][g] = start;
+    for (int g = 0; g < NG; ++g) {
+      t[0][r][g] = start;
+      DEEPINFER_UNROLL
+      for (int c = 1; c < kChains; ++c) t[c][r][g] = _mm512_setzero_si512();
+    }
   }
   DEEPINFER_UNROLL
   for (int o = 0; o < 8; ++o) {
+    const int c = o % kChains;
     DEEPINFER_UNROLL
     for (int r = 0; r < MR; ++r) {
       const __m512i xb =
@@ -370,11 +379,19 @@ DEEPINFER_INLINE void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64
       DEEPINFER_UNROLL
       for (int g = 0; g < NG; ++g) {
         if constexpr (W == DType::q8_0) {
-          t[r][g] = Dot::q8_dot(t[r][g], w[g]->u[o], xb);
+          t[c][r][g] = Dot::q8_dot(t[c][r][g], w[g]->u[o], xb);
         } else {
-          t[r][g] = Dot::unsigned_dot(t[r][g], w[g]->u[o], xb);
+          t[c][r][g] = Dot::unsigned_dot(t[c][r][g], w[g]->u[o], xb);
         }
       }
+    }
+  }
+  DEEPINFER_UNROLL
+  for (int c = 1; c < kChains; ++c) {
+    DEEPINFER_UNROLL
+    for (int r = 0; r < MR; ++r) {
+      DEEPINFER_UNROLL
+      for (int g = 0; g < NG; ++g) t[0][r][g] = _mm512_add_epi32(t[0][r][g], t[c][r][g]);
     }
   }
   DEEPINFER_UNROLL
@@ -384,7 +401,7 @@ DEEPINFER_INLINE void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64
     DEEPINFER_UNROLL
     for (int g = 0; g < NG; ++g) {
       acc[r][g] =
-          _mm512_fmadd_ps(_mm512_mul_ps(w[g]->d, dx), _mm512_cvtepi32_ps(t[r][g]), acc[r][g]);
+          _mm512_fmadd_ps(_mm512_mul_ps(w[g]->d, dx), _mm512_cvtepi32_ps(t[0][r][g]), acc[r][g]);
       if constexpr (kWithMin<W>) {  // + min term * d_x * the x sum (its f32 bits in xt)
         const __m512 dxs = _mm512_castsi512_ps(_mm512_set1_epi32(a.xt[at]));
         acc[r][g] = _mm512_fmadd_ps(w[g]->m, dxs, acc[r][g]);
@@ -415,6 +432,12 @@ inline void wb_store(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols, 
   }
 }
 
+// Where the next group's rows go: L2. Into L1, a group of long rows (16 x 4864 q8_0 elements
+// is 82 KB) evicted itself before its loads came, and the prefetches took the L1's miss
+// buffers from the loads of this group: q8_0 decode at k = 4864 ran 60 -> 107 GB/s hot (L3)
+// and ~10 % faster from DRAM at every decode shape (kernels_bench --decode, 2 threads).
+constexpr _mm_hint kNextGroupHint = _MM_HINT_T1;
+
 // Small calls: rows i0 .. i0 + MR - 1 by one group of weight rows, each block transposed as it
 // streams; PF prefetches the next group's rows (contiguous after these) at the pace this tile
 // streams them: per block, the lines that cover the next 16 rows' bytes of one block (for a
@@ -432,7 +455,7 @@ void wb_stream_tile(const LinearArgs& a, int64_t i0, const Rows& g, int64_t j0, 
   const char* next = reinterpret_cast<const char*>(g.at(0) + kWbGroup * row_bytes);
   for (int64_t sb = 0; sb < blocks / kSub<W>; ++sb) {
     if constexpr (PF && !kWithMin<W>) {
-      for (int q = 0; q < lines; ++q) _mm_prefetch(next + sb * stride + q * 64, _MM_HINT_T0);
+      for (int q = 0; q < lines; ++q) _mm_prefetch(next + sb * stride + q * 64, kNextGroupHint);
     }
     if constexpr (kWithMin<W>) {
       // A pair of sub-blocks at a time, so that its transposed quants stay in registers.
@@ -442,7 +465,7 @@ void wb_stream_tile(const LinearArgs& a, int64_t i0, const Rows& g, int64_t j0, 
       for (int p = 0; p < 4; ++p) {
         if constexpr (PF) {
           for (int q = p * lines / 4; q < (p + 1) * lines / 4; ++q)
-            _mm_prefetch(next + sb * stride + q * 64, _MM_HINT_T0);
+            _mm_prefetch(next + sb * stride + q * 64, kNextGroupHint);
         }
         WbGroupMin w[2];
         k4_pair<W>(g, at, p, k, w);
