@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/memory.h"
+#include "core/huge_page_arena.h"
 #include "core/quant_blocks.h"
 #include "kernels/backend.h"
 #include "kernels/isa.h"
@@ -106,11 +106,7 @@ bool packs_weights(DType dtype) {
 namespace detail {
 
 std::shared_ptr<void> allocate_packed(size_t bytes, bool huge_pages, const char* what) {
-  if (huge_pages && bytes >= kHugePageBytes) {
-    return std::shared_ptr<void>(map_anonymous(bytes, true, what), [bytes](void* p) {
-      release_anonymous(static_cast<std::byte*>(p), bytes);
-    });
-  }
+  if (huge_pages) return allocate_huge_paged(bytes, what);
   void* memory = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   DI_CHECK(memory != nullptr, "kernels: cannot allocate ", bytes, " bytes for ", what);
   return std::shared_ptr<void>(memory, [](void* p) { std::free(p); });

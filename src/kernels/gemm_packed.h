@@ -36,10 +36,10 @@ enum class PackedKind {
   bf16_dpbf,  // bf16 weights, x rounded to bf16, vdpbf16ps (AVX512_BF16)
 };
 
-// Memory for packed panels (64-byte aligned), freed when the last owner goes: a mapping of its
-// own advised for transparent huge pages when `huge_pages` and at least one huge page (2 MiB
-// pages: a 17 MB expert faults in 9 times instead of 4 300), else the heap. Throws Error naming
-// `what` when refused. Baseline code (gemm_packed.cpp).
+// Memory for packed panels (64-byte aligned), freed when the last owner goes: on transparent
+// huge pages when `huge_pages`, every byte of it (core/huge_page_arena.h: small matrices carved
+// from shared regions; 2 MiB pages: a 17 MB expert faults in 9 times instead of 4 300), else
+// the heap. Throws Error naming `what` when refused. Baseline code (gemm_packed.cpp).
 std::shared_ptr<void> allocate_packed(size_t bytes, bool huge_pages, const char* what);
 
 // One packed linear call as the AVX-512 kernels see it.

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/huge_page_arena.h"
 #include "core/mapped_file.h"
 #include "core/memory.h"
 #include "core/tensor.h"
@@ -192,12 +193,48 @@ TEST(MemoryHugePages, PackedExpertsAskForThemAndPackTheSameBytes) {
   ASSERT_EQ(advised.bytes(), plain.bytes());
   EXPECT_EQ(std::memcmp(advised.gate_up_panels(), plain.gate_up_panels(), gate_up_bytes), 0);
   EXPECT_EQ(std::memcmp(advised.down().panels(), plain.down().panels(), advised.down().bytes()), 0);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(advised.gate_up_panels()) % kHugePageBytes, 0u);
   if (thp_mode() == "never") GTEST_SKIP() << "transparent huge pages are off (\"never\")";
   SmapsEntry entry = smaps_of(advised.gate_up_panels());
   if (entry.fields.count("THPeligible")) {
     EXPECT_EQ(entry.fields["THPeligible"], 1) << entry.header;
   }
+}
+
+TEST(MemoryHugePages, SmallBuffersAreCarvedFromSharedRegionsAndBigOnesMappedAlone) {
+  const auto address = [](const std::shared_ptr<std::byte>& p) {
+    return reinterpret_cast<uintptr_t>(p.get());
+  };
+  const size_t quarter = kArenaRegionBytes / 4;
+  auto small = allocate_huge_paged(1000, "test");
+  auto next = allocate_huge_paged(3 << 20, "test");
+  EXPECT_EQ(address(small) % 64, 0u);
+  EXPECT_EQ(address(next) % 64, 0u);
+  EXPECT_GE(address(next), address(small) + 1000);  // no overlap
+  const SmapsEntry region = smaps_of(small.get());
+  ASSERT_TRUE(region.found);
+  EXPECT_EQ(smaps_of(next.get()).header, region.header);  // one mapping
+  for (size_t i = 0; i < (3 << 20); i += 4096) ASSERT_EQ(next.get()[i], std::byte{0});
+  if (thp_mode() != "never" && region.fields.count("THPeligible")) {
+    EXPECT_EQ(region.fields.at("THPeligible"), 1) << region.header;
+  }
+
+  auto big = allocate_huge_paged(quarter + 1, "test");  // more than a quarter: alone
+  EXPECT_EQ(address(big) % kHugePageBytes, 0u);
+
+  // Four quarters: the arena moves on from small's region (at most three more fit). Buffers
+  // stay usable, and that region is unmapped once its buffers are released.
+  std::vector<std::shared_ptr<std::byte>> fill;
+  for (int i = 0; i < 4; ++i) {
+    fill.push_back(allocate_huge_paged(quarter, "test"));
+    fill.back().get()[quarter - 1] = std::byte{7};
+  }
+  small.get()[999] = std::byte{1};
+  const void* old = small.get();
+  small.reset();
+  next.reset();
+  fill.erase(fill.begin(), fill.end() - 1);  // all but the one in the new region
+  EXPECT_FALSE(smaps_of(old).found);
+  EXPECT_EQ(fill.back().get()[quarter - 1], std::byte{7});
 }
 
 long minor_faults() {
