@@ -41,7 +41,7 @@ struct LinearArgs {
   const int8_t* xq = nullptr;
   const float* xd = nullptr;
   const int32_t* xt = nullptr;
-  // w is repacked (q4_0, q5_0, q8_0, q4_k under AVX2 / AVX-512: pack_weights; wb::repack_rows8).
+  // w is repacked (q4_0, q5_0, q8_0, q4_k under AVX2 / AVX-512: pack_weights; wb::repack_rows).
   bool w_repacked = false;
 };
 

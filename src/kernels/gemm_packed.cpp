@@ -91,8 +91,14 @@ bool repacks_blocks(DType dtype) {
 }
 
 bool reads_repacked_blocks(const PackedWeights& w) {
-  return w.defined() && is_block_dtype(w.dtype()) &&
-         detail::wb::reads_repacked_layout(active_isa());
+  return w.defined() && is_block_dtype(w.dtype()) && w.repacked_rows() == repacked_row_unit();
+}
+
+int64_t repacked_row_unit() {
+  const Isa isa = active_isa();
+  return detail::wb::reads_repacked_layout(isa)
+             ? detail::wb::kRepackRows * detail::wb::interleaved_groups(isa)
+             : 0;
 }
 
 bool packs_weights(DType dtype) {
@@ -120,20 +126,22 @@ PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k, boo
   if (!packs_weights(dtype) && !repack) return packed;
   if (w == nullptr || n <= 0 || k <= 0) return packed;
   const int64_t panels = (n + kPanel - 1) / kPanel;
-  const int64_t groups = (n + detail::wb::kRepackRows - 1) / detail::wb::kRepackRows;
-  const size_t bytes =
-      repack ? static_cast<size_t>(groups * detail::wb::kRepackRows) * dtype_bytes(dtype, k)
-             : static_cast<size_t>(panels * detail::packed_panel_elements(k, dtype)) *
-                   dtype_size(dtype);
+  const int64_t unit = repack ? repacked_row_unit() : 0;
+  const int64_t units = repack ? (n + unit - 1) / unit : 0;
+  const size_t bytes = repack
+                           ? static_cast<size_t>(units * unit) * dtype_bytes(dtype, k)
+                           : static_cast<size_t>(panels * detail::packed_panel_elements(k, dtype)) *
+                                 dtype_size(dtype);
   std::shared_ptr<void> memory_owner = detail::allocate_packed(bytes, huge_pages, "packed weights");
   void* memory = memory_owner.get();
   if (repack) {
-    // Every byte of the whole groups is written; the padding rows of the last multiply as 0.
-    const size_t group_bytes = detail::wb::kRepackRows * dtype_bytes(dtype, k);
-    if (n % detail::wb::kRepackRows != 0)
-      std::memset(static_cast<std::byte*>(memory) + bytes - group_bytes, 0, group_bytes);
-    detail::wb::repack_rows8(dtype, static_cast<const uint8_t*>(w), n, k,
-                             static_cast<uint8_t*>(memory));
+    // Every byte of the whole units is written; the padding rows of the last multiply as 0.
+    const size_t unit_bytes = static_cast<size_t>(unit) * dtype_bytes(dtype, k);
+    if (n % unit != 0)
+      std::memset(static_cast<std::byte*>(memory) + bytes - unit_bytes, 0, unit_bytes);
+    detail::wb::repack_rows(dtype, static_cast<const uint8_t*>(w), n, k,
+                            unit / detail::wb::kRepackRows, static_cast<uint8_t*>(memory));
+    packed.repacked_rows_ = unit;
   } else {
     std::memset(memory, 0, bytes);  // the padding rows and the odd-k half pairs multiply as 0
     if (dtype == DType::f32) {

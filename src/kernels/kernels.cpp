@@ -136,8 +136,9 @@ void check_repacked_layout(bool w_repacked, DType w_dtype, Isa isa) {
            "kernels::linear: repacked ", dtype_name(w_dtype), " weights under ", isa_name(isa),
            " (q4_0, q5_0, q8_0 and q4_k are repacked, under AVX2 and AVX-512)");
   const int64_t tile_n = linear_backend(isa).tile_n();
-  DI_CHECK(tile_n % detail::wb::kRepackRows == 0, "kernels::linear: output tiles of ", tile_n,
-           " split the repacked groups of ", detail::wb::kRepackRows, " rows");
+  const int64_t unit = detail::wb::kRepackRows * detail::wb::interleaved_groups(isa);
+  DI_CHECK(tile_n % unit == 0, "kernels::linear: output tiles of ", tile_n,
+           " split the repacked units of ", unit, " rows");
 }
 
 void rows_dpbf16(const detail::LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1,

@@ -81,7 +81,7 @@ struct WbStrided {
   const uint8_t* at(int r) const { return base + r * stride; }
 };
 
-// A group of a repacked matrix (wb::repack_rows8: q4_0, q5_0, q8_0, q4_k): its blocks, already
+// A group of a repacked matrix (wb::repack_rows: q4_0, q5_0, q8_0, q4_k): its blocks, already
 // transposed. at() is the group's start, as for WbStrided (the next group follows 8 stored rows
 // later).
 struct WbRepacked {
@@ -251,7 +251,7 @@ DEEPINFER_INLINE __m256 load_f16x8(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// Repacked block p (wb::repack_rows8) into out[0 .. kSub<W>): loads, the nibble split, q5_0's
+// Repacked block p (wb::repack_rows) into out[0 .. kSub<W>): loads, the nibble split, q5_0's
 // fifth bits each one shift into bit 4 of its byte, and q8_0's magnitudes beside its quants.
 template <DType W>
 DEEPINFER_INLINE void wb_unpack_repacked(const uint8_t* p, WbGroup<W>* out) {

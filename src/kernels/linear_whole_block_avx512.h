@@ -88,11 +88,12 @@ inline WbRows wb_rows(const LinearArgs& a, int64_t j0, int64_t cols, int64_t row
   return g;
 }
 
-// A group of a repacked matrix (wb::repack_rows8: q4_0, q5_0, q8_0, q4_k): two of its 8-row
-// groups, rows 0 .. 7 at base and rows 8 .. 15 at hi, 8 stored rows later (base again where the
-// matrix ends within the first: those lanes are never stored). Their blocks are already
-// transposed, so a vector is two 32-byte loads. at() is the group's start, as for WbStrided (the
-// next group follows 16 stored rows later).
+// A group of a repacked matrix (wb::repack_rows: q4_0, q5_0, q8_0, q4_k): one unit of the
+// AVX-512 layout, two 8-row groups interleaved block by block, rows 0 .. 7 at base and rows
+// 8 .. 15 at hi, a repacked block later (the padding rows of a matrix's last unit are zero and
+// never stored). Their blocks are already transposed, so a vector is two 32-byte loads from one
+// run of 64 bytes. at() is the group's start, as for WbStrided (the next group follows 16 stored
+// rows later).
 struct WbRepacked {
   const uint8_t* base;
   const uint8_t* hi;
@@ -110,14 +111,17 @@ struct WbRepacked {
   }
 };
 
-// Where stored offset `at` (sb * kStoredBytes: block or super-block sb) is in a repacked group.
+// Where stored offset `at` (sb * kStoredBytes: block or super-block sb) is in a repacked unit:
+// each stored block of its 16 rows is two repacked blocks.
 constexpr int64_t repacked_at(int64_t at) {
-  return at * wb::kRepackRows;
+  return at * wb::kRepackRows * 2;
 }
 
-inline WbRepacked wb_repacked(const LinearArgs& a, int64_t j0, int64_t cols, int64_t row_bytes) {
+template <DType W>
+WbRepacked wb_repacked(const LinearArgs& a, int64_t j0, int64_t row_bytes) {
+  static_assert(wb::interleaved_groups(Isa::avx512) == 2, "WbRepacked reads pairs of groups");
   const auto* base = static_cast<const uint8_t*>(a.w) + j0 * row_bytes;
-  return {base, cols > wb::kRepackRows ? base + wb::kRepackRows * row_bytes : base};
+  return {base, base + wb::kRepackedBytes<W>};
 }
 
 // The 16 bytes at offset `at` of the group's 16 rows as 32-bit words: words[o] lane r is word
@@ -291,7 +295,7 @@ DEEPINFER_INLINE void wb_transpose_stored(const Rows& g, int64_t at, WbGroupOf<W
   out->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d));
 }
 
-// Repacked block at byte p of the group (wb::repack_rows8; q4_0, q5_0, q8_0): loads, the
+// Repacked block at byte p of the group (wb::repack_rows; q4_0, q5_0, q8_0): loads, the
 // nibble split, q5_0's fifth bits each one shift into bit 4 of its byte, and q8_0's int8 as
 // Dot::q8_weights prepares them.
 template <class Dot, DType W>
@@ -504,7 +508,7 @@ void wb_stream(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
   for (int64_t j = n0; j < n1; j += kWbGroup) {
     const int64_t cols = min64(kWbGroup, n1 - j);
     if constexpr (Repacked) {
-      wb_stream_rows<Dot, W, 4, PF>(a, m0, m1, wb_repacked(a, j, cols, row_bytes), j, cols, blocks,
+      wb_stream_rows<Dot, W, 4, PF>(a, m0, m1, wb_repacked<W>(a, j, row_bytes), j, cols, blocks,
                                     row_bytes);
     } else if (cols == kWbGroup) {
       wb_stream_rows<Dot, W, 4, PF>(a, m0, m1, wb_strided(a, j, row_bytes), j, cols, blocks,
@@ -561,7 +565,7 @@ void wb_panels(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t 
     for (int p = 0; p < ng; ++p) {
       const int64_t jg = j + p * kWbGroup, width = min64(kWbGroup, cols - p * kWbGroup);
       if constexpr (Repacked) {
-        g[p] = wb_repacked(a, jg, width, row_bytes);
+        g[p] = wb_repacked<W>(a, jg, row_bytes);
       } else {
         g[p] = wb_rows(a, jg, width, row_bytes);
       }
@@ -586,8 +590,13 @@ void wb_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int
   if constexpr (wb::has_repacked_layout(W)) {
     if (a.w_repacked) {
       if (panels) return wb_panels<Dot, W, true>(a, m0, m1, n0, n1);
-      return prefetch ? wb_stream<Dot, W, true, true>(a, m0, m1, n0, n1)
-                      : wb_stream<Dot, W, false, true>(a, m0, m1, n0, n1);
+      // q8_0: a thread's units are one run of bytes, which the hardware prefetcher alone
+      // reads faster (Qwen2.5-0.5B q8_0 decode, alternating: 52.6-53.6 -> 55.0-64.1 tok/s).
+      // q4_0 and q4_k, with more work per byte, streamed at half the rate or less without the
+      // next group prefetched (kernels_bench --decode: q4_k 26-49 against 15-18 GB/s).
+      constexpr bool kPrefetch = W != DType::q8_0;
+      return prefetch && kPrefetch ? wb_stream<Dot, W, true, true>(a, m0, m1, n0, n1)
+                                   : wb_stream<Dot, W, false, true>(a, m0, m1, n0, n1);
     }
   }
   if (panels) return wb_panels<Dot, W, false>(a, m0, m1, n0, n1);

@@ -9,10 +9,6 @@
 
 namespace deepinfer::kernels {
 
-// Rows per group of repacked blocks (repacks_blocks): a matrix of whole groups keeps every
-// group at its stored byte offset, so a stack of such matrices repacks as one.
-constexpr int64_t kRepackRowGroup = 8;
-
 class PackedWeights {
  public:
   PackedWeights() = default;
@@ -27,6 +23,8 @@ class PackedWeights {
   int64_t k() const { return k_; }
   const void* panels() const { return panels_.get(); }
   size_t bytes() const { return bytes_; }
+  // Rows per unit of the repacked layout packed (repacked_row_unit() then); 0: not repacked.
+  int64_t repacked_rows() const { return repacked_rows_; }
 
  private:
   friend PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k,
@@ -37,6 +35,7 @@ class PackedWeights {
   int64_t n_ = 0;
   int64_t k_ = 0;
   size_t bytes_ = 0;
+  int64_t repacked_rows_ = 0;
 };
 
 // Packs w[n, k] (row-major, f32 or bf16) where the packed GEMM pays under the active ISA:
@@ -55,9 +54,13 @@ bool packs_weights(DType dtype);
 // bytes as stored, and a matrix of whole 8-row groups keeps every row group at its stored offset).
 // Separate from packs_weights(): the MoE expert panels (packed_experts.h) take f32 / bf16 only.
 bool repacks_blocks(DType dtype);
-// Whether w holds repacked blocks (repacks_blocks() at packing) that the active ISA reads: under
-// any other ISA since, linear() reads w.source().
+// Whether w holds repacked blocks (repacks_blocks() at packing) in the layout the active ISA
+// reads: under any other ISA since, linear() reads w.source().
 bool reads_repacked_blocks(const PackedWeights& w);
+// Rows per unit of the repacked layout under the active ISA (8 AVX2, 16 AVX-512; 0: none). A
+// matrix of whole units keeps every unit at its stored byte offset, so a stack of such matrices
+// (MoE experts) repacks as one and each matrix is read at its stored offset.
+int64_t repacked_row_unit();
 
 // Whether pack_weights() packs at all: a process-wide setting read at each call, for A/B runs
 // and for comparing a layer with packed weights against one without. Until set, it is on

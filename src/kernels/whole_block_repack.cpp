@@ -43,32 +43,38 @@ void repack_block(const uint8_t* src, int r, uint8_t* dst) {
 }
 
 template <DType W>
-void repack(const uint8_t* w, int64_t n, int64_t k, uint8_t* out) {
+void repack(const uint8_t* w, int64_t n, int64_t k, int64_t interleave, uint8_t* out) {
   const int64_t blocks = k / 32 / kSub<W>;  // stored blocks per row
   const int64_t groups = (n + kRepackRows - 1) / kRepackRows;
   for (int64_t g = 0; g < groups; ++g) {
+    // Block b of group g: block b of its unit, then its place among the unit's groups.
+    const int64_t unit = g / interleave, place = g % interleave;
     for (int r = 0; r < kRepackRows && g * kRepackRows + r < n; ++r) {
       const uint8_t* row = w + (g * kRepackRows + r) * blocks * kStoredBytes<W>;
-      for (int64_t b = 0; b < blocks; ++b)
-        repack_block<W>(row + b * kStoredBytes<W>, r, out + (g * blocks + b) * kRepackedBytes<W>);
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t at = ((unit * blocks + b) * interleave + place) * kRepackedBytes<W>;
+        repack_block<W>(row + b * kStoredBytes<W>, r, out + at);
+      }
     }
   }
 }
 
 }  // namespace
 
-void repack_rows8(DType dtype, const uint8_t* w, int64_t n, int64_t k, uint8_t* out) {
+void repack_rows(DType dtype, const uint8_t* w, int64_t n, int64_t k, int64_t interleave,
+                 uint8_t* out) {
+  DI_CHECK(interleave >= 1, "repack_rows: ", interleave, " groups per unit");
   switch (dtype) {
     case DType::q4_0:
-      return repack<DType::q4_0>(w, n, k, out);
+      return repack<DType::q4_0>(w, n, k, interleave, out);
     case DType::q5_0:
-      return repack<DType::q5_0>(w, n, k, out);
+      return repack<DType::q5_0>(w, n, k, interleave, out);
     case DType::q8_0:
-      return repack<DType::q8_0>(w, n, k, out);
+      return repack<DType::q8_0>(w, n, k, interleave, out);
     case DType::q4_k:
-      return repack<DType::q4_k>(w, n, k, out);
+      return repack<DType::q4_k>(w, n, k, interleave, out);
     default:
-      fail("repack_rows8: ", dtype_name(dtype), " is not repacked");
+      fail("repack_rows: ", dtype_name(dtype), " is not repacked");
   }
 }
 

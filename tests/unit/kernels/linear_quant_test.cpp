@@ -366,9 +366,10 @@ void avx512_bw_rows(const float* x, int64_t m, int64_t k, const PackedWeights& w
 
 // q4_0, q5_0, q8_0 and q4_k repacked at load for AVX2 and AVX-512 (pack_weights,
 // kernels/whole_block_layout.h) give the kernels the vectors they build from the stored rows, so
-// the same bits: streaming (m < 8) and panel calls, n with tails (the last group zero-padded;
-// AVX-512: a lone last group of 8), one and two threads, both AVX-512 variants. The scalar ISA
-// keeps reading the stored matrix.
+// the same bits: streaming (m < 8) and panel calls, n with tails (the last unit zero-padded: 8
+// rows on AVX2, 16 on AVX-512, whose layout interleaves pairs of groups), one and two threads,
+// both AVX-512 variants. Run under an ISA of the other layout (or scalar), linear() reads the
+// stored matrix.
 TEST(KernelsLinearRepacked, RepackedEqualsTheStoredMatrixBitwise) {
   if (repacking_isas().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
   const bool packing = weight_packing();
@@ -390,15 +391,19 @@ TEST(KernelsLinearRepacked, RepackedEqualsTheStoredMatrixBitwise) {
       const auto x = random_floats(static_cast<size_t>(m * kk), ++seed, -2.0f, 2.0f);
       const auto w = random_blocks(type, n, kk, ++seed);
       const auto bias = random_floats(static_cast<size_t>(n), ++seed);
-      for (Isa packing_isa : repacking_isas()) {  // one layout: packed under either
+      for (Isa packing_isa : repacking_isas()) {
         PackedWeights packed;
         {
           testing::IsaGuard guard(packing_isa);
           packed = pack_weights(w.data(), type, n, kk);
+          EXPECT_TRUE(reads_repacked_blocks(packed));
         }
         ASSERT_TRUE(packed.defined());
         EXPECT_EQ(packed.source(), w.data());
-        EXPECT_EQ(packed.bytes(), static_cast<size_t>((n + 7) / 8 * 8) * dtype_bytes(type, kk));
+        const int64_t rows = packing_isa == Isa::avx512 ? 16 : 8;
+        EXPECT_EQ(packed.repacked_rows(), rows);
+        EXPECT_EQ(packed.bytes(),
+                  static_cast<size_t>((n + rows - 1) / rows * rows) * dtype_bytes(type, kk));
         for (Isa isa : supported_isas()) {
           testing::IsaGuard guard(isa);
           for (int threads : {1, 2}) {
@@ -409,7 +414,8 @@ TEST(KernelsLinearRepacked, RepackedEqualsTheStoredMatrixBitwise) {
             linear(x.data(), m, packed, bias.data(), got.data(), pool);
             linear(x.data(), m, kk, w.data(), type, n, bias.data(), want.data(), pool);
             EXPECT_TRUE(testing::bitwise_equal(got.data(), want.data(), got.size()));
-            if (isa == Isa::avx512 && threads == 1) {
+            EXPECT_EQ(reads_repacked_blocks(packed), isa == packing_isa);
+            if (isa == Isa::avx512 && packing_isa == Isa::avx512 && threads == 1) {
               std::vector<float> bw(got.size(), NAN), stored(got.size(), NAN);
               avx512_bw_rows(x.data(), m, kk, packed, bw.data());
               linear(x.data(), m, kk, w.data(), type, n, nullptr, stored.data(), pool);
@@ -430,8 +436,9 @@ TEST(KernelsLinearRepacked, RepackedEqualsTheStoredMatrixBitwise) {
 }
 
 // linear_grouped over repacked stacks (ExpertStack::repack_blocks: one pack_weights() of the
-// whole [experts * rows, k] stack, each expert at its stored byte offset) equals each expert's
-// linear() on the stored matrix, bit for bit, with 0, 1 and several rows per expert.
+// whole [experts * rows, k] stack of experts of whole units, each expert at its stored byte
+// offset) equals each expert's linear() on the stored matrix, bit for bit, with 0, 1 and several
+// rows per expert.
 TEST(KernelsLinearRepacked, GroupedExpertsReadTheirRowsRepackedBitwise) {
   if (repacking_isas().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
   const bool packing = weight_packing();
@@ -441,7 +448,8 @@ TEST(KernelsLinearRepacked, GroupedExpertsReadTheirRowsRepackedBitwise) {
     testing::IsaGuard guard(isa);
     for (const DType type : {DType::q4_0, DType::q5_0, DType::q8_0, DType::q4_k}) {
       SCOPED_TRACE(::testing::Message() << isa_name(isa) << ", " << dtype_name(type));
-      const int64_t experts = 4, n = 24, k = type == DType::q4_k ? 512 : 96;
+      const int64_t experts = 4, n = 32, k = type == DType::q4_k ? 512 : 96;
+      ASSERT_EQ(n % repacked_row_unit(), 0);
       const auto w = random_blocks(type, experts * n, k, ++seed);
       const PackedWeights packed = pack_weights(w.data(), type, experts * n, k);
       ASSERT_TRUE(reads_repacked_blocks(packed));

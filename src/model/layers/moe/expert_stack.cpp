@@ -587,7 +587,7 @@ void ExpertStack::forward_group(std::span<const ExpertRows> work, ThreadPool& po
 kernels::PackedWeights ExpertStack::repack_part(const Tensor& stack, bool huge_pages) {
   // repacks_blocks(): a block type with the repacked layout under this ISA.
   if (!stack.defined() || !kernels::repacks_blocks(stack.dtype()) ||
-      stack.dim(1) % kernels::kRepackRowGroup != 0 || !stack.pages_releasable())
+      stack.dim(1) % kernels::repacked_row_unit() != 0 || !stack.pages_releasable())
     return {};
   kernels::PackedWeights rp = kernels::pack_weights(
       stack.raw(), stack.dtype(), stack.dim(0) * stack.dim(1), stack.dim(2), huge_pages);
