@@ -27,13 +27,17 @@ Quantized types (q8_0, q4_0, q4_k, ...) run on both engines from the same GGUF f
 bench/models/gguf (e.g. one made with llama-quantize --pure).
 
 Decode is a race for memory bandwidth, so the bench also measures the machine's ceilings itself
-(bench/bandwidth_probe.c, compiled with the system C compiler, run with --threads threads before
-every repeat; the best run counts): the DRAM read bandwidth, and for 4-bit types the
-integer-dot roofline (q4_0 x int8 dot products on cache-resident weights, in weight bytes/s).
-Each decode row then gets bytes/token (the weights one decode step reads: every tensor except
-the token embedding unless it is also the output head, routed experts scaled by experts-per-token
-/ experts) and bytes/token x tokens/s as % of the bandwidth, and for 4-bit types of the lower of
-the bandwidth and the roofline.
+(bench/bandwidth_probe.c, compiled with the system C compiler, run with --threads threads):
+the DRAM read bandwidth (on huge pages, as deepinfer's weights are) before every repeat and after
+every engine's run, and for 4-bit types the integer-dot roofline (q4_0 x int8 dot products on
+cache-resident weights, in weight bytes/s) before every repeat. Each decode row then gets
+bytes/token (the weights one decode step reads: every tensor except the token embedding unless
+it is also the output head, routed experts scaled by experts-per-token / experts) and
+bytes/token x tokens/s as % of the bandwidth (the best read probe of the whole bench), for 4-bit
+types of the lower of the bandwidth and the roofline, and as % of the paired bandwidth: each run
+against the mean of the read probes right before and after it (the median over the repeats).
+The paired figure is the fair one on a machine whose bandwidth swings from minute to minute (a
+shared VM: 30 to 60 GB/s): the best probe of a run compares a decode with the best minute.
 
 Writes bench/out/llamacpp-<shape>.json and prints a Markdown table with ratios (deepinfer / llama.cpp).
 """
@@ -249,16 +253,27 @@ def main():
     raw, info, gguf_info = {d: [] for d in dtypes}, {}, {}
     exe = None if args.no_probe else build_probe(args.isa)
     probes = {"read_gb_s": [], "q4dot_gb_s": []}
+
+    def pair_with_probes(result):
+        # The run that just ended, between two read probes, gets their mean: the bandwidth of its
+        # minute (this VM's swings by up to 2x from one minute to the next).
+        if exe:
+            before = probes["read_gb_s"][-1]
+            probes["read_gb_s"].append(probe(exe, "read", args.threads))
+            result["paired_read_gb_s"] = (before + probes["read_gb_s"][-1]) / 2
+
     for rep in range(args.repeats):
         if exe:
-            probes["read_gb_s"].append(probe(exe, "read", args.threads))
             probes["q4dot_gb_s"].append(probe(exe, "q4dot", args.threads))
+            probes["read_gb_s"].append(probe(exe, "read", args.threads))
             print(f"repeat {rep + 1}/{args.repeats} probes: {probes['read_gb_s'][-1]:.1f} GB/s read, "
                   f"{probes['q4dot_gb_s'][-1]:.1f} GB/s q4 integer dot", file=sys.stderr, flush=True)
         for d in dtypes:
             if d in ours:
                 ours[d].append(run_deepinfer(args, model, ids, d, ggufs[d]))
+                pair_with_probes(ours[d][-1])
             result, r, info, gguf_info[d] = run_llama(args, bench, ggufs[d])
+            pair_with_probes(result)
             peer[d].append(result)
             raw[d].append(r)
             print(f"repeat {rep + 1}/{args.repeats} {d}: deepinfer {ours[d][-1] if d in ours else '-'} "
@@ -271,6 +286,9 @@ def main():
         per_token = bytes_per_token(ggufs[d])
         ceiling = min(bandwidth, roofline) if bandwidth and d in FOUR_BIT else bandwidth
         for engine, samples in (("deepinfer", ours[d]), ("llama.cpp", peer[d])):
+            for s in samples:  # decode against the probes right before and after this run
+                if "paired_read_gb_s" in s:
+                    s["pct_of_paired_bandwidth"] = 100 * s["decode_tok_s"] * per_token * 1e-9 / s["paired_read_gb_s"]
             row = {"engine": engine, "dtype": d, **median_row(samples), "bytes_per_token": per_token}
             if bandwidth:
                 achieved = row["decode_tok_s"] * per_token * 1e-9
@@ -302,11 +320,12 @@ def main():
         print(f"\nmeasured: read bandwidth {bandwidth:.1f} GB/s, q4 integer-dot roofline {roofline:.1f} GB/s "
               f"({args.threads} threads)")
     print(f"\n| engine | weights | prefill tok/s ({args.prompt_len} tokens) | decode tok/s (depth "
-          f"{args.prompt_len}) | MB/token | decode GB/s | % of bandwidth | % of ceiling | threads |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          f"{args.prompt_len}) | MB/token | decode GB/s | % of bandwidth | % of ceiling | % of paired "
+          f"bandwidth | threads |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        pct = (f"{r['decode_gb_s']:.1f} | {r['pct_of_bandwidth']:.0f} % | {r['pct_of_ceiling']:.0f} %"
-               if bandwidth else "- | - | -")
+        pct = (f"{r['decode_gb_s']:.1f} | {r['pct_of_bandwidth']:.0f} % | {r['pct_of_ceiling']:.0f} % "
+               f"| {r['pct_of_paired_bandwidth']:.0f} %" if bandwidth else "- | - | - | -")
         print(f"| {r['engine']} | {r['dtype']} | {r.get('prefill_tok_s', float('nan')):.1f} | {r['decode_tok_s']:.2f} "
               f"| {r['bytes_per_token'] / 1e6:.0f} | {pct} | {args.threads} |")
     print()

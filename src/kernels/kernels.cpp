@@ -88,11 +88,14 @@ uint16_t* bf16_x_buffer(size_t elements) {
 }
 
 // The calling thread's x quantized for block weights (quantize_x_blocks): quants, scales and
-// lane sums, grown to the largest call seen.
+// lane sums, and for the whole-block types each block's scale and term once (bd, bt:
+// LinearArgs::xbd / xbt), grown to the largest call seen.
 struct QuantizedX {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<int32_t> t;
+  std::vector<float> bd;
+  std::vector<int32_t> bt;
 };
 QuantizedX& quantized_x_buffer(int64_t m, int64_t k) {
   thread_local QuantizedX buffer;
@@ -100,7 +103,25 @@ QuantizedX& quantized_x_buffer(int64_t m, int64_t k) {
   if (buffer.q.size() < elements) buffer.q.resize(elements);
   if (buffer.d.size() < elements / 4) buffer.d.resize(elements / 4);
   if (buffer.t.size() < elements / 4) buffer.t.resize(elements / 4);
+  if (buffer.bd.size() < elements / detail::kQuantBlock)
+    buffer.bd.resize(elements / detail::kQuantBlock);
+  if (buffer.bt.size() < elements / detail::kQuantBlock)
+    buffer.bt.resize(elements / detail::kQuantBlock);
   return buffer;
+}
+
+// LinearArgs' x pointers into rows `first` .. of xq (the compact block terms for whole-block
+// weight types).
+void point_at_quantized_x(const QuantizedX& xq, int64_t first, int64_t k, DType w_dtype,
+                          detail::LinearArgs& args) {
+  args.x = nullptr;
+  args.xq = xq.q.data() + first * k;
+  args.xd = xq.d.data() + first * k / 4;
+  args.xt = xq.t.data() + first * k / 4;
+  if (is_whole_block_dtype(w_dtype)) {
+    args.xbd = xq.bd.data() + first * k / detail::kQuantBlock;
+    args.xbt = xq.bt.data() + first * k / detail::kQuantBlock;
+  }
 }
 
 using RowsFn = void (*)(const detail::LinearArgs&, int64_t, int64_t, int64_t, int64_t);
@@ -188,6 +209,15 @@ void quantize_rows(const float* x, int64_t m, int64_t k, DType w_dtype, Quantize
     } else {
       detail::quantize_x_blocks(x + r0 * k, r1 - r0, k, w_dtype, q, d, t);
     }
+    if (terms.whole_block) {  // entry 0 of each block's 8 equal ones
+      const int64_t blocks = (r1 - r0) * k / detail::kQuantBlock;
+      float* bd = xq.bd.data() + at * k / detail::kQuantBlock;
+      int32_t* bt = xq.bt.data() + at * k / detail::kQuantBlock;
+      for (int64_t b = 0; b < blocks; ++b) {
+        bd[b] = d[b * 8];
+        bt[b] = t[b * 8];
+      }
+    }
   };
   if (m * k >= kMinQuantizeSplit && pool.size() > 1) {
     pool.parallel_for(m, quantize);
@@ -256,10 +286,7 @@ void detail::linear_with_layout(const float* x, int64_t m, int64_t k, const void
     // Each x row is quantized once here; every weight row then reuses it.
     QuantizedX& xq = quantized_x_buffer(m, k);
     quantize_rows(x, m, k, w_dtype, xq, 0, pool);
-    args.x = nullptr;
-    args.xq = xq.q.data();
-    args.xd = xq.d.data();
-    args.xt = xq.t.data();
+    point_at_quantized_x(xq, 0, k, w_dtype, args);
     args.w_repacked = w_repacked;
     q_rows = block_rows(isa, w_dtype);
   } else if (dpbf16) {
@@ -350,9 +377,7 @@ void linear_grouped(std::span<const LinearJob> jobs, int64_t k, DType w_dtype, i
       const LinearJob& job = jobs[g];
       detail::LinearArgs args{nullptr, k, k, job.w, w_dtype, outputs(job), nullptr, job.y};
       args.w_repacked = w_repacked;
-      args.xq = xq.q.data() + row0[g] * k;
-      args.xd = xq.d.data() + row0[g] * k / 4;
-      args.xt = xq.t.data() + row0[g] * k / 4;
+      point_at_quantized_x(xq, row0[g], k, w_dtype, args);
       run_item_range(
           job.m, outputs(job), tile_n, lo - item0[g], hi - item0[g],
           [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) { q_rows(args, m0, m1, n0, n1); });

@@ -372,15 +372,16 @@ DEEPINFER_INLINE void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64
       }
     }
   }
+  const BlockTerms x = block_terms(a);
   DEEPINFER_UNROLL
   for (int r = 0; r < MR; ++r) {
-    const int64_t at = ((i0 + r) * blocks + b) * 8;
+    const int64_t at = ((i0 + r) * blocks + b) * x.stride;
     // q4_0 / q5_0: -8 / -16 * (the block's x sum), the offset of the unsigned quants
     // (quantize_x_blocks); q8_0's signed quants take none (its term is for VNNI), nor do the
     // k-quants' plain ones (theirs is the f32 d_x * the x sum of the min term).
     const bool offset = W == DType::q4_0 || W == DType::q5_0;
-    const __m256i start = offset ? _mm256_set1_epi32(a.xt[at]) : _mm256_setzero_si256();
-    const __m256 dx = _mm256_set1_ps(a.xd[at]);
+    const __m256i start = offset ? _mm256_set1_epi32(x.t[at]) : _mm256_setzero_si256();
+    const __m256 dx = _mm256_set1_ps(x.d[at]);
     DEEPINFER_UNROLL
     for (int g = 0; g < NG; ++g) {
       __m256i dot;
@@ -392,7 +393,7 @@ DEEPINFER_INLINE void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64
       }
       acc[r][g] = _mm256_fmadd_ps(_mm256_mul_ps(w[g]->d, dx), _mm256_cvtepi32_ps(dot), acc[r][g]);
       if constexpr (kWithMin<W>) {
-        const __m256 dxs = _mm256_castsi256_ps(_mm256_set1_epi32(a.xt[at]));
+        const __m256 dxs = _mm256_castsi256_ps(_mm256_set1_epi32(x.t[at]));
         acc[r][g] = _mm256_fmadd_ps(w[g]->m, dxs, acc[r][g]);
       }
     }

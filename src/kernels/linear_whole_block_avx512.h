@@ -362,10 +362,11 @@ DEEPINFER_INLINE void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64
   // dependent vpdpbusd per block.
   constexpr int kChains = MR * NG >= 4 ? 1 : MR * NG == 1 ? 4 : 2;
   __m512i t[kChains][MR][NG];
+  const BlockTerms x = block_terms(a);
   DEEPINFER_UNROLL
   for (int r = 0; r < MR; ++r) {
-    const __m512i start =
-        kStart ? _mm512_set1_epi32(a.xt[((i0 + r) * blocks + b) * 8]) : _mm512_setzero_si512();
+    const __m512i start = kStart ? _mm512_set1_epi32(x.t[((i0 + r) * blocks + b) * x.stride])
+                                 : _mm512_setzero_si512();
     DEEPINFER_UNROLL
     for (int g = 0; g < NG; ++g) {
       t[0][r][g] = start;
@@ -400,14 +401,14 @@ DEEPINFER_INLINE void wb_block(const LinearArgs& a, int64_t i0, int64_t b, int64
   }
   DEEPINFER_UNROLL
   for (int r = 0; r < MR; ++r) {
-    const int64_t at = ((i0 + r) * blocks + b) * 8;
-    const __m512 dx = _mm512_set1_ps(a.xd[at]);
+    const int64_t at = ((i0 + r) * blocks + b) * x.stride;
+    const __m512 dx = _mm512_set1_ps(x.d[at]);
     DEEPINFER_UNROLL
     for (int g = 0; g < NG; ++g) {
       acc[r][g] =
           _mm512_fmadd_ps(_mm512_mul_ps(w[g]->d, dx), _mm512_cvtepi32_ps(t[0][r][g]), acc[r][g]);
       if constexpr (kWithMin<W>) {  // + min term * d_x * the x sum (its f32 bits in xt)
-        const __m512 dxs = _mm512_castsi512_ps(_mm512_set1_epi32(a.xt[at]));
+        const __m512 dxs = _mm512_castsi512_ps(_mm512_set1_epi32(x.t[at]));
         acc[r][g] = _mm512_fmadd_ps(w[g]->m, dxs, acc[r][g]);
       }
     }
