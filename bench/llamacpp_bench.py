@@ -38,6 +38,9 @@ types of the lower of the bandwidth and the roofline, and as % of the paired ban
 against the mean of the read probes right before and after it (the median over the repeats).
 The paired figure is the fair one on a machine whose bandwidth swings from minute to minute (a
 shared VM: 30 to 60 GB/s): the best probe of a run compares a decode with the best minute.
+deepinfer also reads its own weights' pages right before and after its run (`generate
+--measure-bandwidth`, the packed weights in memory): % of own pages' bandwidth, the same pages
+as the decode streams.
 
 Writes bench/out/llamacpp-<shape>.json and prints a Markdown table with ratios (deepinfer / llama.cpp).
 """
@@ -151,10 +154,12 @@ def run_deepinfer(args, model, ids, dtype, gguf):
     warmup = [] if args.no_warmup or args.decode_only else ["--warmup", "1"]
     cmd = [str(args.deepinfer), "generate", *source, "--prompt-ids", ",".join(map(str, ids)),
            "--max-new-tokens", str(args.new_tokens + 1), "--ignore-eos", "--json", "--threads",
-           str(args.threads), "--log-level", "warn", *warmup, *args.deepinfer_args]
+           str(args.threads), "--log-level", "warn", "--measure-bandwidth", *warmup, *args.deepinfer_args]
     out = json.loads(run(cmd))
     assert out["decode_steps"] == args.new_tokens, out
     result = {"decode_tok_s": out["decode_steps"] / out["decode_seconds"]}
+    if out.get("weights_read_bytes"):  # its weights' own pages, right before and after the run
+        result["own_read_gb_s"] = statistics.mean(out["weights_read_gb_s"])
     if not args.decode_only:
         result["prefill_tok_s"] = len(ids) / out["prefill_seconds"]
     if warmup:
@@ -287,8 +292,10 @@ def main():
         ceiling = min(bandwidth, roofline) if bandwidth and d in FOUR_BIT else bandwidth
         for engine, samples in (("deepinfer", ours[d]), ("llama.cpp", peer[d])):
             for s in samples:  # decode against the probes right before and after this run
-                if "paired_read_gb_s" in s:
-                    s["pct_of_paired_bandwidth"] = 100 * s["decode_tok_s"] * per_token * 1e-9 / s["paired_read_gb_s"]
+                for probe_key, pct_key in (("paired_read_gb_s", "pct_of_paired_bandwidth"),
+                                           ("own_read_gb_s", "pct_of_own_bandwidth")):
+                    if probe_key in s:
+                        s[pct_key] = 100 * s["decode_tok_s"] * per_token * 1e-9 / s[probe_key]
             row = {"engine": engine, "dtype": d, **median_row(samples), "bytes_per_token": per_token}
             if bandwidth:
                 achieved = row["decode_tok_s"] * per_token * 1e-9
@@ -321,11 +328,12 @@ def main():
               f"({args.threads} threads)")
     print(f"\n| engine | weights | prefill tok/s ({args.prompt_len} tokens) | decode tok/s (depth "
           f"{args.prompt_len}) | MB/token | decode GB/s | % of bandwidth | % of ceiling | % of paired "
-          f"bandwidth | threads |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          f"bandwidth | % of own pages' bandwidth | threads |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
+        own = f"{r['pct_of_own_bandwidth']:.0f} %" if "pct_of_own_bandwidth" in r else "-"
         pct = (f"{r['decode_gb_s']:.1f} | {r['pct_of_bandwidth']:.0f} % | {r['pct_of_ceiling']:.0f} % "
-               f"| {r['pct_of_paired_bandwidth']:.0f} %" if bandwidth else "- | - | - | -")
+               f"| {r['pct_of_paired_bandwidth']:.0f} % | {own}" if bandwidth else "- | - | - | - | -")
         print(f"| {r['engine']} | {r['dtype']} | {r.get('prefill_tok_s', float('nan')):.1f} | {r['decode_tok_s']:.2f} "
               f"| {r['bytes_per_token'] / 1e6:.0f} | {pct} | {args.threads} |")
     print()

@@ -19,12 +19,14 @@
 #include "config/progress.h"
 #include "config/setup.h"
 #include "core/error.h"
+#include "core/huge_page_arena.h"
 #include "core/log.h"
 #include "core/memory.h"
 #include "engine/engine.h"
 #include "engine/greedy.h"
 #include "io/hf_config.h"
 #include "io/npy.h"
+#include "kernels/read_bandwidth.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::cli {
@@ -61,6 +63,8 @@ constexpr const char* kUsage =
     "  --warmup N                untimed runs of the prompt (prefill + one token) before the\n"
     "                            timed one, on the same KV cache: steady-state timings, as\n"
     "                            llama-bench's warm-up run; --json lists their prefill times\n"
+    "  --measure-bandwidth       read the weights' own memory right before and after the run:\n"
+    "                            its GB/s in --json (weights_read_gb_s), decode's roofline\n"
     "  --prompts-file: one JSON line per prompt ({\"prompt\": ...} or {\"prompt_ids\": [...]},\n"
     "                  sampling keys per line); the flags above are the defaults\n";
 
@@ -217,8 +221,8 @@ int run_generate(const std::vector<std::string>& argv) {
       with_parallel_value_flags(with_engine_value_flags(with_sampling_value_flags(
           with_model_flags({"prompt-ids", "prompt", "messages", "chat-template", "tokenizer",
                             "dump-logits", "prefill-chunk", "prompts-file", "warmup"})))),
-      with_model_bool_flags(with_parallel_bool_flags(
-          with_engine_bool_flags({"json", "ignore-eos", "chat", "stream", "no-stream"}))),
+      with_model_bool_flags(with_parallel_bool_flags(with_engine_bool_flags(
+          {"json", "ignore-eos", "chat", "stream", "no-stream", "measure-bandwidth"}))),
       kShortFlags);
   if (const auto level = args.get("log-level")) log::set_level(log::parse_level(*level));
   keep_freed_heap_memory(kKeptHeapBlockBytes);  // no server in this process
@@ -273,8 +277,14 @@ int run_generate(const std::vector<std::string>& argv) {
 
   const int64_t warmup = args.get_int("warmup", 0);
   DI_CHECK(warmup >= 0, "--warmup: expected a count of runs >= 0, got ", warmup);
+  // The weights a decode streams are the huge-paged ones (packed and repacked at load).
+  const bool measure = args.flag("measure-bandwidth");
+  const std::vector<MemoryRun> weights = measure ? huge_paged_in_use() : std::vector<MemoryRun>{};
+  std::vector<double> read_gb_s;
+  if (measure) read_gb_s.push_back(kernels::read_bandwidth(weights, *loaded.pool));
   const Generated result = sampled || stream ? run_engine(loaded, prompt, params, stream, warmup)
                                              : run_greedy(args, loaded, prompt, params, warmup);
+  if (measure) read_gb_s.push_back(kernels::read_bandwidth(weights, *loaded.pool));
 
   if (const auto path = args.get("dump-logits")) {
     io::write_npy_f32(*path, result.prompt_logits,
@@ -292,6 +302,12 @@ int run_generate(const std::vector<std::string>& argv) {
     out["decode_steps"] = result.decode_steps;
     if (!result.warmup_prefill_seconds.empty())
       out["warmup_prefill_seconds"] = result.warmup_prefill_seconds;
+    if (measure) {
+      size_t bytes = 0;
+      for (const MemoryRun& run : weights) bytes += run.bytes;
+      out["weights_read_bytes"] = bytes;
+      out["weights_read_gb_s"] = read_gb_s;  // before and after the run
+    }
     std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else if (result.streamed) {
     std::printf("\n");

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace deepinfer {
 
@@ -19,5 +20,15 @@ namespace deepinfer {
 std::shared_ptr<std::byte> allocate_huge_paged(size_t bytes, const std::string& what);
 
 inline constexpr size_t kArenaRegionBytes = size_t{64} << 20;
+
+// The memory allocate_huge_paged() handed out that is still in use, as [data, data + bytes)
+// runs (a region's carved part, a buffer mapped alone): the weights a decode streams, whose own
+// read bandwidth the benchmarks measure (kernels::read_bandwidth; `generate
+// --measure-bandwidth`). Pages differ: on a shared VM a fresh buffer read 35 or 60 GB/s.
+struct MemoryRun {
+  const std::byte* data;
+  size_t bytes;
+};
+std::vector<MemoryRun> huge_paged_in_use();
 
 }  // namespace deepinfer

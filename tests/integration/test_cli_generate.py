@@ -1,5 +1,6 @@
 """`deepinfer generate` / `info` on the bundled tiny checkpoints, against transformers goldens."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -37,6 +38,24 @@ def test_warmup_runs_are_untimed_and_change_no_token(run_cli, sampling):
     assert warm["output_ids"] == cold["output_ids"]
     if not sampling:
         assert warm["output_ids"] == case["greedy_ids"][:12]
+
+
+def test_measure_bandwidth_reads_the_weights_and_changes_no_token(run_cli):
+    # --measure-bandwidth reads the packed weights' own memory before and after the run. With
+    # q8_0 at load every linear of tiny-qwen2 is repacked there: at least its q8_0 bytes
+    # (2 layers x (q, o 64x64; k, v 32x64; gate, up 128x64; down 64x128) x 34 / 32 bytes).
+    case = load_golden("tiny-qwen2")["cases"][-1]
+    common = ["generate", "--model", DATA / "tiny-qwen2", "--prompt-ids",
+              ",".join(map(str, case["prompt_ids"])), "--max-new-tokens", 8, "--ignore-eos",
+              "--json", "--threads", 2, "--quantization", "q8_0"]
+    plain = json.loads(run_cli(*common, check=True).stdout)
+    measured = json.loads(run_cli(*common, "--measure-bandwidth", check=True).stdout)
+    assert "weights_read_gb_s" not in plain
+    assert measured["output_ids"] == plain["output_ids"]
+    assert len(measured["weights_read_gb_s"]) == 2
+    if os.environ.get("DEEPINFER_ISA") != "scalar":  # scalar packs nothing
+        assert measured["weights_read_bytes"] >= 2 * 36864 * 34 // 32
+        assert all(gb_s > 0 for gb_s in measured["weights_read_gb_s"])
 
 
 @pytest.mark.parametrize("flags, message", [
