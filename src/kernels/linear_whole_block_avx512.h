@@ -437,11 +437,26 @@ inline void wb_store(const LinearArgs& a, int64_t i0, int64_t j0, int64_t cols, 
   }
 }
 
-// Where the next group's rows go: L2. Into L1, a group of long rows (16 x 4864 q8_0 elements
-// is 82 KB) evicted itself before its loads came, and the prefetches took the L1's miss
-// buffers from the loads of this group: q8_0 decode at k = 4864 ran 60 -> 107 GB/s hot (L3)
-// and ~10 % faster from DRAM at every decode shape (kernels_bench --decode, 2 threads).
-constexpr _mm_hint kNextGroupHint = _MM_HINT_T1;
+// The largest next group prefetched into L1; larger ones go to L2. Into L1, a group of long
+// rows (16 x 4864 q4_k elements is 44 KB) evicted itself before its loads came, and the
+// prefetches took the L1's miss buffers from this group's loads: q4_k decode at k = 4864 ran
+// 26-28 -> 34-37 GB/s (kernels_bench --decode, 2 threads, Zen 4). Short rows stay in L1: q5_0
+// at k = 896 (10 KB groups) spent 20 % longer per call with them in L2.
+constexpr int64_t kNextGroupL1Bytes = 16 << 10;
+
+template <_mm_hint Hint>
+DEEPINFER_INLINE void prefetch_lines(const char* p, int from, int to) {
+  for (int q = from; q < to; ++q) _mm_prefetch(p + q * 64, Hint);
+}
+
+// Lines [from, to) at p into L2 (`to_l2`) or L1.
+DEEPINFER_INLINE void prefetch_next_group(const char* p, int from, int to, bool to_l2) {
+  if (to_l2) {
+    prefetch_lines<_MM_HINT_T1>(p, from, to);
+  } else {
+    prefetch_lines<_MM_HINT_T0>(p, from, to);
+  }
+}
 
 // Small calls: rows i0 .. i0 + MR - 1 by one group of weight rows, each block transposed as it
 // streams; PF prefetches the next group's rows (contiguous after these) at the pace this tile
@@ -458,20 +473,17 @@ void wb_stream_tile(const LinearArgs& a, int64_t i0, const Rows& g, int64_t j0, 
   constexpr int64_t stride = kWbGroup * kStoredBytes<W>;
   constexpr int lines = static_cast<int>((stride + 63) / 64);
   const char* next = reinterpret_cast<const char*>(g.at(0) + kWbGroup * row_bytes);
+  const bool to_l2 = kWbGroup * row_bytes > kNextGroupL1Bytes;
   for (int64_t sb = 0; sb < blocks / kSub<W>; ++sb) {
-    if constexpr (PF && !kWithMin<W>) {
-      for (int q = 0; q < lines; ++q) _mm_prefetch(next + sb * stride + q * 64, kNextGroupHint);
-    }
+    if constexpr (PF && !kWithMin<W>) prefetch_next_group(next + sb * stride, 0, lines, to_l2);
     if constexpr (kWithMin<W>) {
       // A pair of sub-blocks at a time, so that its transposed quants stay in registers.
       const int64_t at = sb * kStoredBytes<W>;
       K4Super k;
       k4_super<W>(g, at, k);
       for (int p = 0; p < 4; ++p) {
-        if constexpr (PF) {
-          for (int q = p * lines / 4; q < (p + 1) * lines / 4; ++q)
-            _mm_prefetch(next + sb * stride + q * 64, kNextGroupHint);
-        }
+        if constexpr (PF)
+          prefetch_next_group(next + sb * stride, p * lines / 4, (p + 1) * lines / 4, to_l2);
         WbGroupMin w[2];
         k4_pair<W>(g, at, p, k, w);
         DEEPINFER_UNROLL
