@@ -1,11 +1,10 @@
 #include "kernels/read_bandwidth.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kernels/isa.h"
@@ -13,47 +12,47 @@
 namespace deepinfer::kernels {
 namespace {
 
-// [data, data + bytes) read once: four independent chains of the widest loads the CPU has
-// (the tail of fewer than 4 vectors is left: a few bytes of megabytes).
-__attribute__((target("avx512f"))) uint64_t read_avx512(const std::byte* data, size_t bytes) {
-  __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
-  for (size_t i = 0; i + 256 <= bytes; i += 256) {
-    a = _mm512_xor_si512(a, _mm512_loadu_si512(data + i));
-    b = _mm512_xor_si512(b, _mm512_loadu_si512(data + i + 64));
-    c = _mm512_xor_si512(c, _mm512_loadu_si512(data + i + 128));
-    d = _mm512_xor_si512(d, _mm512_loadu_si512(data + i + 192));
+// [data, data + bytes) read once: four independent chains of Bytes-wide loads folded by xor
+// (the tail of fewer than 4 vectors is left: a few bytes of megabytes). Always inlined, so that
+// each caller's target decides the instructions.
+template <int Bytes>
+struct VectorOf;  // GCC vector types: a dependent vector_size is ignored in a template
+template <>
+struct VectorOf<16> {
+  typedef long long type __attribute__((vector_size(16)));
+};
+template <>
+struct VectorOf<32> {
+  typedef long long type __attribute__((vector_size(32)));
+};
+template <>
+struct VectorOf<64> {
+  typedef long long type __attribute__((vector_size(64)));
+};
+
+template <int Bytes>
+__attribute__((always_inline)) inline uint64_t read_vectors(const std::byte* data, size_t bytes) {
+  using Vector = typename VectorOf<Bytes>::type;
+  Vector chains[4] = {};
+  for (size_t i = 0; i + 4 * Bytes <= bytes; i += 4 * Bytes) {
+    for (int c = 0; c < 4; ++c) {
+      Vector v;
+      std::memcpy(&v, data + i + c * Bytes, Bytes);
+      chains[c] ^= v;
+    }
   }
-  alignas(64) uint64_t lanes[8];  // not _mm512_reduce_*: GCC 12 flags its casts uninitialized
-  _mm512_store_si512(lanes, _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d)));
+  const Vector all = chains[0] ^ chains[1] ^ chains[2] ^ chains[3];
   uint64_t folded = 0;
-  for (uint64_t lane : lanes) folded ^= lane;
+  for (int lane = 0; lane < Bytes / 8; ++lane) folded ^= static_cast<uint64_t>(all[lane]);
   return folded;
 }
 
-__attribute__((target("avx2"))) uint64_t read_avx2(const std::byte* data, size_t bytes) {
-  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-  for (size_t i = 0; i + 128 <= bytes; i += 128) {
-    const auto* p = reinterpret_cast<const __m256i*>(data + i);
-    a = _mm256_xor_si256(a, _mm256_loadu_si256(p));
-    b = _mm256_xor_si256(b, _mm256_loadu_si256(p + 1));
-    c = _mm256_xor_si256(c, _mm256_loadu_si256(p + 2));
-    d = _mm256_xor_si256(d, _mm256_loadu_si256(p + 3));
-  }
-  const __m256i v = _mm256_xor_si256(_mm256_xor_si256(a, b), _mm256_xor_si256(c, d));
-  return static_cast<uint64_t>(_mm256_extract_epi64(v, 0) ^ _mm256_extract_epi64(v, 3));
+__attribute__((target("avx512f"))) uint64_t read_avx512(const std::byte* data, size_t bytes) {
+  return read_vectors<64>(data, bytes);
 }
 
-uint64_t read_sse2(const std::byte* data, size_t bytes) {
-  __m128i a = _mm_setzero_si128(), b = a, c = a, d = a;
-  for (size_t i = 0; i + 64 <= bytes; i += 64) {
-    const auto* p = reinterpret_cast<const __m128i*>(data + i);
-    a = _mm_xor_si128(a, _mm_loadu_si128(p));
-    b = _mm_xor_si128(b, _mm_loadu_si128(p + 1));
-    c = _mm_xor_si128(c, _mm_loadu_si128(p + 2));
-    d = _mm_xor_si128(d, _mm_loadu_si128(p + 3));
-  }
-  return static_cast<uint64_t>(
-      _mm_cvtsi128_si64(_mm_xor_si128(_mm_xor_si128(a, b), _mm_xor_si128(c, d))));
+__attribute__((target("avx2"))) uint64_t read_avx2(const std::byte* data, size_t bytes) {
+  return read_vectors<32>(data, bytes);
 }
 
 uint64_t read_once(const std::byte* data, size_t bytes) {
@@ -65,7 +64,7 @@ uint64_t read_once(const std::byte* data, size_t bytes) {
     case Isa::scalar:
       break;
   }
-  return read_sse2(data, bytes);
+  return read_vectors<16>(data, bytes);
 }
 
 }  // namespace
