@@ -277,14 +277,26 @@ int run_generate(const std::vector<std::string>& argv) {
 
   const int64_t warmup = args.get_int("warmup", 0);
   DI_CHECK(warmup >= 0, "--warmup: expected a count of runs >= 0, got ", warmup);
-  // The weights a decode streams are the huge-paged ones (packed and repacked at load).
+  // The weights a decode streams are the huge-paged ones (packed and repacked at load), read
+  // as they are right before and right after the run.
   const bool measure = args.flag("measure-bandwidth");
-  const std::vector<MemoryRun> weights = measure ? huge_paged_in_use() : std::vector<MemoryRun>{};
   std::vector<double> read_gb_s;
-  if (measure) read_gb_s.push_back(kernels::read_bandwidth(weights, *loaded.pool));
+  size_t read_bytes = 0;
+  const auto measure_weights = [&] {
+    const std::vector<MemoryRun> weights = huge_paged_in_use();
+    read_bytes = 0;
+    for (const MemoryRun& run : weights) read_bytes += run.bytes;
+    read_gb_s.push_back(kernels::read_bandwidth(weights, *loaded.pool));
+  };
+  if (measure) measure_weights();
   const Generated result = sampled || stream ? run_engine(loaded, prompt, params, stream, warmup)
                                              : run_greedy(args, loaded, prompt, params, warmup);
-  if (measure) read_gb_s.push_back(kernels::read_bandwidth(weights, *loaded.pool));
+  if (measure) {
+    measure_weights();
+    log::info("the weights' own memory (", config::fixed(static_cast<double>(read_bytes) / 1e6, 1),
+              " MB) read at ", config::fixed(read_gb_s[0], 1), " GB/s before the run and ",
+              config::fixed(read_gb_s[1], 1), " GB/s after it");
+  }
 
   if (const auto path = args.get("dump-logits")) {
     io::write_npy_f32(*path, result.prompt_logits,
@@ -303,9 +315,7 @@ int run_generate(const std::vector<std::string>& argv) {
     if (!result.warmup_prefill_seconds.empty())
       out["warmup_prefill_seconds"] = result.warmup_prefill_seconds;
     if (measure) {
-      size_t bytes = 0;
-      for (const MemoryRun& run : weights) bytes += run.bytes;
-      out["weights_read_bytes"] = bytes;
+      out["weights_read_bytes"] = read_bytes;
       out["weights_read_gb_s"] = read_gb_s;  // before and after the run
     }
     std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());

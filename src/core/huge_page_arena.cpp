@@ -1,6 +1,10 @@
 #include "core/huge_page_arena.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <mutex>
 
 #include "core/memory.h"
@@ -19,7 +23,16 @@ std::shared_ptr<std::byte> map_alone(size_t bytes, const std::string& what) {
   return {data, [bytes](std::byte* p) { release_anonymous(p, bytes); }};
 }
 
-// A mapping handed out (a region, or a buffer mapped alone) and how much of it is in use.
+// The whole pages inside [data, data + bytes) back to the kernel (they read as zeros again):
+// a freed buffer's neighbours in its region may live on, and its pages with them.
+void drop_pages(std::byte* data, size_t bytes) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = round_up(reinterpret_cast<uintptr_t>(data), page);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) / page * page;
+  if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+// A buffer handed out and still held: what huge_paged_in_use() reports.
 struct Tracked {
   std::weak_ptr<std::byte> owner;
   const std::byte* data;
@@ -30,7 +43,7 @@ struct Arena {
   std::mutex mutex;
   std::shared_ptr<std::byte> region;  // the one being carved; older ones live while used
   size_t used = 0;
-  std::vector<Tracked> mappings;  // expired ones dropped as new ones come
+  std::vector<Tracked> buffers;  // expired ones dropped as new ones come
 };
 
 Arena& arena() {
@@ -42,27 +55,29 @@ Arena& arena() {
 
 std::shared_ptr<std::byte> allocate_huge_paged(size_t bytes, const std::string& what) {
   const size_t size = round_up(std::max<size_t>(bytes, 1), kAlignment);
+  std::shared_ptr<std::byte> buffer;
   Arena& a = arena();
-  const auto track = [&a](const std::shared_ptr<std::byte>& owner, size_t in_use) {
-    std::erase_if(a.mappings, [](const Tracked& t) { return t.owner.expired(); });
-    a.mappings.push_back({owner, owner.get(), in_use});
-  };
   if (size > kArenaRegionBytes / 4) {
-    auto alone = map_alone(round_up(size, kHugePageBytes), what);
+    buffer = map_alone(round_up(size, kHugePageBytes), what);
+  } else {
     const std::lock_guard lock(a.mutex);
-    track(alone, bytes);
-    return alone;
+    if (!a.region || a.used + size > kArenaRegionBytes) {
+      a.region = map_alone(kArenaRegionBytes, what);
+      a.used = 0;
+    }
+    // Its own owner, which holds the region: freeing it gives its pages back, and the last
+    // buffer of a region the arena has moved on from unmaps it (here, not when the tracking
+    // weak_ptr lets the control block go).
+    buffer = std::shared_ptr<std::byte>(a.region.get() + a.used,
+                                        [region = a.region, size](std::byte* p) mutable {
+                                          drop_pages(p, size);
+                                          region.reset();
+                                        });
+    a.used += size;
   }
   const std::lock_guard lock(a.mutex);
-  if (!a.region || a.used + size > kArenaRegionBytes) {
-    a.region = map_alone(kArenaRegionBytes, what);
-    a.used = 0;
-    track(a.region, 0);
-  }
-  std::shared_ptr<std::byte> buffer(a.region, a.region.get() + a.used);  // shares the region
-  a.used += size;
-  for (Tracked& t : a.mappings)
-    if (t.data == a.region.get()) t.bytes = a.used;
+  std::erase_if(a.buffers, [](const Tracked& t) { return t.owner.expired(); });
+  a.buffers.push_back({buffer, buffer.get(), bytes});
   return buffer;
 }
 
@@ -70,10 +85,8 @@ std::vector<MemoryRun> huge_paged_in_use() {
   Arena& a = arena();
   const std::lock_guard lock(a.mutex);
   std::vector<MemoryRun> runs;
-  for (const Tracked& t : a.mappings) {
-    // The current region is held by the arena itself: in use only while a buffer shares it.
-    const auto owners = t.owner.use_count() - (t.data == a.region.get() ? 1 : 0);
-    if (owners > 0 && t.bytes > 0) runs.push_back({t.data, t.bytes});
+  for (const Tracked& t : a.buffers) {
+    if (auto owner = t.owner.lock()) runs.push_back({t.data, t.bytes, std::move(owner)});
   }
   return runs;
 }

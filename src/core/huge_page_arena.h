@@ -14,20 +14,21 @@ namespace deepinfer {
 
 // `bytes` of zero-filled memory, 64-byte aligned, advised for huge pages: carved from a shared
 // region of kArenaRegionBytes (2 MiB aligned) when at most a quarter of one, else mapped alone
-// and rounded up to whole huge pages. A region is unmapped when the last buffer carved from it
-// is released and the arena has moved on to a newer region. Thread-safe. Throws Error naming
-// `what` when the kernel refuses the memory.
+// and rounded up to whole huge pages. Releasing a carved buffer gives its whole pages back to
+// the kernel; a region is unmapped when its last buffer is released and the arena has moved
+// on to a newer region. Thread-safe. Throws Error naming `what` when the kernel refuses.
 std::shared_ptr<std::byte> allocate_huge_paged(size_t bytes, const std::string& what);
 
 inline constexpr size_t kArenaRegionBytes = size_t{64} << 20;
 
-// The memory allocate_huge_paged() handed out that is still in use, as [data, data + bytes)
-// runs (a region's carved part, a buffer mapped alone): the weights a decode streams, whose own
+// The buffers allocate_huge_paged() handed out that are still held, each as [data, data +
+// bytes), kept alive by `owner` while the run is held: the weights a decode streams, whose own
 // read bandwidth the benchmarks measure (kernels::read_bandwidth; `generate
 // --measure-bandwidth`). Pages differ: on a shared VM a fresh buffer read 35 or 60 GB/s.
 struct MemoryRun {
   const std::byte* data;
   size_t bytes;
+  std::shared_ptr<const void> owner;
 };
 std::vector<MemoryRun> huge_paged_in_use();
 

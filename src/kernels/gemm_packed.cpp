@@ -91,7 +91,8 @@ bool repacks_blocks(DType dtype) {
 }
 
 bool reads_repacked_blocks(const PackedWeights& w) {
-  return w.defined() && is_block_dtype(w.dtype()) && w.repacked_rows() == repacked_row_unit();
+  return w.defined() && is_block_dtype(w.dtype()) && w.repacked_rows() > 0 &&
+         w.repacked_rows() == repacked_row_unit();
 }
 
 int64_t repacked_row_unit() {
@@ -122,11 +123,12 @@ std::shared_ptr<void> allocate_packed(size_t bytes, bool huge_pages, const char*
 
 PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k, bool huge_pages) {
   PackedWeights packed;
-  const bool repack = repacks_blocks(dtype) && k % block_traits(dtype)->block_size == 0;
+  // The unit first: repacking follows the ISA read here, once.
+  const int64_t unit = repacked_row_unit();
+  const bool repack = unit > 0 && repacks_blocks(dtype) && k % block_traits(dtype)->block_size == 0;
   if (!packs_weights(dtype) && !repack) return packed;
   if (w == nullptr || n <= 0 || k <= 0) return packed;
   const int64_t panels = (n + kPanel - 1) / kPanel;
-  const int64_t unit = repack ? repacked_row_unit() : 0;
   const int64_t units = repack ? (n + unit - 1) / unit : 0;
   const size_t bytes = repack
                            ? static_cast<size_t>(units * unit) * dtype_bytes(dtype, k)
@@ -167,7 +169,7 @@ void linear(const float* x, int64_t m, const PackedWeights& w, const float* bias
   DI_CHECK(m >= 0, "kernels::linear: negative row count ", m);
   const int64_t k = w.k(), n = w.n();
   const Isa isa = active_isa();
-  if (is_block_dtype(w.dtype())) {  // repacked for AVX2 (repacks_blocks); else as stored
+  if (is_block_dtype(w.dtype())) {  // repacked for AVX2 / AVX-512 (repacks_blocks); else as stored
     const bool repacked = reads_repacked_blocks(w);
     return detail::linear_with_layout(x, m, k, repacked ? w.panels() : w.source(), w.dtype(),
                                       repacked, n, bias, y, pool);

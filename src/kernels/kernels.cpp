@@ -150,7 +150,8 @@ int64_t row_granule(DType w_dtype) {
 }
 
 // Repacked blocks (LinearArgs::w_repacked) only of the types and the ISA that repack them, and
-// in output tiles of whole 8-row groups: every thread's share must start at one.
+// in output tiles of whole units (8 rows on AVX2, 16 on AVX-512): every thread's share must
+// start at one.
 void check_repacked_layout(bool w_repacked, DType w_dtype, Isa isa) {
   if (!w_repacked) return;
   DI_CHECK(detail::wb::reads_repacked_layout(isa) && detail::wb::has_repacked_layout(w_dtype),

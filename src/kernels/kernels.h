@@ -68,7 +68,8 @@ struct LinearJob {
   int64_t n = 0;            // 0: the call's n
 };
 // w_repacked: every job's w is its rows repacked (pack_weights() of the whole stack,
-// a job's matrix being whole 8-row groups of it: see packed_weights.h), under AVX2 / AVX-512.
+// a job's matrix being whole units of it, repacked_row_unit(): see packed_weights.h), under
+// AVX2 / AVX-512.
 void linear_grouped(std::span<const LinearJob> jobs, int64_t k, DType w_dtype, int64_t n,
                     ThreadPool& pool, bool w_repacked = false);
 

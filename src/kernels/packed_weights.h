@@ -39,19 +39,20 @@ class PackedWeights {
 };
 
 // Packs w[n, k] (row-major, f32 or bf16) where the packed GEMM pays under the active ISA:
-// f32 and bf16 on AVX2 and AVX-512 (one layout for both ISAs), and repacks q4_0, q5_0, q8_0 and
-// q4_k under AVX2 and AVX-512 (repacks_blocks); otherwise returns an undefined PackedWeights (use
-// w as stored).
-// w must outlive the result (it stays the input of the fallback path). `huge_pages`: panels
-// of at least 2 MiB get their own 2 MiB aligned mapping advised for transparent huge pages
-// (MemoryOptions::huge_pages, core/memory.h).
+// f32 and bf16 on AVX2 and AVX-512 (one panel layout for both ISAs), and repacks q4_0, q5_0, q8_0
+// and q4_k under AVX2 and AVX-512 (repacks_blocks; each ISA its own layout); otherwise returns an
+// undefined PackedWeights (use w as stored).
+// w must outlive the result (it stays the input of the fallback path). `huge_pages`: the panels
+// sit on transparent huge pages, small ones carved from shared regions
+// (core/huge_page_arena.h; MemoryOptions::huge_pages, core/memory.h).
 PackedWeights pack_weights(const void* w, DType dtype, int64_t n, int64_t k,
                            bool huge_pages = false);
 // Whether pack_weights() packs a matrix of `dtype` now (weight packing on, active ISA, dtype).
 bool packs_weights(DType dtype);
 // Whether pack_weights() repacks a block-type matrix now: q4_0, q5_0, q8_0, q4_k under AVX2 and
 // AVX-512, their blocks in the order the kernels read them (kernels/whole_block_layout.h; same
-// bytes as stored, and a matrix of whole 8-row groups keeps every row group at its stored offset).
+// bytes as stored, and a matrix of whole units, repacked_row_unit(), keeps every unit at its
+// stored offset).
 // Separate from packs_weights(): the MoE expert panels (packed_experts.h) take f32 / bf16 only.
 bool repacks_blocks(DType dtype);
 // Whether w holds repacked blocks (repacks_blocks() at packing) in the layout the active ISA

@@ -25,9 +25,14 @@ TEST(ReadBandwidth, TheRunsInUseAreTheBuffersStillHeld) {
   const size_t big = kArenaRegionBytes / 2;  // mapped alone
   auto alone = allocate_huge_paged(big, "test");
   auto carved = allocate_huge_paged(3000, "test");
-  const std::vector<MemoryRun> runs = huge_paged_in_use();
-  EXPECT_TRUE(covers(runs, alone.get(), big));
-  EXPECT_TRUE(covers(runs, carved.get(), 3000));
+  {
+    const std::vector<MemoryRun> runs = huge_paged_in_use();
+    EXPECT_TRUE(covers(runs, alone.get(), big));
+    EXPECT_TRUE(covers(runs, carved.get(), 3000));
+    const std::byte* held = carved.get();
+    carved.reset();
+    EXPECT_TRUE(covers(huge_paged_in_use(), held, 3000));  // `runs` keeps it alive
+  }
   const std::byte* gone = alone.get();
   alone.reset();
   for (const MemoryRun& r : huge_paged_in_use()) EXPECT_NE(r.data, gone);
@@ -35,8 +40,8 @@ TEST(ReadBandwidth, TheRunsInUseAreTheBuffersStillHeld) {
 
 TEST(ReadBandwidth, ReadsEveryIsaAndSplitsTheRunsOverTheThreads) {
   auto buffer = allocate_huge_paged(size_t{24} << 20, "test");
-  const std::vector<MemoryRun> runs{{buffer.get(), size_t{16} << 20},
-                                    {buffer.get() + (size_t{16} << 20), size_t{8} << 20}};
+  const std::vector<MemoryRun> runs{{buffer.get(), size_t{16} << 20, buffer},
+                                    {buffer.get() + (size_t{16} << 20), size_t{8} << 20, buffer}};
   for (Isa isa : supported_isas()) {
     testing::IsaGuard guard(isa);
     for (int threads : {1, 2, 3}) {

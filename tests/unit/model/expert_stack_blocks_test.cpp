@@ -200,8 +200,8 @@ TEST_P(ExpertStackBlocks, ExpertJIsSlicedByRowBytes) {
     for (int64_t e = 0; e < experts; ++e) EXPECT_EQ(got[e], want[e]) << "expert " << e;
   };
   for (const ExpertStack* stack : {&fused, &apart}) group_equals_forward(*stack, *stack);
-  // The same stacks mapped from a file (as a GGUF's are) and repacked for AVX2 where the type
-  // repacks (ExpertStack::repack_blocks; their stored pages dropped): forward_group still
+  // The same stacks mapped from a file (as a GGUF's are) and repacked for AVX2 / AVX-512 where the
+  // type repacks (ExpertStack::repack_blocks; their stored pages dropped): forward_group still
   // equals each expert's forward() on the in-memory stacks bit for bit.
   const std::vector<Tensor> maps = mapped_copies(
       {tensor_of(gate_up_all, {experts, 2 * i, h}, c.gate_up),

@@ -101,11 +101,11 @@ class ExpertStack {
   void release_pages() const;
   // Block stacks (q4_0, q5_0, q8_0, q4_k) repacked (kernels::repacks_blocks: AVX2, AVX-512),
   // each part as one pack_weights() of [count * rows, cols], where its rows per expert are whole
-  // 8-row groups (each expert then starts at its stored byte offset: linear_grouped cannot
-  // check that, so only this builds its jobs) and its stored pages can be dropped (a file
-  // mapping; not --no-mmap / --mlock / stacks copied at load), which they then are. Only
-  // stacks that forward_group runs grouped (gate / up and down all block types). For MoeLayer,
-  // at load and after each EPLB move; `huge_pages` as pack_weights().
+  // units (kernels::repacked_row_unit(): 8 rows on AVX2, 16 on AVX-512; each expert then starts at
+  // its stored byte offset: linear_grouped cannot check that, so only this builds its jobs) and its
+  // stored pages can be dropped (a file mapping; not --no-mmap / --mlock / stacks copied at load),
+  // which they then are. Only stacks that forward_group runs grouped (gate / up and down all block
+  // types). For MoeLayer, at load and after each EPLB move; `huge_pages` as pack_weights().
   void repack_blocks(bool huge_pages = false);
   // How many of the stack's parts repack_blocks() repacked (logs, tests).
   int repacked_parts() const;

@@ -73,8 +73,8 @@ struct MoeConfig {
   // enable_atb_moe: f32 / bf16 routed experts run as one grouped job on packed panels
   // (packed_experts.h); false, or other weight types: ExpertStack::forward per expert.
   bool fused_experts = true;
-  // Repacked block stacks (ExpertStack::repack_blocks) of 2 MiB or more in huge-page advised
-  // memory (MemoryOptions::huge_pages, set by load()).
+  // Repacked block stacks (ExpertStack::repack_blocks) on huge pages (core/huge_page_arena.h;
+  // MemoryOptions::huge_pages, set by load()).
   bool huge_pages = false;
 };
 
