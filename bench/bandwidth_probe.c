@@ -182,7 +182,8 @@ int main(int argc, char** argv) {
   // repeated enough times to run for a while; fma reads no memory.
   const size_t slice = g_kind != kRead ? (size_t)18 * 1024 * 16 : (size_t)512 << 20;
   const int passes = g_kind == kFma ? 20 : g_q4dot ? 2000 : 5;
-  uint8_t* data = aligned_alloc(2 << 20, slice * (size_t)threads);
+  const size_t huge = (size_t)2 << 20;
+  uint8_t* data = aligned_alloc(huge, (slice * (size_t)threads + huge - 1) / huge * huge);
   if (data == NULL) {
     fprintf(stderr, "%s: cannot allocate %zu bytes\n", argv[0], slice * (size_t)threads);
     return 1;
