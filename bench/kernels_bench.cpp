@@ -2,7 +2,7 @@
 //
 //   g++ -std=c++20 -O2 -Isrc bench/kernels_bench.cpp build/libdeepinfer.a -lpthread
 //       $(pkg-config --libs libpcre2-8 libutf8proc) -o kernels_bench
-//   ./kernels_bench [--isa scalar|avx2|avx512] [--threads 1,2] [--precision f32|bf16] [--json]
+//   ./kernels_bench [--isa scalar|avx2|avx512|amx] [--threads 1,2] [--precision f32|bf16] [--json]
 //                   [--weights bf16,f32,q8_0,q4_1,q5_0,q5_1,q4_k,q5_k,q6_k] [--decode]
 //                   [--shapes MxKxN,...]
 //   ./kernels_bench --gemm [--threads 1,2] [--m 1,8,32,128,512] [--json]
@@ -149,6 +149,11 @@ bool is_k(DType d) {
   return d == DType::q4_k || d == DType::q5_k || d == DType::q6_k;
 }
 
+// The kernels that run: the active ISA, or amx for AVX-512 with AMX tiles.
+std::string_view kernel_set_name() {
+  return kernels::amx_active() ? "amx" : kernels::isa_name(kernels::active_isa());
+}
+
 // parse_dtype() knows the element types; the block types by their dtype_name().
 DType dtype_named(const std::string& name) {
   for (DType d : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k,
@@ -182,7 +187,7 @@ Peaks measure_peaks(ThreadPool& pool) {
 
 // --gemm: peaks, then raw vs packed weights alternately on the Qwen2.5-0.5B projections.
 int run_gemm(const std::vector<int>& thread_counts, const std::vector<int64_t>& ms, bool json) {
-  const auto isa = kernels::isa_name(kernels::active_isa());
+  const auto isa = kernel_set_name();
   std::vector<Peaks> peaks;
   for (int threads : thread_counts) {
     ThreadPool pool(threads);
@@ -351,7 +356,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--isa" && i + 1 < argc) {
-      kernels::set_active_isa(kernels::parse_isa(argv[++i]));
+      const std::string name = argv[++i];  // amx: the AVX-512 kernels with AMX tiles
+      kernels::set_active_isa(name == "amx" ? kernels::Isa::avx512 : kernels::parse_isa(name));
+      kernels::set_amx(name == "amx");
     } else if (arg == "--threads" && i + 1 < argc) {
       thread_counts.clear();
       std::string list = argv[++i];
@@ -389,16 +396,16 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(
           stderr,
-          "usage: %s [--isa scalar|avx2|avx512] [--threads 1,2] [--precision f32|bf16] [--json]\n"
+          "usage: %s [--isa scalar|avx2|avx512|amx] [--threads 1,2] [--precision f32|bf16] [--json]\n"
           "          [--weights bf16,f32,q8_0,q4_0,q4_1,q5_0,q5_1,q4_k,q5_k,q6_k] [--decode]\n"
           "          [--shapes MxKxN,...]\n"
-          "       %s --gemm [--isa avx2|avx512] [--threads 1,2] [--m 1,8,32,128,512] [--json]\n",
+          "       %s --gemm [--isa avx2|avx512|amx] [--threads 1,2] [--m 1,8,32,128,512] [--json]\n",
           argv[0], argv[0]);
       return 2;
     }
   }
   if (gemm) return run_gemm(thread_counts, gemm_ms, json);
-  const auto isa = kernels::isa_name(kernels::active_isa());
+  const auto isa = kernel_set_name();
   const auto precision = kernels::matmul_precision_name(kernels::matmul_precision());
   for (int threads : thread_counts) {
     ThreadPool pool(threads);

@@ -50,6 +50,14 @@ struct LinearArgs {
   const int32_t* xbt = nullptr;
   // w is repacked (q4_0, q5_0, q8_0, q4_k under AVX2 / AVX-512: pack_weights; wb::repack_rows).
   bool w_repacked = false;
+  // AMX tiles (linear_rows_q8_amx), whole-block types: the block terms of xbd / xbt again, in
+  // tile order [tiles][blocks][16]: tile T holds x rows 16 T .. 16 T + 15 of this call (rows
+  // past its m repeat its last row), so one tile's terms of one block are one 64-byte line.
+  // Null: no tiles (fewer than kAmxMinRows rows). xq then has 16 readable rows from every tile's
+  // first row (rows past m are never stored).
+  const float* xtd = nullptr;
+  const int32_t* xtt = nullptr;
+  const int8_t* xtq = nullptr;  // xq in tile order: [tiles][blocks][16 rows][32]
 };
 
 // Where the whole-block kernels read block b of x row i's d and t: at (i * blocks + b) * stride
@@ -201,6 +209,11 @@ void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int
 namespace avx512 {
 void linear_rows_q8(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 void linear_rows_q8_vnni(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+// AMX-INT8 tiles for the whole-block types from kAmxMinRows x rows (linear_whole_block_amx.cpp),
+// bitwise linear_rows_q8_vnni's results; other types and fewer rows run linear_rows_q8_vnni.
+// Needs cpu_has_amx().
+inline constexpr int64_t kAmxMinRows = 16;
+void linear_rows_q8_amx(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 }  // namespace avx512
 
 // The same for q5_1 and q6_k (linear_qk_*.cpp): per-lane weight

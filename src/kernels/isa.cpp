@@ -1,6 +1,8 @@
 #include "kernels/isa.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -16,6 +18,18 @@ bool cpu_has_f16c() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
   return (ecx & (1u << 29)) != 0;
+}
+
+// CPUID leaf 7 EDX: AMX-BF16 (bit 22), AMX-TILE (24), AMX-INT8 (25); then the OS must let
+// this process use the 8 KiB tile state (Linux 5.16+: XFEATURE_XTILEDATA = 18 by
+// ARCH_REQ_XCOMP_PERM = 0x1023), else the first tile instruction faults.
+bool detect_amx() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  const unsigned bits = (1u << 22) | (1u << 24) | (1u << 25);
+  if ((edx & bits) != bits) return false;
+  constexpr long kReqXcompPerm = 0x1023, kXtiledata = 18;
+  return syscall(SYS_arch_prctl, kReqXcompPerm, kXtiledata) == 0;
 }
 
 // libgcc / compiler-rt also check (via XGETBV) that the OS saves the wider registers.
@@ -40,6 +54,7 @@ std::string supported_list() {
     if (!out.empty()) out += ", ";
     out += isa_name(isa);
   }
+  if (cpu_has_amx()) out += ", amx";
   return out;
 }
 
@@ -47,6 +62,7 @@ std::string supported_list() {
 // every kernel call reports it (rather than silently running another path).
 struct EnvChoice {
   Isa isa = Isa::scalar;
+  bool amx = false;
   std::string error;
 };
 
@@ -56,6 +72,7 @@ const EnvChoice& env_choice() {
     const char* value = std::getenv("DEEPINFER_ISA");
     try {
       c.isa = resolve_isa_request(value ? value : "");
+      c.amx = resolve_amx_request(value ? value : "");
     } catch (const Error& e) {
       c.error = e.what();
     }
@@ -66,6 +83,8 @@ const EnvChoice& env_choice() {
 
 // -1: no override; otherwise the Isa value forced by set_active_isa().
 std::atomic<int> forced_isa{-1};
+// -1: no override; otherwise set_amx()'s value.
+std::atomic<int> forced_amx{-1};
 
 }  // namespace
 
@@ -131,14 +150,34 @@ bool cpu_has_avx512_vnni() {
   return has;
 }
 
+bool cpu_has_amx() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return cpu_has_avx512_vnni() && cpu_has_avx512_bf16() && detect_amx();
+  }();
+  return has;
+}
+
+bool resolve_amx_request(std::string_view value) {
+  if (value.empty() || value == "auto") return cpu_has_amx();
+  if (value != "amx") return false;
+  DI_CHECK(cpu_has_amx(), "DEEPINFER_ISA='amx' is not supported by this CPU (it supports ",
+           supported_list(), "; AMX needs AMX-TILE, AMX-INT8, AMX-BF16 and the OS's permission)");
+  return true;
+}
+
 Isa resolve_isa_request(std::string_view value) {
   if (value.empty() || value == "auto") return best_isa();
+  if (value == "amx") {
+    resolve_amx_request(value);
+    return Isa::avx512;
+  }
   Isa isa;
   try {
     isa = parse_isa(value);
   } catch (const Error&) {
-    fail("DEEPINFER_ISA='", value, "' is not an instruction set (expected auto, scalar, avx2 or ",
-         "avx512; this CPU supports ", supported_list(), ")");
+    fail("DEEPINFER_ISA='", value, "' is not an instruction set (expected auto, scalar, avx2, ",
+         "avx512 or amx; this CPU supports ", supported_list(), ")");
   }
   DI_CHECK(isa_supported(isa), "DEEPINFER_ISA='", value, "' is not supported by this CPU (it ",
            "supports ", supported_list(), "); unset DEEPINFER_ISA or pick one of those");
@@ -161,6 +200,22 @@ void set_active_isa(Isa isa) {
 
 void clear_active_isa_override() {
   forced_isa.store(-1, std::memory_order_relaxed);
+}
+
+bool amx_active() {
+  if (active_isa() != Isa::avx512) return false;
+  const int forced = forced_amx.load(std::memory_order_relaxed);
+  return forced >= 0 ? forced == 1 : env_choice().amx;
+}
+
+void set_amx(bool enabled) {
+  DI_CHECK(!enabled || cpu_has_amx(), "cannot enable AMX: this CPU (or its OS) does not offer ",
+           "AMX-TILE, AMX-INT8 and AMX-BF16");
+  forced_amx.store(enabled ? 1 : 0, std::memory_order_relaxed);
+}
+
+void clear_amx_override() {
+  forced_amx.store(-1, std::memory_order_relaxed);
 }
 
 }  // namespace deepinfer::kernels

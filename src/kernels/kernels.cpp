@@ -90,17 +90,23 @@ uint16_t* bf16_x_buffer(size_t elements) {
 // The calling thread's x quantized for block weights (quantize_x_blocks): quants, scales and
 // lane sums, and for the whole-block types each block's scale and term once (bd, bt:
 // LinearArgs::xbd / xbt), grown to the largest call seen.
+// For AMX tiles, q has 16 rows of slack (a tail tile reads 16 rows) and td / tt hold the block
+// terms in tile order (LinearArgs::xtd / xtt).
 struct QuantizedX {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<int32_t> t;
   std::vector<float> bd;
   std::vector<int32_t> bt;
+  std::vector<float> td;
+  std::vector<int32_t> tt;
+  std::vector<int8_t> tq;
 };
+constexpr int64_t kTileRows = 16;  // x rows of an AMX tile
 QuantizedX& quantized_x_buffer(int64_t m, int64_t k) {
   thread_local QuantizedX buffer;
   const auto elements = static_cast<size_t>(m * k);
-  if (buffer.q.size() < elements) buffer.q.resize(elements);
+  if (buffer.q.size() < elements + kTileRows * k) buffer.q.resize(elements + kTileRows * k);
   if (buffer.d.size() < elements / 4) buffer.d.resize(elements / 4);
   if (buffer.t.size() < elements / 4) buffer.t.resize(elements / 4);
   if (buffer.bd.size() < elements / detail::kQuantBlock)
@@ -124,6 +130,54 @@ void point_at_quantized_x(const QuantizedX& xq, int64_t first, int64_t k, DType 
   }
 }
 
+// Whether a call of m rows of w_dtype runs on AMX tiles (linear_rows_q8_amx).
+bool amx_tiles(int64_t m, DType w_dtype) {
+  return is_whole_block_dtype(w_dtype) && m >= detail::avx512::kAmxMinRows && amx_active();
+}
+
+// The tiles of m rows.
+int64_t row_tiles(int64_t m) {
+  return (m + kTileRows - 1) / kTileRows;
+}
+
+// Room for `tiles` tiles of terms in tile order (xq.td / tt).
+void reserve_tile_terms(QuantizedX& xq, int64_t tiles, int64_t k) {
+  const auto size = static_cast<size_t>(tiles * (k / detail::kQuantBlock) * kTileRows);
+  if (xq.td.size() < size) {
+    xq.td.resize(size);
+    xq.tt.resize(size);
+    xq.tq.resize(size * detail::kQuantBlock);
+  }
+}
+
+// The block terms of x rows first .. first + m - 1 (already quantized) in tile order from tile
+// `tile0` of xq.td / tt (LinearArgs::xtd / xtt; reserve_tile_terms() made room), and args
+// pointed at them.
+void order_terms_for_tiles(QuantizedX& xq, int64_t first, int64_t m, int64_t k, int64_t tile0,
+                           detail::LinearArgs& args) {
+  const int64_t blocks = k / detail::kQuantBlock;
+  for (int64_t tile = 0; tile < row_tiles(m); ++tile) {
+    for (int64_t r = 0; r < kTileRows; ++r) {
+      const int64_t row = first + std::min(tile * kTileRows + r, m - 1);
+      const float* bd = xq.bd.data() + row * blocks;
+      const int32_t* bt = xq.bt.data() + row * blocks;
+      float* td = xq.td.data() + ((tile0 + tile) * blocks) * kTileRows + r;
+      int32_t* tt = xq.tt.data() + ((tile0 + tile) * blocks) * kTileRows + r;
+      const int8_t* q = xq.q.data() + row * k;
+      int8_t* tq = xq.tq.data() + ((tile0 + tile) * blocks * kTileRows + r) * detail::kQuantBlock;
+      for (int64_t b = 0; b < blocks; ++b) {
+        td[b * kTileRows] = bd[b];
+        tt[b * kTileRows] = bt[b];
+        std::memcpy(tq + b * kTileRows * detail::kQuantBlock, q + b * detail::kQuantBlock,
+                    detail::kQuantBlock);
+      }
+    }
+  }
+  args.xtq = xq.tq.data() + tile0 * blocks * kTileRows * detail::kQuantBlock;
+  args.xtd = xq.td.data() + tile0 * blocks * kTileRows;
+  args.xtt = xq.tt.data() + tile0 * blocks * kTileRows;
+}
+
 using RowsFn = void (*)(const detail::LinearArgs&, int64_t, int64_t, int64_t, int64_t);
 
 // The 8-bit-activation kernels of the whole-block types and q4_1 (linear_q8_*) and of the
@@ -132,6 +186,7 @@ RowsFn block_rows(Isa isa, DType w_dtype) {
   const bool q8 = is_whole_block_dtype(w_dtype) || w_dtype == DType::q4_1;
   switch (isa) {
     case Isa::avx512:
+      if (q8 && amx_active()) return &detail::avx512::linear_rows_q8_amx;
       if (cpu_has_avx512_vnni())
         return q8 ? &detail::avx512::linear_rows_q8_vnni : &detail::avx512::linear_rows_qk_vnni;
       return q8 ? &detail::avx512::linear_rows_q8 : &detail::avx512::linear_rows_qk;
@@ -288,6 +343,10 @@ void detail::linear_with_layout(const float* x, int64_t m, int64_t k, const void
     QuantizedX& xq = quantized_x_buffer(m, k);
     quantize_rows(x, m, k, w_dtype, xq, 0, pool);
     point_at_quantized_x(xq, 0, k, w_dtype, args);
+    if (amx_tiles(m, w_dtype)) {
+      reserve_tile_terms(xq, row_tiles(m), k);
+      order_terms_for_tiles(xq, 0, m, k, 0, args);
+    }
     args.w_repacked = w_repacked;
     q_rows = block_rows(isa, w_dtype);
   } else if (dpbf16) {
@@ -366,6 +425,20 @@ void linear_grouped(std::span<const LinearJob> jobs, int64_t k, DType w_dtype, i
   QuantizedX& xq = quantized_x_buffer(rows, k);
   for (size_t g = 0; g < jobs.size(); ++g)
     if (!shares_x[g]) quantize_rows(jobs[g].x, jobs[g].m, k, w_dtype, xq, row0[g], pool);
+  // AMX: the terms of each x with enough rows for tiles, in tile order.
+  std::vector<detail::LinearArgs> tile_terms(jobs.size());
+  int64_t all_tiles = 0;
+  for (size_t g = 0; g < jobs.size(); ++g)
+    if (!shares_x[g] && amx_tiles(jobs[g].m, w_dtype)) all_tiles += row_tiles(jobs[g].m);
+  reserve_tile_terms(xq, all_tiles, k);
+  for (int64_t g = 0, tiles = 0; g < static_cast<int64_t>(jobs.size()); ++g) {
+    if (shares_x[g]) {
+      tile_terms[g] = tile_terms[g - 1];
+    } else if (amx_tiles(jobs[g].m, w_dtype)) {
+      order_terms_for_tiles(xq, row0[g], jobs[g].m, k, tiles, tile_terms[g]);
+      tiles += row_tiles(jobs[g].m);
+    }
+  }
   const RowsFn q_rows = block_rows(active_isa(), w_dtype);
   const int64_t macs_per_item = std::min(largest, kLinearRowBlock) * tile_n * k;
   const int64_t min_chunk = std::max<int64_t>(1, kMinMacsPerThread / macs_per_item);
@@ -379,6 +452,9 @@ void linear_grouped(std::span<const LinearJob> jobs, int64_t k, DType w_dtype, i
       detail::LinearArgs args{nullptr, k, k, job.w, w_dtype, outputs(job), nullptr, job.y};
       args.w_repacked = w_repacked;
       point_at_quantized_x(xq, row0[g], k, w_dtype, args);
+      args.xtd = tile_terms[g].xtd;
+      args.xtt = tile_terms[g].xtt;
+      args.xtq = tile_terms[g].xtq;
       run_item_range(
           job.m, outputs(job), tile_n, lo - item0[g], hi - item0[g],
           [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) { q_rows(args, m0, m1, n0, n1); });
@@ -389,6 +465,7 @@ void linear_grouped(std::span<const LinearJob> jobs, int64_t k, DType w_dtype, i
 std::string_view block_linear_path() {
   switch (active_isa()) {
     case Isa::avx512:
+      if (amx_active()) return "AMX-INT8 tiles from 16 rows, AVX-512 VNNI below";
       return cpu_has_avx512_vnni() ? "AVX-512 VNNI" : "AVX-512";
     case Isa::avx2:
       return "AVX2";

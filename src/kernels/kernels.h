@@ -122,7 +122,8 @@ void linear_w8a8(const float* x, int64_t m, int64_t k, const int8_t* w, const fl
 void quantize_w8a8_row(const float* x, int64_t k, int8_t* q, float* scale);
 
 // The code path linear() takes for block weights under the active ISA, for start-up logs:
-// "AVX-512 VNNI", "AVX-512", "AVX2" or "scalar".
+// "AMX-INT8 tiles from 16 rows, AVX-512 VNNI below", "AVX-512 VNNI", "AVX-512", "AVX2" or
+// "scalar".
 std::string_view block_linear_path();
 
 // How linear() multiplies by bf16 weights (f32 and f16 weights are always exact f32).
