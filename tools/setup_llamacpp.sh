@@ -11,6 +11,15 @@
 #   JOBS=4 tools/setup_llamacpp.sh     # more build parallelism where there are cores
 #   tools/setup_llamacpp.sh --avx2     # also an AVX2-only build (no AVX-512) in avx2-build-<version>,
 #                                      # the peer of DEEPINFER_ISA=avx2 (bench/*.py --isa avx2)
+#   tools/setup_llamacpp.sh --no-amx   # also a native build without AMX in noamx-build-<version>,
+#                                      # the peer of DEEPINFER_ISA=avx512 (bench/*.py --isa avx512)
+#
+# Two patches make the native build's AMX path run on an AMX host (issue #47): GCC 12's
+# _tile_loadconfig names only 8 bytes of the 64-byte tile configuration as its memory operand, so
+# -O3 drops the stores that fill in the rest and the first ldtilecfg faults (upstream
+# ggml-org/llama.cpp#26954, open); it becomes an ldtilecfg whose operand is the whole struct.
+# And ggml's AMX buffer type claims 3-D weights (DeepSeek's attn_k_b / attn_v_b) that its kernels
+# cannot take, then aborts; its supports_op now refuses weights of more than 2 dimensions.
 #
 # Idempotent: a finished step is skipped. Everything lands in bench/llamacpp-src (git-ignored
 # through bench/.gitignore). Prints the path of the built binaries at the end.
@@ -21,10 +30,12 @@ VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 CACHE="$ROOT/bench/llamacpp-src"
 JOBS="${JOBS:-2}"
 BUILD_AVX2=0
+BUILD_NOAMX=0
 for arg in "$@"; do
   case "$arg" in
     --avx2) BUILD_AVX2=1 ;;
-    *) echo "usage: tools/setup_llamacpp.sh [--avx2]" >&2; exit 2 ;;
+    --no-amx) BUILD_NOAMX=1 ;;
+    *) echo "usage: tools/setup_llamacpp.sh [--avx2] [--no-amx]" >&2; exit 2 ;;
   esac
 done
 PY="$ROOT/.venv-tools/bin/python"
@@ -45,6 +56,17 @@ if [[ ! -f "$LLAMA/CMakeLists.txt" ]]; then
   tar -xzf "$SDIST" -C "$CACHE"
 fi
 [[ -f "$LLAMA/CMakeLists.txt" ]] || { echo "error: $LLAMA has no CMakeLists.txt (sdist layout changed?)" >&2; exit 1; }
+
+AMX_DIR="$LLAMA/ggml/src/ggml-cpu/amx"
+if ! grep -q 'asm volatile("ldtilecfg' "$AMX_DIR/mmq.cpp"; then
+  echo "== patching ggml's AMX tile configuration and its 3-D weights (see the top of this script)"
+  sed -i 's|^\( *\)_tile_loadconfig(&tc);|\1asm volatile("ldtilecfg %0" : : "m"(tc));  // deepinfer: whole operand|' \
+    "$AMX_DIR/mmq.cpp"
+  sed -i 's|^\( *\)if (!ggml_is_contiguous(src0) \|\| !ggml_is_contiguous(src1)) {|\1if (src0->ne[2] != 1 \|\| src0->ne[3] != 1) {  // deepinfer: 2-D weights only\n\1    return false;\n\1}\n&|' \
+    "$AMX_DIR/amx.cpp"
+  grep -q 'asm volatile("ldtilecfg' "$AMX_DIR/mmq.cpp" && grep -q "2-D weights only" "$AMX_DIR/amx.cpp" ||
+    { echo "error: the AMX patches did not apply to $AMX_DIR" >&2; exit 1; }
+fi
 
 # The default CPU backend, no BLAS, no GPU, no libcurl (the network is closed anyway), no
 # server / examples we do not use; the main build is tuned to this machine (GGML_NATIVE=ON ->
@@ -80,6 +102,21 @@ if [[ "$BUILD_AVX2" == 1 ]]; then
   cmake --build "$BUILD_AVX2_DIR" -j"$JOBS" --target llama-bench llama-batched-bench
 fi
 
+# The native build without AMX: the same instructions otherwise (AVX-512 F/BW/VL/DQ, VNNI, BF16,
+# VBMI), the peer of DEEPINFER_ISA=avx512 on an AMX host. Only the two benchmark tools.
+BUILD_NOAMX_DIR="$CACHE/noamx-build-$VERSION"
+if [[ "$BUILD_NOAMX" == 1 ]]; then
+  if [[ ! -f "$BUILD_NOAMX_DIR/CMakeCache.txt" ]]; then
+    echo "== configuring $BUILD_NOAMX_DIR (native without AMX)"
+    cmake -S "$LLAMA" -B "$BUILD_NOAMX_DIR" "${COMMON[@]}" -DGGML_NATIVE=OFF \
+      -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+      -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
+      -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+  fi
+  echo "== building the no-AMX llama-bench, llama-batched-bench (-j$JOBS)"
+  cmake --build "$BUILD_NOAMX_DIR" -j"$JOBS" --target llama-bench llama-batched-bench
+fi
+
 # gguf-py from the same commit, so that scripts reading GGUF files agree with the binaries
 # (tools/convert_to_gguf.py puts the vendored copy first on its path anyway).
 want=$(sed -n 's/^version = "\(.*\)"/\1/p' "$LLAMA/gguf-py/pyproject.toml")
@@ -91,4 +128,5 @@ fi
 
 echo "llama.cpp binaries: $BUILD/bin"
 if [[ "$BUILD_AVX2" == 1 ]]; then echo "AVX2-only binaries: $BUILD_AVX2_DIR/bin"; fi
+if [[ "$BUILD_NOAMX" == 1 ]]; then echo "no-AMX binaries: $BUILD_NOAMX_DIR/bin"; fi
 echo "llama.cpp sources:  $LLAMA"

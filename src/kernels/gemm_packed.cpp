@@ -192,7 +192,8 @@ void linear(const float* x, int64_t m, const PackedWeights& w, const float* bias
   if (w.dtype() == DType::bf16 && matmul_precision() == MatmulPrecision::bf16) {
     if (isa == Isa::avx512 && cpu_has_avx512_bf16()) {
       const int64_t stride = detail::avx512::linear_bf16_x_stride(k);  // even, zero-padded
-      uint16_t* xb = bf16_x_buffer(static_cast<size_t>(m * stride));
+      // + 16 rows: a tile reads 16 (gemm_packed_rows_amx).
+      uint16_t* xb = bf16_x_buffer(static_cast<size_t>((m + 16) * stride));
       detail::avx512::linear_pack_x_bf16(x, m, k, xb);
       args.x = nullptr;
       args.xb = xb;
@@ -210,9 +211,13 @@ void linear(const float* x, int64_t m, const PackedWeights& w, const float* bias
   // An item is a register tile's panels (two for the large-m pairs, up to four for small m)
   // by a block of rows, so that no thread's share splits a tile into narrower ones; panel
   // major, so that a thread keeps its weight panels.
-  const auto rows =
-      isa == Isa::avx512 ? &detail::avx512::gemm_packed_rows : &detail::avx2::gemm_packed_rows;
-  const int64_t group = isa == Isa::avx512
+  // AMX: bf16 activations on tiles, for every m (gemm_packed_amx.cpp), a panel an item.
+  const bool tiles = args.kind == detail::PackedKind::bf16_dpbf && amx_active();
+  const auto rows = tiles                ? &detail::avx512::gemm_packed_rows_amx
+                    : isa == Isa::avx512 ? &detail::avx512::gemm_packed_rows
+                                         : &detail::avx2::gemm_packed_rows;
+  const int64_t group = tiles ? 1
+                        : isa == Isa::avx512
                             ? detail::avx512::panels_per_tile(args.kind, std::min(m, kRowBlock))
                             : detail::avx2::panels_per_tile(args.kind, std::min(m, kRowBlock));
   const int64_t units = (panels + group - 1) / group;

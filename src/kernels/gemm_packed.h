@@ -138,6 +138,9 @@ static inline L2Lines next_chunk_lines(const PackedArgs& a, bool f32, int64_t ch
 namespace avx512 {
 void gemm_packed_rows(const PackedArgs& a, int64_t m0, int64_t m1, int64_t p0, int64_t p1);
 int64_t panels_per_tile(PackedKind kind, int64_t rows);
+// bf16_dpbf on AMX-BF16 tiles (gemm_packed_amx.cpp; needs cpu_has_amx()), any m, one panel at a
+// time; a.xb needs 16 readable rows past m1 (never stored).
+void gemm_packed_rows_amx(const PackedArgs& a, int64_t m0, int64_t m1, int64_t p0, int64_t p1);
 }  // namespace avx512
 namespace avx2 {
 void gemm_packed_rows(const PackedArgs& a, int64_t m0, int64_t m1, int64_t p0, int64_t p1);

@@ -28,49 +28,8 @@
 namespace deepinfer::kernels::detail::avx512 {
 namespace {
 
-// Palette 1's 64-byte tile configuration (Intel SDM, LDTILECFG).
-struct alignas(64) TileConfig {
-  uint8_t palette;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-
-// Tiles 0 .. 3: C (two pairs of blocks); 4, 5: A; 6, 7: B (issue_pair). GCC's tile intrinsics
-// paste their tile number into the instruction, so the code spells them as literals.
 constexpr int kTileRows = 16;    // x rows per tile (and C rows)
 constexpr int kBlockBytes = 32;  // one block of q_x per A row
-
-constexpr TileConfig int8_config() {
-  TileConfig c{};
-  c.palette = 1;
-  for (int t = 0; t < 4; ++t) {
-    c.rows[t] = kTileRows;
-    c.colsb[t] = 64;  // 16 int32
-  }
-  for (int t = 4; t < 6; ++t) {
-    c.rows[t] = kTileRows;
-    c.colsb[t] = kBlockBytes;
-  }
-  for (int t = 6; t < 8; ++t) {
-    c.rows[t] = kBlockBytes / 4;
-    c.colsb[t] = 64;  // 16 weight rows x 4 quants
-  }
-  return c;
-}
-constexpr TileConfig kInt8Config = int8_config();
-
-// The configuration this thread's tiles hold (0: none yet). LDTILECFG through inline asm naming
-// the whole 64 bytes as its operand: GCC 12's _tile_loadconfig names 8, so -O3 dropped the
-// stores that fill in the rest (the crash of llama.cpp's AMX build, issue #47).
-thread_local int g_tile_config = 0;
-
-inline void configure_int8_tiles() {
-  if (g_tile_config == 1) return;
-  asm volatile("ldtilecfg %0" : : "m"(kInt8Config));
-  g_tile_config = 1;
-}
 
 // Blocks per panel chunk (a multiple of the k-quants' 8): 32 x 576 B = 18 KiB of q8_0, 20 KiB
 // with the k-quants' min terms, in L1 while every x tile of the call passes over it.
@@ -236,7 +195,7 @@ void amx_tile(const LinearArgs& a, int64_t i0, int rows, int64_t m_end, const Wb
 
 template <DType W, bool Repacked>
 void amx_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  configure_int8_tiles();
+  configure_tiles(AmxTiles::int8_blocks);
   const int64_t blocks = a.k / kQuantBlock;
   const int64_t row_bytes = blocks / kSub<W> * kStoredBytes<W>;
   WbGroupOf<W> panel[kAmxChunkBlocks];

@@ -1,10 +1,12 @@
 // The AMX-INT8 block-weight GEMM (linear_whole_block_amx.cpp): bitwise the AVX-512 VNNI path
 // and the scalar reference for every whole-block type, stored and repacked, tails of rows,
 // columns and panel chunks included; batch invariant across the AMX / VNNI switch at
-// kAmxMinRows; the MoE grouped GEMM; and the fallback where the CPU has no AMX. The AMX tests
-// skip, saying why, on CPUs without it.
+// kAmxMinRows; the MoE grouped GEMM; the AMX-BF16 packed linear with bf16 activations (within
+// the f32 summation bound of the rounded-x reference, batch invariant); and the fallback where the
+// CPU has no AMX. The AMX tests skip, saying why, on CPUs without it.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <string>
 #include <tuple>
@@ -201,6 +203,65 @@ TEST(KernelsLinearAmx, GroupedExpertsEqualTheirOwnCallsWithoutAmx) {
       EXPECT_TRUE(bitwise_equal(got[e].data(), want.data(), want.size())) << "expert " << e;
     }
   }
+}
+
+class Bf16PrecisionGuard {
+ public:
+  Bf16PrecisionGuard() { set_matmul_precision(MatmulPrecision::bf16); }
+  ~Bf16PrecisionGuard() { set_matmul_precision(MatmulPrecision::f32); }  // the tests' default
+  Bf16PrecisionGuard(const Bf16PrecisionGuard&) = delete;
+  Bf16PrecisionGuard& operator=(const Bf16PrecisionGuard&) = delete;
+};
+
+std::vector<float> bf16_rounded(std::vector<float> x) {
+  for (float& v : x) v = bf16_to_f32(f32_to_bf16(v));
+  return x;
+}
+
+// Packed bf16 weights with bf16 activations on tiles: within the f32 summation bound of the
+// reference on the rounded x (products of bf16 are exact; TDPBF16PS sums them in its own order),
+// row, column and k tails included (k = 33, 100: a last step of zero-padded pairs).
+TEST(KernelsLinearAmx, Bf16TilesMatchTheRoundedReference) {
+  if (!cpu_has_amx()) GTEST_SKIP() << "this CPU (or its OS) offers no AMX-BF16 tiles";
+  const bool packing = weight_packing();
+  set_weight_packing(true);
+  const Bf16PrecisionGuard bf16;
+  testing::IsaGuard isa(Isa::avx512);
+  AmxGuard guard(true);
+  uint32_t seed = 4900;
+  for (const auto& [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 64, 32}, {5, 33, 40}, {16, 896, 64}, {33, 100, 70}, {47, 256, 31}}) {
+    SCOPED_TRACE(::testing::Message() << "m=" << m << " k=" << k << " n=" << n);
+    const auto x = random_floats(static_cast<size_t>(m * k), ++seed);
+    const auto wf = bf16_rounded(random_floats(static_cast<size_t>(n * k), ++seed));
+    std::vector<uint16_t> w(wf.size());
+    for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(wf[i]);
+    const auto bias = random_floats(static_cast<size_t>(n), ++seed);
+    const PackedWeights packed = pack_weights(w.data(), DType::bf16, n, k);
+    ASSERT_TRUE(packed.defined());
+    ThreadPool pool(2);
+    std::vector<float> got(static_cast<size_t>(m * n), NAN), want(got.size(), NAN);
+    linear(x.data(), m, packed, bias.data(), got.data(), pool);
+    const auto xr = bf16_rounded(x);
+    reference::linear(xr.data(), m, k, w.data(), DType::bf16, n, bias.data(), want.data());
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double magnitude = std::fabs(bias[j]);
+        for (int64_t p = 0; p < k; ++p) magnitude += std::fabs(xr[i * k + p] * wf[j * k + p]);
+        const double tol = 2.0 * (k + 2) * std::ldexp(1.0, -24) * magnitude + 1e-30;
+        const size_t at = static_cast<size_t>(i * n + j);
+        ASSERT_LE(std::fabs(got[at] - want[at]), tol) << "at row " << i << " col " << j;
+      }
+    }
+    // Batch invariance: each row alone (and on one thread) gives the same bits.
+    for (int64_t r : {int64_t{0}, m / 2, m - 1}) {
+      ThreadPool one(1);
+      std::vector<float> alone(static_cast<size_t>(n), NAN);
+      linear(x.data() + r * k, 1, packed, bias.data(), alone.data(), one);
+      EXPECT_TRUE(bitwise_equal(alone.data(), got.data() + r * n, n)) << "row " << r;
+    }
+  }
+  set_weight_packing(packing);
 }
 
 // Without AMX (the CPU, or DEEPINFER_ISA other than amx / auto) the VNNI / AVX-512 kernels run

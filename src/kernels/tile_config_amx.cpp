@@ -1,0 +1,54 @@
+// The AMX tile configurations of the kernels (palette 1) and the one per-thread record of which
+// one the thread's tiles hold, shared by every AMX kernel file: a thread may run the int8 and the
+// bf16 kernels in turn, and each must find its own shapes loaded.
+#include <cstdint>
+
+#include "kernels/backend.h"
+
+namespace deepinfer::kernels::detail::avx512 {
+namespace {
+
+// Palette 1's 64-byte tile configuration (Intel SDM, LDTILECFG).
+struct alignas(64) TileConfig {
+  uint8_t palette;
+  uint8_t start_row;
+  uint8_t reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+
+constexpr TileConfig config_of(AmxTiles kind) {
+  TileConfig c{};
+  c.palette = 1;
+  for (int t = 0; t < 8; ++t) {  // C tiles 0 .. 3 and, for bf16, A and B: 16 rows of 64 bytes
+    c.rows[t] = 16;
+    c.colsb[t] = 64;
+  }
+  if (kind == AmxTiles::int8_blocks) {
+    for (int t = 4; t < 6; ++t) c.colsb[t] = 32;  // A: 16 x rows of one 32-byte block
+    for (int t = 6; t < 8; ++t) c.rows[t] = 8;    // B: 8 rows of 16 weight rows x 4 quants
+  }
+  return c;
+}
+
+constexpr TileConfig kInt8Blocks = config_of(AmxTiles::int8_blocks);
+constexpr TileConfig kBf16 = config_of(AmxTiles::bf16);
+
+thread_local AmxTiles g_loaded = AmxTiles::none;
+
+}  // namespace
+
+// LDTILECFG through inline asm naming the whole 64 bytes as its operand: GCC 12's
+// _tile_loadconfig names 8, so -O3 dropped the stores that fill in the rest (the crash of
+// llama.cpp's AMX build, issue #47).
+void configure_tiles(AmxTiles kind) {
+  if (g_loaded == kind) return;
+  if (kind == AmxTiles::int8_blocks) {
+    asm volatile("ldtilecfg %0" : : "m"(kInt8Blocks));
+  } else {
+    asm volatile("ldtilecfg %0" : : "m"(kBf16));
+  }
+  g_loaded = kind;
+}
+
+}  // namespace deepinfer::kernels::detail::avx512
