@@ -3,8 +3,8 @@
 // a little more; the ratio must stay <= 6 (a quadratic one gives 16), and the peak RSS growth
 // while the 4n input runs must stay within the case's stated bound.
 //
-//   complexity_bench            every case at full size (a few seconds each)
-//   complexity_bench --quick    smaller sizes, fewer repeats: the CI subset
+//   complexity_bench            every case at full size (n = 1-4 MiB), 7 repeats
+//   complexity_bench --quick    4x smaller, 3 repeats: the CI subset
 //                               (tests/integration/test_complexity.py)
 //   complexity_bench --filter S only the cases whose name contains S
 //
@@ -40,7 +40,7 @@ constexpr size_t kMiB = 1 << 20;
 
 struct Case {
   std::string name;
-  size_t n;                                     // the base size (full run; --quick: n / 4)
+  size_t n;                                     // the base size (--quick; the full run: 4 n)
   std::function<std::string(size_t)> make;      // an input of about that size
   std::function<void(const std::string&)> run;  // the work timed
   double rss_per_input_byte;                    // peak RSS bound: this x input + 16 MiB
@@ -307,7 +307,7 @@ std::vector<Case> all_cases() {
        {{"type", "Sequence"},
         {"pretokenizers", {{{"type", "WhitespaceSplit"}}, {{"type", "Digits"}}}}}}};
   for (const auto& [name, spec] : pre_tokenizers) {
-    cases.push_back(tokenizer_case("pre-tokenizer " + name, spec, nullptr));
+    cases.push_back(tokenizer_case("pre-tokenizer " + name, nullptr, spec));
   }
   cases.push_back(tokenizer_case("BPE one long word", nullptr, nullptr, "a"));
   cases.push_back({"gguf header", 1 * kMiB, gguf_bytes,
@@ -346,13 +346,13 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const int repeats = quick ? 3 : 5;
+  const int repeats = quick ? 3 : 7;
   int failures = 0;
   std::printf("%-44s %10s %10s %10s %7s %10s %10s\n", "case", "n bytes", "t(n) ms", "t(4n) ms",
               "ratio", "rss MiB", "bound MiB");
   for (const Case& c : all_cases()) {
     if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
-    const size_t n = quick ? c.n / 4 : c.n;
+    const size_t n = quick ? c.n : 4 * c.n;
     const std::string small = c.make(n);
     const std::string large = c.make(4 * n);
     c.run(small);  // warm caches and lazy tables
