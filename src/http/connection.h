@@ -71,6 +71,10 @@ struct Conn {
   Clock::time_point paused_at;
   bool counted = true;     // counts against max_connections (not the 503 ones)
   bool shut_down = false;  // shutdown(SHUT_WR) done while lingering
+  bool http10 = false;     // the request being answered is HTTP/1.0 (no interim responses)
+  // Dispatched, and the client has shut down its sending side: it may have closed, or only
+  // half-closed (sent its request, then shutdown(SHUT_WR), as `nc -N` does) and still read.
+  bool peer_done_sending = false;
   bool want_write = false;
   int64_t body_charge = 0;  // body bytes of the request being read, in Shared::buffered_body
   uint32_t events = 0;      // the epoll interest set

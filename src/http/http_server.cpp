@@ -3,8 +3,15 @@
 //               request_timeout_s from the request's first byte (408). Body bytes are not
 //               read while Shared::buffered_body is over max_buffered_body_bytes (EPOLLIN off).
 //   dispatched  the request is with a worker; only EPOLLRDHUP is watched (pipelined bytes wait
-//               in the socket), so a client that closes or half-closes is noticed at once and
-//               its exchange's on_close callbacks run. No deadline: streams may idle.
+//               in the socket). A client that stops sending may have closed or only
+//               half-closed, and TCP cannot tell which until we send. An open stream's
+//               client is taken as gone at once (streams idle; SSE clients do not
+//               half-close). Otherwise the response (or a stream's head) is the probe, and
+//               one not begun after kHalfCloseProbe is preceded by an interim
+//               "100 Continue" (HTTP/1.1 clients skip 1xx). A closed client answers the
+//               probe with a reset: the connection closes and its exchange's on_close
+//               callbacks run (the request is aborted); a half-closed one reads its
+//               response. No deadline: streams may idle.
 //   lingering   after an answer that ends the connection: flush, shutdown(SHUT_WR), discard
 //               input until EOF or 1 s, close (the client reads the status, not a reset).
 // Deadlines are checked by a sweep over all connections when the earliest one is due.
@@ -53,6 +60,9 @@ constexpr size_t kReadBytes = 64 * 1024;
 constexpr int kReadRounds = 4;  // reads per readiness event, so one client cannot starve others
 constexpr auto kLinger = std::chrono::seconds(1);
 constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
+// How long a client that stopped sending waits before the interim response probes whether it
+// is still there: quick answers go out without one.
+constexpr auto kHalfCloseProbe = std::chrono::milliseconds(300);
 constexpr int64_t kTrimAfterBodyBytes = 1 << 20;  // see the worker task in dispatch()
 
 Clock::duration seconds(double s) {
@@ -123,6 +133,8 @@ struct HttpServer::Impl {
   void handle_events(const std::shared_ptr<Conn>& conn, uint32_t events);
   void read_request_bytes(const std::shared_ptr<Conn>& conn);
   void discard_input(const std::shared_ptr<Conn>& conn);
+  void peer_done_sending(const std::shared_ptr<Conn>& conn);
+  void probe_peer(const std::shared_ptr<Conn>& conn);
   bool feed_input(const std::shared_ptr<Conn>& conn, std::string_view data);
   void dispatch(const std::shared_ptr<Conn>& conn);
   void answer_error(const std::shared_ptr<Conn>& conn, int status, const std::string& message);
@@ -407,8 +419,8 @@ void HttpServer::Impl::handle_events(const std::shared_ptr<Conn>& conn, uint32_t
     case ConnState::lingering:
       return discard_input(conn);
     case ConnState::dispatched:
-      // The client closed (or half-closed) while its request runs: it is gone.
-      if (events & (EPOLLRDHUP | EPOLLHUP)) close_conn(conn);
+      if (events & EPOLLHUP) return close_conn(conn);  // both directions gone: a reset
+      if (events & EPOLLRDHUP) peer_done_sending(conn);
       return;
   }
 }
@@ -437,6 +449,32 @@ void HttpServer::Impl::discard_input(const std::shared_ptr<Conn>& conn) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     return close_conn(conn);  // EOF: the client has read our answer and closed
   }
+}
+
+void HttpServer::Impl::peer_done_sending(const std::shared_ptr<Conn>& conn) {
+  if (conn->peer_done_sending) return;
+  bool streaming;
+  {
+    std::lock_guard<std::mutex> lock(conn->mutex);
+    streaming = conn->reply == Reply::streaming;
+  }
+  // A stream may idle for long (queued, thinking) with nothing to probe with, and SSE clients
+  // do not half-close: its client is taken as gone.
+  if (streaming) return close_conn(conn);
+  conn->peer_done_sending = true;
+  update_interest(*conn);  // EPOLLRDHUP stays set: no longer watched (EPOLLHUP/ERR always are)
+  set_deadline(*conn, Clock::now() + kHalfCloseProbe);
+}
+
+void HttpServer::Impl::probe_peer(const std::shared_ptr<Conn>& conn) {
+  {
+    std::lock_guard<std::mutex> lock(conn->mutex);
+    // A response begun is its own probe; HTTP/1.0 knows no interim responses (such a client
+    // that left is noticed when its response is sent).
+    if (!conn->in_exchange || conn->reply != Reply::none || conn->http10) return;
+    conn->out += "HTTP/1.1 100 Continue\r\n\r\n";
+  }
+  service_output(conn);
 }
 
 bool HttpServer::Impl::feed_input(const std::shared_ptr<Conn>& conn, std::string_view data) {
@@ -491,6 +529,8 @@ void HttpServer::Impl::dispatch(const std::shared_ptr<Conn>& conn) {
   Request info = request;
   info.body.clear();
   conn->state = ConnState::dispatched;
+  conn->http10 = request.version_minor == 0;
+  conn->peer_done_sending = false;
   conn->request_begun = false;
   conn->sent_continue = false;
   conn->deadline = Clock::time_point::max();  // a running handler or stream has no deadline
@@ -639,7 +679,7 @@ void HttpServer::Impl::update_interest(Conn& conn) {
   uint32_t events = 0;
   if ((conn.state == ConnState::reading && !conn.paused) || conn.state == ConnState::lingering) {
     events = EPOLLIN | EPOLLRDHUP;
-  } else if (conn.state == ConnState::dispatched) {
+  } else if (conn.state == ConnState::dispatched && !conn.peer_done_sending) {
     events = EPOLLRDHUP;  // the client leaving is noticed while its handler runs
   }
   if (conn.want_write) events |= EPOLLOUT;
@@ -718,6 +758,8 @@ void HttpServer::Impl::sweep() {
           str_cat("the request was not complete within ", limits().request_timeout_s, " s"));
     } else if (conn->state != ConnState::dispatched) {
       close_conn(conn);  // idle keep-alive, or the linger time is over
+    } else if (conn->peer_done_sending) {
+      probe_peer(conn);
     }
   }
 }

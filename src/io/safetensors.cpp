@@ -6,6 +6,8 @@
 #include <limits>
 #include <set>
 #include <tuple>
+#include <unordered_set>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -57,26 +59,58 @@ using json = nlohmann::json;
 
 // nlohmann keeps the last of duplicate keys silently; a parser callback sees every key
 // as it is read, so we can reject the file instead of loading the wrong tensor.
-json parse_header_json(std::string_view text, const std::string& path) {
-  std::vector<std::set<std::string>> keys_per_object;
-  auto callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) {
-      keys_per_object.emplace_back();
-    } else if (event == json::parse_event_t::object_end) {
-      if (!keys_per_object.empty()) keys_per_object.pop_back();
-    } else if (event == json::parse_event_t::key && !keys_per_object.empty()) {
-      const std::string& key = parsed.get_ref<const std::string&>();
-      if (!keys_per_object.back().insert(key).second) {
-        fail(path, ": duplicate key \"", key, "\" in the header");
-      }
+// nlohmann's DOM builder counting the keys it reads. A repeated key in an object leaves that
+// object with fewer members than keys read, so comparing the two finds duplicates in linear
+// time. (nlohmann's callback parser could check each object, but after each closed object it
+// scans the parent for a discarded value: quadratic in the number of tensors.)
+class KeyCountingBuilder : public nlohmann::detail::json_sax_dom_parser<json> {
+ public:
+  explicit KeyCountingBuilder(json& root) : json_sax_dom_parser(root, /*allow_exceptions=*/true) {}
+  bool key(json::string_t& key) {
+    ++keys;
+    return json_sax_dom_parser::key(key);
+  }
+  size_t keys = 0;
+};
+
+size_t members(const json& value) {
+  size_t n = value.is_object() ? value.size() : 0;
+  if (value.is_structured()) {
+    for (const auto& item : value) n += members(item);
+  }
+  return n;
+}
+
+// The first repeated key in the header text (depth first), for the error message: the slow
+// check, run only once a duplicate is known to be there.
+std::string repeated_key(std::string_view text) {
+  std::string found;
+  std::vector<std::unordered_set<std::string>> open;
+  const auto callback = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) open.emplace_back();
+    if (event == json::parse_event_t::object_end) open.pop_back();
+    if (event == json::parse_event_t::key && found.empty() &&
+        !open.back().insert(parsed.get<std::string>()).second) {
+      found = parsed.get<std::string>();
     }
     return true;
   };
+  const json ignored = json::parse(text.begin(), text.end(), callback);
+  return found;
+}
+
+json parse_header_json(std::string_view text, const std::string& path) {
+  json root;
+  KeyCountingBuilder builder(root);
   try {
-    return json::parse(text.begin(), text.end(), callback);
+    json::sax_parse(text.begin(), text.end(), &builder);
   } catch (const json::exception& e) {
     fail(path, ": header is not valid JSON: ", printable(e.what()));
   }
+  if (members(root) != builder.keys) {
+    fail(path, ": duplicate key \"", repeated_key(text), "\" in the header");
+  }
+  return root;
 }
 
 const json& field(const json& entry, const char* key, const std::string& where) {

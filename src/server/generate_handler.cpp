@@ -35,6 +35,22 @@ void check_prompt_bytes(const ModelInfo& info, size_t bytes, const char* param) 
       param, "context_length_exceeded");
 }
 
+// Tokenizes within the tokenizer's text budget for this prompt, tightened to the longest text
+// that could still fit max_model_len tokens: a tokenizer.json that expands text (a Replace
+// normalizer) costs at most that, and the request gets a 400 naming the budget.
+std::vector<int32_t> encode_prompt(const ModelInfo& info, const tokenizer::Tokenizer& tok,
+                                   const std::string& text, bool add_special_tokens,
+                                   const char* param) {
+  auto budget = tokenizer::TextBudget::for_input(text.size());
+  if (info.max_prompt_bytes > 0)
+    budget = budget.at_most(static_cast<size_t>(info.max_prompt_bytes));
+  try {
+    return tok.encode(text, add_special_tokens, budget);
+  } catch (const tokenizer::TextBudgetExceeded& e) {
+    bad_param(param, str_cat("'", param, "' cannot be tokenized: ", e.what()));
+  }
+}
+
 Prepared prepare(const ApiServer::Impl& s, GenerationRequest& r) {
   const ModelInfo& info = s.info;
   const tokenizer::Tokenizer& tok = *s.tokenizer;
@@ -78,12 +94,12 @@ Prepared prepare(const ApiServer::Impl& s, GenerationRequest& r) {
     }
     check_prompt_bytes(info, text.size(), param);
     // The rendered prompt carries its own special tokens.
-    out.prompt_ids.push_back(tok.encode(text, /*add_special_tokens=*/false));
+    out.prompt_ids.push_back(encode_prompt(info, tok, text, /*add_special_tokens=*/false, param));
     out.echo.emplace_back();
   } else {
     for (const Prompt& p : r.prompts) {
       if (p.is_text) check_prompt_bytes(info, p.text.size(), param);
-      out.prompt_ids.push_back(p.is_text ? tok.encode(p.text, true) : p.ids);
+      out.prompt_ids.push_back(p.is_text ? encode_prompt(info, tok, p.text, true, param) : p.ids);
       out.echo.push_back(!r.echo     ? std::string()
                          : p.is_text ? p.text
                                      : tok.decode(p.ids, /*skip_special_tokens=*/false));
@@ -140,11 +156,7 @@ void ApiServer::Impl::handle_generation(Api api, http::Request&& req, const Repl
     throw ApiError(404, str_cat("The model `", r.model, "` does not exist."), "model",
                    "model_not_found");
   }
-  if (!r.ignored_fields.empty()) {
-    std::string names;
-    for (const auto& f : r.ignored_fields) names += (names.empty() ? "" : ", ") + f;
-    log::warn("request fields ignored (unknown): ", names);
-  }
+  if (!r.ignored_fields.empty()) log::warn(ignored_fields_summary(r.ignored_fields));
   Prepared prepared = prepare(*this, r);
   const auto num_prompts = static_cast<int64_t>(prepared.prompt_ids.size());
   std::vector<int64_t> lengths;

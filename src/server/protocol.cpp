@@ -13,9 +13,6 @@ namespace {
 
 using fields::Json;
 
-// Nesting deeper than this is refused before parsing: values are later converted and rendered
-// recursively (templates, dumps), and no real request nests this deep.
-constexpr int kMaxJsonDepth = 128;
 // Engine requests one HTTP request may fan out to (prompts x n).
 constexpr int64_t kMaxChoices = 256;
 
@@ -28,6 +25,16 @@ const std::set<std::string> kCommonKeys = {
     "top_k", "min_p", "repetition_penalty", "ignore_eos", "priority", "stop_token_ids",
     "min_tokens", "skip_special_tokens", "include_stop_str_in_output", "return_token_ids",
     "prompt_logprobs"};
+// vLLM's structured-output fields: they would constrain the output, so until guided decoding
+// exists they are refused rather than ignored (docs/API.md).
+constexpr const char* kStructuredOutputKeys[] = {"guided_json",
+                                                 "guided_regex",
+                                                 "guided_choice",
+                                                 "guided_grammar",
+                                                 "guided_decoding_backend",
+                                                 "guided_whitespace_pattern",
+                                                 "structural_tag",
+                                                 "structured_outputs"};
 const std::set<std::string> kCompletionKeys = {"prompt", "suffix", "echo", "logprobs"};
 const std::set<std::string> kChatKeys = {"messages",
                                          "max_completion_tokens",
@@ -44,29 +51,6 @@ const std::set<std::string> kChatKeys = {"messages",
                                          "continue_final_message",
                                          "chat_template",
                                          "echo"};
-
-int max_nesting(const std::string& text) {
-  int depth = 0;
-  int deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
 
 void unsupported(const char* key, const std::string& why) {
   bad_param(key, str_cat("'", key, "' ", why));
@@ -113,9 +97,16 @@ void parse_sampling(const Json& body, const SamplingDefaults& d, GenerationReque
     if (!bias->is_object()) bad_param("logit_bias", "'logit_bias' must be an object");
     if (!bias->empty()) unsupported("logit_bias", "is not supported");
   }
+  for (const char* key : kStructuredOutputKeys) {
+    if (find(body, key) != nullptr) {
+      unsupported(key, "is not supported: deepinfer has no guided decoding (structured output)");
+    }
+  }
   if (const Json* format = find(body, "response_format")) {
     if (!format->is_object() || format->value("type", Json()) != "text") {
-      unsupported("response_format", "is not supported except {\"type\": \"text\"}");
+      unsupported("response_format",
+                  "is not supported except {\"type\": \"text\"} (json_object and json_schema "
+                  "need guided decoding, which deepinfer lacks)");
     }
   }
   (void)string(body, "user");  // type-checked, otherwise unused (as OpenAI's abuse monitoring)
@@ -241,6 +232,7 @@ Json normalize_messages(const Json& body) {
 void finish(GenerationRequest& r, const Json& body, const std::set<std::string>& specific) {
   std::set<std::string> known = kCommonKeys;
   known.insert(specific.begin(), specific.end());
+  known.insert(std::begin(kStructuredOutputKeys), std::end(kStructuredOutputKeys));
   r.ignored_fields = fields::unknown_keys(body, known);
   const auto prompts = std::max<int64_t>(1, static_cast<int64_t>(r.prompts.size()));
   if (prompts * r.params.n > kMaxChoices) {
@@ -260,19 +252,6 @@ void check_object(const Json& body) {
 }
 
 }  // namespace
-
-nlohmann::ordered_json parse_json_body(const std::string& body) {
-  if (max_nesting(body) > kMaxJsonDepth) {
-    throw ApiError(400, str_cat("the request body nests deeper than ", kMaxJsonDepth, " levels"),
-                   "", "invalid_json");
-  }
-  try {
-    return nlohmann::ordered_json::parse(body);
-  } catch (const nlohmann::json::exception& e) {
-    throw ApiError(400, str_cat("the request body is not valid JSON: ", e.what()), "",
-                   "invalid_json");
-  }
-}
 
 GenerationRequest parse_completion_request(const nlohmann::ordered_json& body,
                                            const SamplingDefaults& defaults) {
@@ -334,6 +313,21 @@ GenerationRequest parse_chat_request(const nlohmann::ordered_json& body,
   parse_prompt_logprobs(body, r);
   finish(r, body, kChatKeys);
   return r;
+}
+
+std::string ignored_fields_summary(const std::vector<std::string>& names) {
+  constexpr size_t kNamesShown = 5;
+  constexpr size_t kNameBytes = 40;
+  std::string out = str_cat("request fields ignored (unknown): ", names.size(), " (");
+  for (size_t i = 0; i < std::min(names.size(), kNamesShown); ++i) {
+    if (i > 0) out += ", ";
+    for (const char c : names[i].substr(0, kNameBytes)) {
+      out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
+    }
+    if (names[i].size() > kNameBytes) out += "...";
+  }
+  if (names.size() > kNamesShown) out += ", ...";
+  return out + ")";
 }
 
 int64_t resolve_max_tokens(const GenerationRequest& r, int64_t prompt_len, int64_t max_model_len,

@@ -14,6 +14,7 @@
 
 #include "engine/sampling_params.h"
 #include "server/errors.h"
+#include "server/json_body.h"
 #include "server/server.h"
 
 namespace deepinfer::server {
@@ -72,8 +73,9 @@ GenerationRequest parse_completion_request(const nlohmann::ordered_json& body,
 GenerationRequest parse_chat_request(const nlohmann::ordered_json& body,
                                      const SamplingDefaults& defaults);
 
-// Parses the raw body; 400 invalid_json with the parser's message when it is not JSON.
-nlohmann::ordered_json parse_json_body(const std::string& body);
+// One log line for the ignored fields: their count and the first few names, each cut short and
+// with control characters replaced (a body may hold a thousand keys of any length).
+std::string ignored_fields_summary(const std::vector<std::string>& names);
 
 // max_new_tokens for a prompt of `prompt_len` tokens: the requested max_tokens when it fits
 // in max_model_len (else 400 context_length_exceeded, as OpenAI words it), or when omitted the

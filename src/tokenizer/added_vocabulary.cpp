@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "tokenizer/normalizers.h"
+#include "tokenizer/text_budget.h"
 #include "tokenizer/unicode.h"
 
 namespace deepinfer::tokenizer {
@@ -130,13 +131,13 @@ void AddedVocabulary::split(std::string_view text, bool normalized,
       }
     }
     if (start_offset < start) {
-      out.push_back({static_cast<uint32_t>(start_offset), static_cast<uint32_t>(start), -1});
+      out.push_back({checked_offset(start_offset), checked_offset(start), -1});
     }
-    out.push_back({static_cast<uint32_t>(start), static_cast<uint32_t>(stop), token.id});
+    out.push_back({checked_offset(start), checked_offset(stop), token.id});
     start_offset = stop;
   }
   if (start_offset < text.size()) {
-    out.push_back({static_cast<uint32_t>(start_offset), static_cast<uint32_t>(text.size()), -1});
+    out.push_back({checked_offset(start_offset), checked_offset(text.size()), -1});
   }
 }
 

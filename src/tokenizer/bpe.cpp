@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include "core/error.h"
 #include "tokenizer/byte_level.h"
@@ -181,6 +182,8 @@ void BpeModel::merge_small(std::vector<int32_t>& syms) const {
 }
 
 void BpeModel::merge_heap(std::vector<int32_t>& syms) const {
+  DI_CHECK(syms.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()), "a word of ",
+           syms.size(), " symbols is past the BPE merger's 32-bit range");
   const auto n = static_cast<int32_t>(syms.size());
   // Per-thread scratch: long words are common in CJK text, allocations would show.
   thread_local std::vector<int32_t> prev, next;

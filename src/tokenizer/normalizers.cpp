@@ -1,5 +1,6 @@
 #include "tokenizer/normalizers.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/error.h"
@@ -15,8 +16,16 @@ class SequenceNormalizer final : public Normalizer {
  public:
   explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> parts)
       : parts_(std::move(parts)) {}
-  void normalize(std::string& text, bool& start_kept) const override {
-    for (const auto& part : parts_) part->normalize(text, start_kept);
+  void normalize(std::string& text, bool& start_kept, const TextBudget& budget) const override {
+    for (const auto& part : parts_) {
+      part->normalize(text, start_kept, budget);
+      budget.check(text.size(), "normalizer");
+    }
+  }
+  double max_expansion() const override {
+    double product = 1.0;
+    for (const auto& part : parts_) product *= part->max_expansion();
+    return product;
   }
 
  private:
@@ -26,9 +35,12 @@ class SequenceNormalizer final : public Normalizer {
 class UnicodeNormalizer final : public Normalizer {
  public:
   explicit UnicodeNormalizer(unicode::NormalForm form) : form_(form) {}
-  void normalize(std::string& text, bool& start_kept) const override {
+  void normalize(std::string& text, bool& start_kept, const TextBudget& budget) const override {
     text = unicode::normalize(text, form_);
   }
+  // Compatibility forms reach 11x for one character (U+FDFA, NFKC) but about 3x for text
+  // made of them: the warning uses the latter, the budget catches the rest per request.
+  double max_expansion() const override { return 3.0; }
 
  private:
   unicode::NormalForm form_;
@@ -36,16 +48,17 @@ class UnicodeNormalizer final : public Normalizer {
 
 class LowercaseNormalizer final : public Normalizer {
  public:
-  void normalize(std::string& text, bool& start_kept) const override {
+  void normalize(std::string& text, bool& start_kept, const TextBudget& budget) const override {
     text = unicode::to_lowercase(text);
   }
+  double max_expansion() const override { return 1.5; }  // U+0130 'İ': 2 bytes -> 3
 };
 
 class ReplaceNormalizer final : public Normalizer {
  public:
   ReplaceNormalizer(std::shared_ptr<const Regex> pattern, std::string content)
       : pattern_(std::move(pattern)), content_(std::move(content)) {}
-  void normalize(std::string& text, bool& start_kept) const override {
+  void normalize(std::string& text, bool& start_kept, const TextBudget& budget) const override {
     std::vector<Match> matches;
     pattern_->find_all(text, matches);
     if (matches.empty()) return;
@@ -57,11 +70,16 @@ class ReplaceNormalizer final : public Normalizer {
     size_t prev = 0;
     for (const auto& [begin, end] : matches) {
       out.append(text, prev, begin - prev);
+      budget.check(out.size() + content_.size(), "normalizer Replace");
       out += content_;
       prev = end;
     }
     out.append(text, prev, std::string::npos);
     text = std::move(out);
+  }
+  // Each match of at least one byte (an empty match: between two bytes) becomes content_.
+  double max_expansion() const override {
+    return std::max(1.0, static_cast<double>(content_.size() + 1));
   }
 
  private:
@@ -73,7 +91,7 @@ class ReplaceNormalizer final : public Normalizer {
 class AffixNormalizer final : public Normalizer {
  public:
   AffixNormalizer(std::string affix, bool prepend) : affix_(std::move(affix)), prepend_(prepend) {}
-  void normalize(std::string& text, bool& start_kept) const override {
+  void normalize(std::string& text, bool& start_kept, const TextBudget& budget) const override {
     if (text.empty()) return;
     text = prepend_ ? affix_ + text : text + affix_;
   }
@@ -86,7 +104,7 @@ class AffixNormalizer final : public Normalizer {
 class StripNormalizer final : public Normalizer {
  public:
   StripNormalizer(bool left, bool right) : left_(left), right_(right) {}
-  void normalize(std::string& text, bool& start_kept) const override {
+  void normalize(std::string& text, bool& start_kept, const TextBudget& budget) const override {
     size_t begin = 0, end = text.size();
     if (left_) {
       while (begin < end) {
@@ -114,7 +132,7 @@ class StripNormalizer final : public Normalizer {
 
 class StripAccentsNormalizer final : public Normalizer {
  public:
-  void normalize(std::string& text, bool& start_kept) const override {
+  void normalize(std::string& text, bool& start_kept, const TextBudget& budget) const override {
     std::string out;
     out.reserve(text.size());
     for (size_t pos = 0; pos < text.size();) {
@@ -132,11 +150,12 @@ class StripAccentsNormalizer final : public Normalizer {
 
 class ByteLevelNormalizer final : public Normalizer {
  public:
-  void normalize(std::string& text, bool& start_kept) const override {
+  void normalize(std::string& text, bool& start_kept, const TextBudget& budget) const override {
     std::string out;
     byte_level::encode(text, out);
     text = std::move(out);
   }
+  double max_expansion() const override { return 2.0; }
 };
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/text_budget.h"
+
 namespace deepinfer::tokenizer {
 
 class Normalizer {
@@ -13,12 +15,16 @@ class Normalizer {
   virtual ~Normalizer() = default;
   // `text` is valid UTF-8 and stays valid UTF-8. `start_kept` is cleared when characters at
   // the start of the text are deleted, so that the result no longer begins at the original
-  // offset 0 (Metaspace's "first" prepend scheme depends on it).
-  virtual void normalize(std::string& text, bool& start_kept) const = 0;
+  // offset 0 (Metaspace's "first" prepend scheme depends on it). A normalizer whose output
+  // can grow without bound (Replace) checks `budget` as it grows; the caller checks the rest.
+  virtual void normalize(std::string& text, bool& start_kept, const TextBudget& budget) const = 0;
   void normalize(std::string& text) const {
     bool unused = true;
-    normalize(text, unused);
+    normalize(text, unused, TextBudget::unlimited());
   }
+  // How many times longer than its input the output can get (at most), for the warning at
+  // load when that is over TextBudget::kExpansionFactor.
+  virtual double max_expansion() const { return 1.0; }
 };
 
 // Supported: Sequence, NFC, NFD, NFKC, NFKD, Lowercase, Replace, Prepend, Append, Strip,

@@ -23,7 +23,7 @@ void find_chars(std::string_view text, const std::function<bool(char32_t)>& pred
   for (size_t pos = 0; pos < text.size();) {
     const size_t start = pos;
     if (pred(unicode::next_code_point(text, pos))) {
-      out.emplace_back(static_cast<uint32_t>(start), static_cast<uint32_t>(pos));
+      out.emplace_back(checked_offset(start), checked_offset(pos));
     }
   }
 }
@@ -43,17 +43,19 @@ void split_all(PreTokenized& pieces, const MatchFn& find, SplitBehavior behavior
   pieces.spans = std::move(out);
 }
 
-// Rebuilds the buffer with each span's text transformed by `fn(piece, span, out_text)`.
+// Rebuilds the buffer with each span's text transformed by `fn(piece, span, out_text)`, within
+// `budget` (checked after each span; `fn` checks within a span when it can grow much).
 template <typename Fn>
-void rewrite(PreTokenized& pieces, Fn&& fn) {
+void rewrite(PreTokenized& pieces, const TextBudget& budget, const char* stage, Fn&& fn) {
   PreTokenized next;
   next.text.reserve(pieces.text.size() + pieces.text.size() / 2 + 8);
   next.spans.reserve(pieces.spans.size());
   const std::string_view text = pieces.text;
   for (const Span& span : pieces.spans) {
-    const auto begin = static_cast<uint32_t>(next.text.size());
+    const auto begin = checked_offset(next.text.size());
     fn(text.substr(span.begin, span.end - span.begin), span, next.text);
-    next.spans.push_back({begin, static_cast<uint32_t>(next.text.size()), span.at_start});
+    budget.check(next.text.size(), stage);
+    next.spans.push_back({begin, checked_offset(next.text.size()), span.at_start});
   }
   pieces = std::move(next);
 }
@@ -62,8 +64,11 @@ class SequencePreTokenizer final : public PreTokenizer {
  public:
   explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> parts)
       : parts_(std::move(parts)) {}
-  void pre_tokenize(PreTokenized& pieces) const override {
-    for (const auto& part : parts_) part->pre_tokenize(pieces);
+  void pre_tokenize(PreTokenized& pieces, const TextBudget& budget) const override {
+    for (const auto& part : parts_) {
+      part->pre_tokenize(pieces, budget);
+      budget.check(pieces.text.size(), "pre-tokenizer");
+    }
   }
 
  private:
@@ -74,7 +79,7 @@ class SplitPreTokenizer final : public PreTokenizer {
  public:
   SplitPreTokenizer(std::shared_ptr<const Regex> pattern, SplitBehavior behavior, bool invert)
       : pattern_(std::move(pattern)), behavior_(behavior), invert_(invert) {}
-  void pre_tokenize(PreTokenized& pieces) const override {
+  void pre_tokenize(PreTokenized& pieces, const TextBudget& budget) const override {
     split_all(
         pieces, [this](std::string_view s, std::vector<Match>& m) { pattern_->find_all(s, m); },
         behavior_, invert_);
@@ -90,7 +95,7 @@ class CharSplitPreTokenizer final : public PreTokenizer {
  public:
   CharSplitPreTokenizer(std::function<bool(char32_t)> pred, SplitBehavior behavior)
       : pred_(std::move(pred)), behavior_(behavior) {}
-  void pre_tokenize(PreTokenized& pieces) const override {
+  void pre_tokenize(PreTokenized& pieces, const TextBudget& budget) const override {
     split_all(
         pieces, [this](std::string_view s, std::vector<Match>& m) { find_chars(s, pred_, m); },
         behavior_, false);
@@ -104,7 +109,7 @@ class CharSplitPreTokenizer final : public PreTokenizer {
 // `Whitespace`: runs of word characters and runs of other non-space characters.
 class WhitespacePreTokenizer final : public PreTokenizer {
  public:
-  void pre_tokenize(PreTokenized& pieces) const override {
+  void pre_tokenize(PreTokenized& pieces, const TextBudget& budget) const override {
     split_all(
         pieces,
         [](std::string_view s, std::vector<Match>& m) {
@@ -141,12 +146,13 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
       regex_ = gpt2;
     }
   }
-  void pre_tokenize(PreTokenized& pieces) const override {
+  void pre_tokenize(PreTokenized& pieces, const TextBudget& budget) const override {
     if (add_prefix_space_) {
-      rewrite(pieces, [](std::string_view piece, const Span&, std::string& out) {
-        if (piece.empty() || piece.front() != ' ') out += ' ';
-        out += piece;
-      });
+      rewrite(pieces, budget, "pre-tokenizer ByteLevel",
+              [](std::string_view piece, const Span&, std::string& out) {
+                if (piece.empty() || piece.front() != ' ') out += ' ';
+                out += piece;
+              });
     }
     if (regex_) {
       split_all(
@@ -154,9 +160,10 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
           SplitBehavior::kIsolated, false);
     }
     if (map_bytes_) {
-      rewrite(pieces, [](std::string_view piece, const Span&, std::string& out) {
-        byte_level::encode(piece, out);
-      });
+      rewrite(pieces, budget, "pre-tokenizer ByteLevel",
+              [](std::string_view piece, const Span&, std::string& out) {
+                byte_level::encode(piece, out);
+              });
     }
   }
 
@@ -175,21 +182,24 @@ class MetaspacePreTokenizer final : public PreTokenizer {
         scheme_(scheme),
         split_(split),
         pattern_(Regex::literal(replacement_)) {}
-  void pre_tokenize(PreTokenized& pieces) const override {
-    rewrite(pieces, [this](std::string_view piece, const Span& span, std::string& out) {
-      // The check runs after spaces became the replacement, so a leading space counts.
-      const bool starts = piece.starts_with(replacement_) || piece.starts_with(' ');
-      const bool wanted =
-          scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && span.at_start);
-      if (wanted && !starts) out += replacement_;
-      for (const char c : piece) {
-        if (c == ' ') {
-          out += replacement_;
-        } else {
-          out += c;
-        }
-      }
-    });
+  void pre_tokenize(PreTokenized& pieces, const TextBudget& budget) const override {
+    // The replacement is any string of the tokenizer.json: each space may grow a lot.
+    rewrite(pieces, budget, "pre-tokenizer Metaspace",
+            [&](std::string_view piece, const Span& span, std::string& out) {
+              // The check runs after spaces became the replacement, so a leading space counts.
+              const bool starts = piece.starts_with(replacement_) || piece.starts_with(' ');
+              const bool wanted = scheme_ == PrependScheme::kAlways ||
+                                  (scheme_ == PrependScheme::kFirst && span.at_start);
+              if (wanted && !starts) out += replacement_;
+              for (const char c : piece) {
+                if (c == ' ') {
+                  budget.check(out.size() + replacement_.size(), "pre-tokenizer Metaspace");
+                  out += replacement_;
+                } else {
+                  out += c;
+                }
+              }
+            });
     if (split_) {
       split_all(
           pieces, [this](std::string_view s, std::vector<Match>& m) { pattern_->find_all(s, m); },

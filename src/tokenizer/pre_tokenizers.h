@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/text_budget.h"
+
 namespace deepinfer::tokenizer {
 
 struct Span {
@@ -25,7 +27,8 @@ struct PreTokenized {
 class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;
-  virtual void pre_tokenize(PreTokenized& pieces) const = 0;
+  // Stages that make the text longer keep it within `budget` (TextBudgetExceeded).
+  virtual void pre_tokenize(PreTokenized& pieces, const TextBudget& budget) const = 0;
 };
 
 enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };

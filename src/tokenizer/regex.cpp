@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include "core/error.h"
+#include "tokenizer/text_budget.h"
 #include "tokenizer/unicode.h"
 
 namespace deepinfer::tokenizer {
@@ -167,7 +168,7 @@ void Regex::find_all(std::string_view text, std::vector<Match>& out) const {
     if (literal_.empty()) return;  // an empty literal matches nothing in `tokenizers`
     for (size_t pos = text.find(literal_); pos != std::string_view::npos;
          pos = text.find(literal_, pos + literal_.size())) {
-      out.emplace_back(static_cast<uint32_t>(pos), static_cast<uint32_t>(pos + literal_.size()));
+      out.emplace_back(checked_offset(pos), checked_offset(pos + literal_.size()));
     }
     return;
   }
@@ -199,7 +200,7 @@ void Regex::find_all(std::string_view text, std::vector<Match>& out) const {
     last_end = end;
     last_match_end = end;
     have_last = true;
-    out.emplace_back(static_cast<uint32_t>(start), static_cast<uint32_t>(end));
+    out.emplace_back(checked_offset(start), checked_offset(end));
   }
 }
 

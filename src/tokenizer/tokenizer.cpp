@@ -7,29 +7,32 @@
 
 namespace deepinfer::tokenizer {
 
-void Tokenizer::Impl::encode_words(std::string text, bool at_start,
+void Tokenizer::Impl::encode_words(std::string text, bool at_start, TextBudget& budget,
                                    std::vector<int32_t>& ids) const {
   if (text.empty()) return;
   PreTokenized pieces;
-  pieces.spans.push_back({0, static_cast<uint32_t>(text.size()), at_start});
+  pieces.spans.push_back({0, checked_offset(text.size()), at_start});
   pieces.text = std::move(text);
-  if (pre_tokenizer) pre_tokenizer->pre_tokenize(pieces);
+  if (pre_tokenizer) pre_tokenizer->pre_tokenize(pieces, budget);
+  budget.check(pieces.text.size(), "pre-tokenizer");
+  budget.max_bytes -= pieces.text.size();
   const std::string_view all = pieces.text;
   for (const Span& span : pieces.spans) {
     model->tokenize(all.substr(span.begin, span.end - span.begin), raw_bytes, ids);
   }
 }
 
-void Tokenizer::Impl::encode_normalized(std::string_view text, bool at_start,
+void Tokenizer::Impl::encode_normalized(std::string_view text, bool at_start, TextBudget& budget,
                                         std::vector<int32_t>& ids) const {
   std::string normalized(text);
   if (normalizer) {
     bool start_kept = true;
-    normalizer->normalize(normalized, start_kept);
+    normalizer->normalize(normalized, start_kept, budget);
+    budget.check(normalized.size(), "normalizer");
     at_start = at_start && start_kept;
   }
   if (!added.has_normalized_tokens()) {
-    encode_words(std::move(normalized), at_start, ids);
+    encode_words(std::move(normalized), at_start, budget, ids);
     return;
   }
   std::vector<Segment> segments;
@@ -39,7 +42,7 @@ void Tokenizer::Impl::encode_normalized(std::string_view text, bool at_start,
       ids.push_back(seg.id);
     } else {
       encode_words(normalized.substr(seg.begin, seg.end - seg.begin), at_start && seg.begin == 0,
-                   ids);
+                   budget, ids);
     }
   }
 }
@@ -50,7 +53,13 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  return encode(text, add_special_tokens, TextBudget::for_input(text.size()));
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens,
+                                       TextBudget budget) const {
   const Impl& m = *impl_;
+  checked_offset(text.size());
   std::string repaired;
   if (!unicode::is_valid_utf8(text)) {
     repaired = unicode::to_valid_utf8(text);
@@ -64,7 +73,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
     if (seg.id >= 0) {
       ids.push_back(seg.id);
     } else {
-      m.encode_normalized(text.substr(seg.begin, seg.end - seg.begin), seg.begin == 0, ids);
+      m.encode_normalized(text.substr(seg.begin, seg.end - seg.begin), seg.begin == 0, budget, ids);
     }
   }
   if (add_special_tokens && m.post_processor) m.post_processor->apply(ids);

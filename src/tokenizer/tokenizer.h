@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/text_budget.h"
 #include "tokenizer/tokenizer_config.h"
 
 namespace deepinfer::tokenizer {
@@ -35,7 +36,12 @@ class Tokenizer {
   // Invalid UTF-8 is first decoded lossily (each maximal invalid subsequence -> U+FFFD).
   // Prompts rendered from a chat template already hold their BOS: encode them with
   // add_special_tokens = false.
+  //
+  // The text the normalizer and pre-tokenizer make stays within a TextBudget (by default
+  // TextBudget::for_input(text.size())), else TextBudgetExceeded.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const;
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens,
+                              TextBudget budget) const;
   // Unknown ids are skipped, as in `tokenizers`.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
 

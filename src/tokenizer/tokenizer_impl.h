@@ -52,8 +52,12 @@ struct Tokenizer::Impl {
     if (const int32_t id = model->token_to_id(token); id >= 0) return id;
     return std::nullopt;
   }
-  void encode_words(std::string text, bool at_start, std::vector<int32_t>& ids) const;
-  void encode_normalized(std::string_view text, bool at_start, std::vector<int32_t>& ids) const;
+  // `budget` is what is left of the encode's TextBudget: each segment's final text is taken
+  // from it, so the segments of one prompt share it.
+  void encode_words(std::string text, bool at_start, TextBudget& budget,
+                    std::vector<int32_t>& ids) const;
+  void encode_normalized(std::string_view text, bool at_start, TextBudget& budget,
+                         std::vector<int32_t>& ids) const;
 };
 
 }  // namespace deepinfer::tokenizer

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/text_file.h"
 #include "io/gguf_model.h"
 #include "tokenizer/json_fields.h"
@@ -122,6 +123,14 @@ Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& 
 
   impl->model = make_model(file, source);
   impl->normalizer = make_normalizer(field("normalizer"), source);
+  if (impl->normalizer) {
+    const double expansion = impl->normalizer->max_expansion();
+    if (expansion > static_cast<double>(TextBudget::kExpansionFactor)) {
+      log::warn(source, ": the normalizer can make text up to ", expansion,
+                "x longer; prompts it grows past ", TextBudget::kExpansionFactor, "x their size (+",
+                TextBudget::kSlackBytes / 1024, " KiB) are refused (400) rather than tokenized");
+    }
+  }
   PreTokenizerOptions options;
   impl->raw_bytes =
       ends_with_byte_level(field("pre_tokenizer")) && impl->model->supports_raw_bytes();

@@ -11,9 +11,10 @@ import time
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import DATA
+from conftest import DATA, SANITIZED
 
 TINY = DATA / "tiny-qwen3"
+MB = 1 << 20
 
 
 class ServeProcess:
@@ -135,3 +136,40 @@ def raw_stream(server, path, body, timeout=60):
     start = received.index(b"data: ") + len(b"data: ")
     end = received.index(b"\n\n", start)
     return sock, json.loads(received[start:end])
+
+
+def reset_peak_rss(pid):
+    # Writing 5 to clear_refs resets VmHWM (the peak RSS) to the current RSS.
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")
+
+
+def rss_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(field)
+
+
+class PeakRss:
+    """Peak RSS growth of a process over a with-block, in bytes."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def __enter__(self):
+        reset_peak_rss(self.pid)
+        self.start = rss_kib(self.pid, "VmRSS")
+        return self
+
+    def __exit__(self, *exc):
+        self.growth = (rss_kib(self.pid, "VmHWM") - self.start) * 1024
+
+
+def check_rss(rss, limit):
+    # Under ASan the process's memory is mostly ASan's (quarantine, shadow): the Release run
+    # checks the bound.
+    print(f"peak RSS growth {rss.growth / MB:.1f} MiB (limit {limit / MB:.0f})")
+    if not SANITIZED:
+        assert rss.growth <= limit, rss.growth

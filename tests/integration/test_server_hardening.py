@@ -13,47 +13,9 @@ import pytest
 import requests
 
 from conftest import SANITIZED
-from serve_util import ServeProcess, sample
+from serve_util import MB, PeakRss, ServeProcess, check_rss, sample
 
 LONG_FLAGS = ("--max-model-len", 8192, "--allow-long-max-model-len")
-MB = 1 << 20
-
-
-def reset_peak_rss(pid):
-    # Writing 5 to clear_refs resets VmHWM (the peak RSS) to the current RSS.
-    with open(f"/proc/{pid}/clear_refs", "w") as f:
-        f.write("5")
-
-
-def rss_kib(pid, field):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise AssertionError(field)
-
-
-class PeakRss:
-    """Peak RSS growth of a process over a with-block, in bytes."""
-
-    def __init__(self, pid):
-        self.pid = pid
-
-    def __enter__(self):
-        reset_peak_rss(self.pid)
-        self.start = rss_kib(self.pid, "VmRSS")
-        return self
-
-    def __exit__(self, *exc):
-        self.growth = (rss_kib(self.pid, "VmHWM") - self.start) * 1024
-
-
-def check_rss(rss, limit):
-    # Under ASan the process's memory is mostly ASan's (quarantine, shadow): the Release run
-    # checks the bound.
-    print(f"peak RSS growth {rss.growth / MB:.1f} MiB (limit {limit / MB:.0f})")
-    if not SANITIZED:
-        assert rss.growth <= limit, rss.growth
 
 
 def read_status(sock, timeout):

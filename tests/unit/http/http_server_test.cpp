@@ -319,6 +319,59 @@ TEST(HttpServer, OnCloseFiresWhenTheClientLeavesDuringAStream) {
   EXPECT_EQ(server.active_exchanges(), 0u);
 }
 
+TEST(HttpServer, HalfClosedClientsGetTheirResponse) {
+  // Sends the request and shuts down its sending side (as `nc -N`): a quick answer comes
+  // plain, a slow one after an interim 100 Continue (the probe for a client that left).
+  std::atomic<int> delay_ms{0};
+  HttpServer server(config_with(), [&](Request&& req, std::shared_ptr<Exchange> ex) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
+    echo(std::move(req), std::move(ex));
+  });
+  server.start();
+  for (const int delay : {0, 700}) {
+    delay_ms = delay;
+    for (int i = 0; i < (delay > 0 ? 2 : 10); ++i) {
+      TestClient client(server.port());
+      ASSERT_TRUE(client.send("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"));
+      client.shut_write();
+      auto response = client.read_response(5.0);
+      if (delay > 0) {
+        ASSERT_TRUE(response);
+        EXPECT_EQ(response->status, 100);
+        response = client.read_response(5.0);
+      }
+      ASSERT_TRUE(response) << "delay " << delay << ", try " << i;
+      EXPECT_EQ(response->status, 200);
+      EXPECT_EQ(response->body, "POST /x hi");
+      EXPECT_TRUE(client.wait_closed());
+    }
+  }
+}
+
+TEST(HttpServer, AClosedClientOfASlowHandlerIsNoticedByTheProbe) {
+  std::promise<void> closed;
+  std::shared_ptr<Exchange> kept;
+  std::mutex mutex;
+  HttpServer server(config_with(), [&](Request&&, std::shared_ptr<Exchange> ex) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      kept = ex;  // never answered
+    }
+    ex->on_close([&closed] { closed.set_value(); });
+  });
+  server.start();
+  {
+    TestClient client(server.port());
+    ASSERT_TRUE(client.send(kGet));
+  }  // closed, not half-closed: TCP shows the server the same FIN
+  const auto start = Clock::now();
+  auto fired = closed.get_future();
+  ASSERT_EQ(fired.wait_for(std::chrono::seconds(2)), std::future_status::ready);
+  EXPECT_LT(seconds_since(start), 1.0);
+  std::lock_guard<std::mutex> lock(mutex);
+  EXPECT_TRUE(kept->closed());
+}
+
 TEST(HttpServer, OutputBeyondTheLimitClosesAClientThatDoesNotRead) {
   Limits limits;
   limits.max_output_bytes = 64 * 1024;

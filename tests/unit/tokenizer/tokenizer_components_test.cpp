@@ -27,7 +27,7 @@ Strings pre_tokenize(const json& spec, const std::string& text) {
   PreTokenized pieces;
   pieces.text = text;
   pieces.spans.push_back({0, static_cast<uint32_t>(text.size()), true});
-  pre->pre_tokenize(pieces);
+  pre->pre_tokenize(pieces, deepinfer::tokenizer::TextBudget::unlimited());
   Strings out;
   for (const Span& s : pieces.spans) out.push_back(pieces.text.substr(s.begin, s.end - s.begin));
   return out;
@@ -44,7 +44,7 @@ std::string normalize(const json& spec, const std::string& text, bool* start_kep
   auto n = make_normalizer(spec, "test.json");
   std::string out = text;
   bool kept = true;
-  n->normalize(out, kept);
+  n->normalize(out, kept, deepinfer::tokenizer::TextBudget::unlimited());
   if (start_kept != nullptr) *start_kept = kept;
   return out;
 }
