@@ -29,6 +29,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "gemm_peers.h"
+#include "kernels/backend.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "kernels_bench_peak.h"
@@ -167,7 +168,20 @@ struct Peaks {
   double f32_fma = 0.0;  // of the active ISA's FMA: zmm for AVX-512, ymm for AVX2
   double dpbf16 = 0.0;
   double vnni = 0.0;
+  double amx_int8 = 0.0;  // under --isa amx (or auto on an AMX CPU)
+  double amx_bf16 = 0.0;
 };
+
+// The AMX probes run in the kernels' own "full" tile configuration, loaded through the kernels'
+// per-thread record, so that no kernel afterwards finds shapes it did not load.
+float amx_int8_probe(int64_t iters) {
+  kernels::detail::avx512::configure_tiles(kernels::detail::avx512::AmxTiles::full);
+  return bench_peak::amx_int8(iters);
+}
+float amx_bf16_probe(int64_t iters) {
+  kernels::detail::avx512::configure_tiles(kernels::detail::avx512::AmxTiles::full);
+  return bench_peak::amx_bf16(iters);
+}
 
 Peaks measure_peaks(ThreadPool& pool) {
   Peaks p;
@@ -179,6 +193,10 @@ Peaks measure_peaks(ThreadPool& pool) {
           bench_peak::rate(bench_peak::dpbf16_avx512, bench_peak::kChains * 64.0, pool) / 1e9;
     if (kernels::cpu_has_avx512_vnni())
       p.vnni = bench_peak::rate(bench_peak::vnni_avx512, bench_peak::kChains * 128.0, pool) / 1e9;
+    if (kernels::amx_active()) {
+      p.amx_int8 = bench_peak::rate(amx_int8_probe, 4 * 32768.0, pool, 1'000'000) / 1e9;
+      p.amx_bf16 = bench_peak::rate(amx_bf16_probe, 4 * 16384.0, pool, 1'000'000) / 1e9;
+    }
   } else if (isa == kernels::Isa::avx2) {
     p.f32_fma = bench_peak::rate(bench_peak::fma_avx2, bench_peak::kChainsYmm * 16.0, pool) / 1e9;
   }
@@ -196,13 +214,16 @@ int run_gemm(const std::vector<int>& thread_counts, const std::vector<int64_t>& 
     if (json) {
       std::printf(
           "{\"op\":\"peak\",\"isa\":\"%.*s\",\"threads\":%d,\"f32_fma_gflops\":%.1f,"
-          "\"dpbf16_gflops\":%.1f,\"vnni_gops\":%.1f}\n",
-          static_cast<int>(isa.size()), isa.data(), threads, p.f32_fma, p.dpbf16, p.vnni);
+          "\"dpbf16_gflops\":%.1f,\"vnni_gops\":%.1f,\"amx_int8_gops\":%.1f,"
+          "\"amx_bf16_gflops\":%.1f}\n",
+          static_cast<int>(isa.size()), isa.data(), threads, p.f32_fma, p.dpbf16, p.vnni,
+          p.amx_int8, p.amx_bf16);
     } else {
       std::printf(
           "peak (%.*s, %d threads): f32 FMA %.1f GFLOP/s, vdpbf16ps %.1f GFLOP/s, "
-          "vpdpbusd %.1f GOP/s\n",
-          static_cast<int>(isa.size()), isa.data(), threads, p.f32_fma, p.dpbf16, p.vnni);
+          "vpdpbusd %.1f GOP/s, AMX-INT8 %.1f GOP/s, AMX-BF16 %.1f GFLOP/s\n",
+          static_cast<int>(isa.size()), isa.data(), threads, p.f32_fma, p.dpbf16, p.vnni,
+          p.amx_int8, p.amx_bf16);
     }
   }
   if (kernels::active_isa() == kernels::Isa::avx2) bench::limit_peers_to_avx2();
@@ -221,7 +242,19 @@ int run_gemm(const std::vector<int>& thread_counts, const std::vector<int64_t>& 
   };
   const Variant variants[] = {{"f32", DType::f32, kernels::MatmulPrecision::f32},
                               {"bf16", DType::bf16, kernels::MatmulPrecision::f32},
-                              {"bf16a", DType::bf16, kernels::MatmulPrecision::bf16}};
+                              {"bf16a", DType::bf16, kernels::MatmulPrecision::bf16},
+                              {"q8_0", DType::q8_0, kernels::MatmulPrecision::f32},
+                              {"q4_0", DType::q4_0, kernels::MatmulPrecision::f32}};
+  // The peak that bounds a variant: the integer dot units for block weights (AMX-INT8 or
+  // vpdpbusd), bf16 pairs for bf16 activations (AMX-BF16 or vdpbf16ps), else f32 FMA.
+  const auto bound = [](const Variant& v, const Peaks& p) {
+    if (is_block_dtype(v.dtype)) return p.amx_int8 > 0.0 ? p.amx_int8 : p.vnni;
+    if (v.precision == kernels::MatmulPrecision::bf16) {
+      if (p.amx_bf16 > 0.0) return p.amx_bf16;
+      if (p.dpbf16 > 0.0) return p.dpbf16;
+    }
+    return p.f32_fma;
+  };
   struct Shape {
     int64_t k, n;
     std::vector<int64_t> ms;
@@ -267,15 +300,17 @@ int run_gemm(const std::vector<int>& thread_counts, const std::vector<int64_t>& 
         std::vector<kernels::PackedWeights> packed;
         for (auto& w : weights) {
           w.resize(w_bytes);
-          convert_from_f32(src.data(), w.data(), v.dtype, src.size());
+          if (is_block_dtype(v.dtype)) {
+            fill_blocks(w);
+          } else {
+            convert_from_f32(src.data(), w.data(), v.dtype, src.size());
+          }
           packed.push_back(kernels::pack_weights(w.data(), v.dtype, s.n, s.k));
         }
         std::vector<float> x(static_cast<size_t>(m * s.k), 0.25f), y(static_cast<size_t>(m * s.n));
         for (size_t t = 0; t < thread_counts.size(); ++t) {
           ThreadPool pool(thread_counts[t]);
-          const double peak = v.precision == kernels::MatmulPrecision::bf16 && peaks[t].dpbf16 > 0.0
-                                  ? peaks[t].dpbf16
-                                  : peaks[t].f32_fma;
+          const double peak = bound(v, peaks[t]);
           for (const bool use_packed : {false, true}) {
             if (use_packed && !packed[0].defined()) continue;
             const auto call = [&](int i) {
@@ -306,11 +341,12 @@ int run_gemm(const std::vector<int>& thread_counts, const std::vector<int64_t>& 
       if (m == 1) continue;
       for (const Variant& v : variants) {
         if (v.dtype == DType::bf16 && v.precision == kernels::MatmulPrecision::f32) continue;
+        if (is_block_dtype(v.dtype)) continue;  // no block-weight peer library
         const bool bf16a = v.precision == kernels::MatmulPrecision::bf16;
         const std::vector<float> src = weight_values(s.n * s.k);
         std::vector<float> x(static_cast<size_t>(m * s.k), 0.25f), y(static_cast<size_t>(m * s.n));
         for (size_t t = 0; t < thread_counts.size(); ++t) {
-          const double peak = bf16a && peaks[t].dpbf16 > 0.0 ? peaks[t].dpbf16 : peaks[t].f32_fma;
+          const double peak = bound(v, peaks[t]);
           ThreadPool caller(1);  // time_calls' CPU-time divisor only: no worker threads
           for (const bench::PeerGemm& peer : bench::make_peer_gemms(
                    x.data(), src.data(), y.data(), m, s.k, s.n,
@@ -396,10 +432,12 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(
           stderr,
-          "usage: %s [--isa scalar|avx2|avx512|amx] [--threads 1,2] [--precision f32|bf16] [--json]\n"
+          "usage: %s [--isa scalar|avx2|avx512|amx] [--threads 1,2] [--precision f32|bf16] "
+          "[--json]\n"
           "          [--weights bf16,f32,q8_0,q4_0,q4_1,q5_0,q5_1,q4_k,q5_k,q6_k] [--decode]\n"
           "          [--shapes MxKxN,...]\n"
-          "       %s --gemm [--isa avx2|avx512|amx] [--threads 1,2] [--m 1,8,32,128,512] [--json]\n",
+          "       %s --gemm [--isa avx2|avx512|amx] [--threads 1,2] [--m 1,8,32,128,512] "
+          "[--json]\n",
           argv[0], argv[0]);
       return 2;
     }

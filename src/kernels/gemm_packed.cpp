@@ -112,6 +112,12 @@ bool packs_weights(DType dtype) {
 
 namespace detail {
 
+PackedRowsFn packed_rows(Isa isa, PackedKind kind) {
+  // AMX: bf16 activations on tiles for every m (gemm_packed_amx.cpp: batch invariance).
+  if (kind == PackedKind::bf16_dpbf && amx_active()) return &avx512::gemm_packed_rows_amx;
+  return isa == Isa::avx512 ? &avx512::gemm_packed_rows : &avx2::gemm_packed_rows;
+}
+
 std::shared_ptr<void> allocate_packed(size_t bytes, bool huge_pages, const char* what) {
   if (huge_pages) return allocate_huge_paged(bytes, what);
   void* memory = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
@@ -192,8 +198,7 @@ void linear(const float* x, int64_t m, const PackedWeights& w, const float* bias
   if (w.dtype() == DType::bf16 && matmul_precision() == MatmulPrecision::bf16) {
     if (isa == Isa::avx512 && cpu_has_avx512_bf16()) {
       const int64_t stride = detail::avx512::linear_bf16_x_stride(k);  // even, zero-padded
-      // + 16 rows: a tile reads 16 (gemm_packed_rows_amx).
-      uint16_t* xb = bf16_x_buffer(static_cast<size_t>((m + 16) * stride));
+      uint16_t* xb = bf16_x_buffer(static_cast<size_t>((m + detail::kPackedXSlackRows) * stride));
       detail::avx512::linear_pack_x_bf16(x, m, k, xb);
       args.x = nullptr;
       args.xb = xb;
@@ -211,12 +216,8 @@ void linear(const float* x, int64_t m, const PackedWeights& w, const float* bias
   // An item is a register tile's panels (two for the large-m pairs, up to four for small m)
   // by a block of rows, so that no thread's share splits a tile into narrower ones; panel
   // major, so that a thread keeps its weight panels.
-  // AMX: bf16 activations on tiles, for every m (gemm_packed_amx.cpp), a panel an item.
-  const bool tiles = args.kind == detail::PackedKind::bf16_dpbf && amx_active();
-  const auto rows = tiles                ? &detail::avx512::gemm_packed_rows_amx
-                    : isa == Isa::avx512 ? &detail::avx512::gemm_packed_rows
-                                         : &detail::avx2::gemm_packed_rows;
-  const int64_t group = tiles ? 1
+  const detail::PackedRowsFn rows = detail::packed_rows(isa, args.kind);
+  const int64_t group = rows == &detail::avx512::gemm_packed_rows_amx ? 1  // AMX: a panel at a time
                         : isa == Isa::avx512
                             ? detail::avx512::panels_per_tile(args.kind, std::min(m, kRowBlock))
                             : detail::avx2::panels_per_tile(args.kind, std::min(m, kRowBlock));

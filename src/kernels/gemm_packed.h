@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "core/dtype.h"
+#include "kernels/isa.h"
 
 namespace deepinfer::kernels::detail {
 
@@ -130,6 +131,14 @@ static inline L2Lines next_chunk_lines(const PackedArgs& a, bool f32, int64_t ch
   WalkStep s{group, group_end, panel, p0};
   return next_step(a, chunk_k, pb, s) ? step_lines(a, f32, chunk_k, s) : L2Lines{};
 }
+
+// The packed kernel of `kind` under `isa` (avx2 or avx512): bf16_dpbf on AMX tiles where
+// amx_active() (gemm_packed_rows_amx), else the ISA's gemm_packed_rows. Baseline code
+// (gemm_packed.cpp), shared by the dense linear and the MoE experts.
+using PackedRowsFn = void (*)(const PackedArgs&, int64_t, int64_t, int64_t, int64_t);
+PackedRowsFn packed_rows(Isa isa, PackedKind kind);
+// Rows of slack a bf16_dpbf x needs past its last row (a tile reads 16).
+inline constexpr int64_t kPackedXSlackRows = 16;
 
 // y[m0:m1, panels p0:p1] (columns clipped to n); single-threaded. The AVX2 kernels compute
 // the same chains (bitwise equal results); they take no bf16_dpbf. panels_per_tile: the

@@ -88,7 +88,8 @@ detail::PackedKind kind_of(DType weights, XSide side) {
 // Scratch elements set_x() needs (in units of 4 bytes, enough for either form).
 int64_t x_scratch_words(XSide side, int64_t rows, int64_t k) {
   if (side == XSide::f32) return 0;
-  return side == XSide::bf16_dpbf ? (rows * x_stride(side, k) + 1) / 2 : rows * k;
+  return side == XSide::bf16_dpbf ? ((rows + detail::kPackedXSlackRows) * x_stride(side, k) + 1) / 2
+                                  : rows * k;
 }
 
 struct Item {
@@ -214,8 +215,8 @@ void expert_mlps(std::span<const ExpertRows> groups, ThreadPool& pool) {
       }
     });
   };
-  const auto rows_fn =
-      isa == Isa::avx512 ? &detail::avx512::gemm_packed_rows : &detail::avx2::gemm_packed_rows;
+  const auto rows_fn = [isa](const detail::PackedArgs& a, int64_t m0, int64_t m1, int64_t p0,
+                             int64_t p1) { detail::packed_rows(isa, a.kind)(a, m0, m1, p0, p1); };
   const auto x_rows = [](detail::PackedArgs& a, int64_t m0) {
     if (a.xb != nullptr) {
       a.xb += m0 * a.x_stride;

@@ -32,7 +32,7 @@ constexpr TileConfig config_of(AmxTiles kind) {
 }
 
 constexpr TileConfig kInt8Blocks = config_of(AmxTiles::int8_blocks);
-constexpr TileConfig kBf16 = config_of(AmxTiles::bf16);
+constexpr TileConfig kFull = config_of(AmxTiles::full);
 
 thread_local AmxTiles g_loaded = AmxTiles::none;
 
@@ -46,7 +46,7 @@ void configure_tiles(AmxTiles kind) {
   if (kind == AmxTiles::int8_blocks) {
     asm volatile("ldtilecfg %0" : : "m"(kInt8Blocks));
   } else {
-    asm volatile("ldtilecfg %0" : : "m"(kBf16));
+    asm volatile("ldtilecfg %0" : : "m"(kFull));
   }
   g_loaded = kind;
 }
