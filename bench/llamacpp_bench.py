@@ -74,31 +74,36 @@ def run(cmd):
     return proc.stdout
 
 
-ISAS = ("native", "avx2")
+ISAS = ("native", "avx2", "avx512")
+# Per --isa: the llama.cpp build directory prefix (tools/setup_llamacpp.sh) and its flag.
+LLAMA_BUILDS = {"native": ("build", ""), "avx2": ("avx2-build", " --avx2"),
+                "avx512": ("noamx-build", " --no-amx")}
 
 
 def add_isa_argument(parser):
     parser.add_argument("--isa", choices=ISAS, default="native",
                         help="avx2: both engines without AVX-512 on an AVX-512 host (deepinfer under "
                              "DEEPINFER_ISA=avx2, the AVX2-only llama.cpp of tools/setup_llamacpp.sh "
-                             "--avx2, the probes compiled for AVX2)")
+                             "--avx2, the probes compiled for AVX2); avx512: both without AMX on an "
+                             "AMX host (DEEPINFER_ISA=avx512, the llama.cpp of --no-amx)")
 
 
 def select_isa(isa):
     """Runs deepinfer on `isa` (the child processes inherit DEEPINFER_ISA)."""
-    if isa == "avx2":
-        os.environ["DEEPINFER_ISA"] = "avx2"
+    if isa != "native":
+        os.environ["DEEPINFER_ISA"] = isa
 
 
 def find_llama_tool(explicit, name="llama-bench", flag="--llama-bench", isa="native"):
     """The llama.cpp tool `name`: `explicit` when given, else the one tools/setup_llamacpp.sh built
-    (`--avx2` builds the AVX2-only copy in avx2-build-<version>)."""
+    (`--avx2` builds the AVX2-only copy in avx2-build-<version>, `--no-amx` the copy without AMX
+    in noamx-build-<version>)."""
     if explicit:
         return pathlib.Path(explicit)
-    pattern = f"avx2-build-*/bin/{name}" if isa == "avx2" else f"build-*/bin/{name}"
-    found = sorted((ROOT / "bench" / "llamacpp-src").glob(pattern))
+    prefix, flag_of_setup = LLAMA_BUILDS[isa]
+    found = sorted((ROOT / "bench" / "llamacpp-src").glob(f"{prefix}-*/bin/{name}"))
     if not found:
-        setup = "tools/setup_llamacpp.sh --avx2" if isa == "avx2" else "tools/setup_llamacpp.sh"
+        setup = "tools/setup_llamacpp.sh" + flag_of_setup
         sys.exit(f"error: {name} not found under bench/llamacpp-src; run {setup} (or pass {flag} PATH)")
     return found[-1]
 
