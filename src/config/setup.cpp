@@ -337,6 +337,9 @@ ModelSetup load_model_setup(const RecipeConfig& config, const SetupOptions& opti
           : str_cat(", projections quantized to ", *config.quantization,
                     config.quantize_lm_head.value_or(false) ? ", lm_head too" : ""),
       ", matmul precision ", kernels::matmul_precision_name(kernels::matmul_precision()),
+      kernels::matmul_precision() == kernels::MatmulPrecision::bf16
+          ? str_cat(" (", kernels::bf16_activation_path(), ")")
+          : "",
       load.fused_attention ? ""
                            : ", unfused attention and residual norms (enable_atb_attention false)",
       ")");

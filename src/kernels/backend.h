@@ -217,8 +217,9 @@ void linear_rows_q8_amx(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0,
 // The tile shapes a kernel needs (tile_config_amx.cpp): loaded into the calling thread's tiles
 // unless they hold them already. int8_blocks: C tiles 0 .. 3 of 16 x 16 int32, A tiles 4, 5 of
 // 16 x 32 bytes, B tiles 6, 7 of 8 x 64 bytes; full: all eight 16 rows x 64 bytes (the bf16
-// kernel, and the peak probes of kernels_bench).
-enum class AmxTiles { none, int8_blocks, full };
+// kernel, and the peak probes of kernels_bench); one_row: full but C and A tiles of one row (the
+// bf16 kernel for a single x row, decode).
+enum class AmxTiles { none, int8_blocks, full, one_row };
 void configure_tiles(AmxTiles kind);
 }  // namespace avx512
 

@@ -86,7 +86,9 @@ void store_c(const PackedArgs& a, const float (*c)[16], int64_t i0, int64_t rows
 }  // namespace
 
 void gemm_packed_rows_amx(const PackedArgs& a, int64_t m0, int64_t m1, int64_t p0, int64_t p1) {
-  configure_tiles(AmxTiles::full);
+  // One x row (decode): tiles of one row, a sixteenth of the work and of the x loads; each C
+  // element is the same function of its row and column whatever the tile's row count (tested).
+  configure_tiles(m1 - m0 == 1 ? AmxTiles::one_row : AmxTiles::full);
   const int64_t pairs = (a.k + 1) / 2;  // stored pairs of each panel
   const int64_t steps = (a.k + kStepK - 1) / kStepK;
   const int64_t full_steps = pairs / (kStepK / 2);

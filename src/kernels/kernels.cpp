@@ -465,7 +465,7 @@ void linear_grouped(std::span<const LinearJob> jobs, int64_t k, DType w_dtype, i
 std::string_view block_linear_path() {
   switch (active_isa()) {
     case Isa::avx512:
-      if (amx_active()) return "AMX-INT8 tiles from 16 rows, AVX-512 VNNI below";
+      if (amx_active()) return "AMX-INT8 tiles from 16 rows and AVX-512 VNNI";
       return cpu_has_avx512_vnni() ? "AVX-512 VNNI" : "AVX-512";
     case Isa::avx2:
       return "AVX2";
@@ -482,6 +482,12 @@ void set_matmul_precision(MatmulPrecision precision) {
 MatmulPrecision matmul_precision() {
   const int set = g_matmul_precision.load(std::memory_order_relaxed);
   return set >= 0 ? static_cast<MatmulPrecision>(set) : env_matmul_precision();
+}
+
+std::string_view bf16_activation_path() {
+  if (amx_active()) return "AMX-BF16 tiles";
+  if (active_isa() == Isa::avx512 && cpu_has_avx512_bf16()) return "AVX-512 BF16 (vdpbf16ps)";
+  return "rounded x, f32 FMA";
 }
 
 std::string_view matmul_precision_name(MatmulPrecision precision) {

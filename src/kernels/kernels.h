@@ -122,9 +122,12 @@ void linear_w8a8(const float* x, int64_t m, int64_t k, const int8_t* w, const fl
 void quantize_w8a8_row(const float* x, int64_t k, int8_t* q, float* scale);
 
 // The code path linear() takes for block weights under the active ISA, for start-up logs:
-// "AMX-INT8 tiles from 16 rows, AVX-512 VNNI below", "AVX-512 VNNI", "AVX-512", "AVX2" or
+// "AMX-INT8 tiles from 16 rows and AVX-512 VNNI", "AVX-512 VNNI", "AVX-512", "AVX2" or
 // "scalar".
 std::string_view block_linear_path();
+// How bf16 weights meet bf16 activations (MatmulPrecision::bf16) under the active ISA, for
+// start-up logs: "AMX-BF16 tiles", "AVX-512 BF16 (vdpbf16ps)" or "rounded x, f32 FMA".
+std::string_view bf16_activation_path();
 
 // How linear() multiplies by bf16 weights (f32 and f16 weights are always exact f32).
 //  - f32 (default): bf16 weights are widened exactly, products and sums in f32.

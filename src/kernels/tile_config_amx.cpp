@@ -28,11 +28,14 @@ constexpr TileConfig config_of(AmxTiles kind) {
     for (int t = 4; t < 6; ++t) c.colsb[t] = 32;  // A: 16 x rows of one 32-byte block
     for (int t = 6; t < 8; ++t) c.rows[t] = 8;    // B: 8 rows of 16 weight rows x 4 quants
   }
+  if (kind == AmxTiles::one_row)
+    for (int t = 0; t < 6; ++t) c.rows[t] = 1;  // C and A: one x row
   return c;
 }
 
 constexpr TileConfig kInt8Blocks = config_of(AmxTiles::int8_blocks);
 constexpr TileConfig kFull = config_of(AmxTiles::full);
+constexpr TileConfig kOneRow = config_of(AmxTiles::one_row);
 
 thread_local AmxTiles g_loaded = AmxTiles::none;
 
@@ -45,6 +48,8 @@ void configure_tiles(AmxTiles kind) {
   if (g_loaded == kind) return;
   if (kind == AmxTiles::int8_blocks) {
     asm volatile("ldtilecfg %0" : : "m"(kInt8Blocks));
+  } else if (kind == AmxTiles::one_row) {
+    asm volatile("ldtilecfg %0" : : "m"(kOneRow));
   } else {
     asm volatile("ldtilecfg %0" : : "m"(kFull));
   }
