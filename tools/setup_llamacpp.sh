@@ -86,35 +86,36 @@ targets=(llama-bench llama-batched-bench llama-quantize llama-completion llama-p
 echo "== building ${targets[*]} (-j$JOBS)"
 cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}"
 
-# The AVX2-only peer: the same sources for an AVX2 + FMA + F16C machine, every AVX-512 / AMX /
-# AVX-VNNI path off, so that on an AVX-512 host `DEEPINFER_ISA=avx2` meets llama.cpp on equal
-# instructions (issue #15). Only the two benchmark tools.
+# A peer with some instructions off, for the A/B runs of bench/*.py --isa: build_variant DIR WHAT
+# CMAKE_FLAGS... configures DIR once with GGML_NATIVE off and those flags (AVX2 + FMA + F16C +
+# BMI2 and every AMX path off in both below), then builds the two benchmark tools.
+build_variant() {
+  local dir=$1 what=$2
+  shift 2
+  if [[ ! -f "$dir/CMakeCache.txt" ]]; then
+    echo "== configuring $dir ($what)"
+    cmake -S "$LLAMA" -B "$dir" "${COMMON[@]}" -DGGML_NATIVE=OFF \
+      -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF \
+      -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF "$@"
+  fi
+  echo "== building the $what llama-bench, llama-batched-bench (-j$JOBS)"
+  cmake --build "$dir" -j"$JOBS" --target llama-bench llama-batched-bench
+}
+
+# The AVX2-only peer, every AVX-512 path off too, so that on an AVX-512 host `DEEPINFER_ISA=avx2`
+# meets llama.cpp on equal instructions (issue #15).
 BUILD_AVX2_DIR="$CACHE/avx2-build-$VERSION"
 if [[ "$BUILD_AVX2" == 1 ]]; then
-  if [[ ! -f "$BUILD_AVX2_DIR/CMakeCache.txt" ]]; then
-    echo "== configuring $BUILD_AVX2_DIR (AVX2 only)"
-    cmake -S "$LLAMA" -B "$BUILD_AVX2_DIR" "${COMMON[@]}" -DGGML_NATIVE=OFF \
-      -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
-      -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
-      -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
-  fi
-  echo "== building the AVX2-only llama-bench, llama-batched-bench (-j$JOBS)"
-  cmake --build "$BUILD_AVX2_DIR" -j"$JOBS" --target llama-bench llama-batched-bench
+  build_variant "$BUILD_AVX2_DIR" "AVX2-only" -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF \
+    -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF
 fi
 
-# The native build without AMX: the same instructions otherwise (AVX-512 F/BW/VL/DQ, VNNI, BF16,
-# VBMI), the peer of DEEPINFER_ISA=avx512 on an AMX host. Only the two benchmark tools.
+# The build without AMX: AVX-512 F/BW/VL/DQ, VNNI, BF16 and VBMI as the native one has them, the
+# peer of DEEPINFER_ISA=avx512 on an AMX host (issue #47).
 BUILD_NOAMX_DIR="$CACHE/noamx-build-$VERSION"
 if [[ "$BUILD_NOAMX" == 1 ]]; then
-  if [[ ! -f "$BUILD_NOAMX_DIR/CMakeCache.txt" ]]; then
-    echo "== configuring $BUILD_NOAMX_DIR (native without AMX)"
-    cmake -S "$LLAMA" -B "$BUILD_NOAMX_DIR" "${COMMON[@]}" -DGGML_NATIVE=OFF \
-      -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
-      -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
-      -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
-  fi
-  echo "== building the no-AMX llama-bench, llama-batched-bench (-j$JOBS)"
-  cmake --build "$BUILD_NOAMX_DIR" -j"$JOBS" --target llama-bench llama-batched-bench
+  build_variant "$BUILD_NOAMX_DIR" "no-AMX" -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON \
+    -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON
 fi
 
 # gguf-py from the same commit, so that scripts reading GGUF files agree with the binaries

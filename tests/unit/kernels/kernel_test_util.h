@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "kernels/isa.h"
 
 namespace deepinfer::kernels {
@@ -29,6 +30,22 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0
   std::vector<float> out(n);
   for (float& v : out) v = dist(rng);
   return out;
+}
+
+// Writes v as a little-endian f16 at p (a block's scale in a ggml block).
+inline void put_f16(uint8_t* p, float v) {
+  const uint16_t h = f32_to_f16(v);
+  p[0] = static_cast<uint8_t>(h & 0xff);
+  p[1] = static_cast<uint8_t>(h >> 8);
+}
+
+// How far two f32 summation orders of a bf16 dot product may be apart: products of bf16 values
+// are exact in f32, and any order is within (k + 1) * 2^-24 * sum |terms| of the exact sum, two
+// orders within twice that. x and w are row i / j of [*, k] matrices already rounded to bf16.
+inline double bf16_dot_tolerance(const float* x, const float* w, int64_t k, float bias) {
+  double magnitude = std::fabs(bias);
+  for (int64_t p = 0; p < k; ++p) magnitude += std::fabs(x[p] * w[p]);
+  return 2.0 * static_cast<double>(k + 2) * std::ldexp(1.0, -24) * magnitude + 1e-30;
 }
 
 // Forces one ISA for the lifetime of the guard.

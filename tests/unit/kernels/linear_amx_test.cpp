@@ -26,6 +26,7 @@ namespace deepinfer::kernels {
 namespace {
 
 using testing::bitwise_equal;
+using testing::put_f16;
 using testing::random_floats;
 
 constexpr DType kWholeBlockTypes[] = {DType::q8_0, DType::q4_0, DType::q5_0, DType::q4_k,
@@ -33,12 +34,6 @@ constexpr DType kWholeBlockTypes[] = {DType::q8_0, DType::q4_0, DType::q5_0, DTy
 
 bool is_k_quant(DType dtype) {
   return dtype == DType::q4_k || dtype == DType::q5_k;
-}
-
-void put_f16(uint8_t* p, float v) {
-  const uint16_t h = f32_to_f16(v);
-  p[0] = static_cast<uint8_t>(h & 0xff);
-  p[1] = static_cast<uint8_t>(h >> 8);
 }
 
 // Random bytes (every quant, fifth bit and packed scale pattern is a valid block, q8_0's -128
@@ -246,9 +241,7 @@ TEST(KernelsLinearAmx, Bf16TilesMatchTheRoundedReference) {
     reference::linear(xr.data(), m, k, w.data(), DType::bf16, n, bias.data(), want.data());
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
-        double magnitude = std::fabs(bias[j]);
-        for (int64_t p = 0; p < k; ++p) magnitude += std::fabs(xr[i * k + p] * wf[j * k + p]);
-        const double tol = 2.0 * (k + 2) * std::ldexp(1.0, -24) * magnitude + 1e-30;
+        const double tol = testing::bf16_dot_tolerance(&xr[i * k], &wf[j * k], k, bias[j]);
         const size_t at = static_cast<size_t>(i * n + j);
         ASSERT_LE(std::fabs(got[at] - want[at]), tol) << "at row " << i << " col " << j;
       }

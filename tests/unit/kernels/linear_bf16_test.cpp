@@ -65,11 +65,7 @@ TEST_P(KernelsLinearBf16, MatchesReferenceOnRoundedActivations) {
         bool differs_from_exact = false;
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < n; ++j) {
-            // Products of bf16 values are exact in f32; any f32 summation order is within
-            // (k + 1) * 2^-24 * sum|terms| of the exact sum, two orders within twice that.
-            double magnitude = std::fabs(bias[j]);
-            for (int64_t p = 0; p < k; ++p) magnitude += std::fabs(xr[i * k + p] * wf[j * k + p]);
-            const double tol = 2.0 * (k + 2) * std::ldexp(1.0, -24) * magnitude + 1e-30;
+            const double tol = testing::bf16_dot_tolerance(&xr[i * k], &wf[j * k], k, bias[j]);
             const size_t at = static_cast<size_t>(i * n + j);
             ASSERT_LE(std::fabs(got[at] - want[at]), tol) << "at row " << i << " col " << j;
             differs_from_exact |= std::fabs(got[at] - exact[at]) > tol;

@@ -24,18 +24,13 @@ namespace deepinfer::kernels {
 namespace {
 
 using testing::bitwise_equal;
+using testing::put_f16;
 using testing::random_floats;
 
 constexpr DType kTypes[] = {DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k, DType::q6_k};
 
 bool is_k_quant(DType dtype) {
   return dtype == DType::q4_k || dtype == DType::q5_k || dtype == DType::q6_k;
-}
-
-void put_f16(uint8_t* p, float v) {
-  const uint16_t h = f32_to_f16(v);
-  p[0] = static_cast<uint8_t>(h & 0xff);
-  p[1] = static_cast<uint8_t>(h >> 8);
 }
 
 // n rows of random blocks: random bytes (every bit pattern of quants, high bits, packed

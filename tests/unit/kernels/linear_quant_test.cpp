@@ -25,15 +25,10 @@ namespace deepinfer::kernels {
 namespace {
 
 using testing::bitwise_equal;
+using testing::put_f16;
 using testing::random_floats;
 
 constexpr DType kBlockTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1};
-
-void put_f16(uint8_t* p, float v) {
-  const uint16_t h = f32_to_f16(v);
-  p[0] = static_cast<uint8_t>(h & 0xff);
-  p[1] = static_cast<uint8_t>(h >> 8);
-}
 
 // n rows of k / 32 random blocks: scales in [0.002, 0.03] (either sign for q4_1's m), random
 // quants over the whole range (q8_0 includes -128, which the signed tricks must get right).
