@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "gemm_peers.h"
 #include "kernels/backend.h"
@@ -393,8 +394,13 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--isa" && i + 1 < argc) {
       const std::string name = argv[++i];  // amx: the AVX-512 kernels with AMX tiles
-      kernels::set_active_isa(name == "amx" ? kernels::Isa::avx512 : kernels::parse_isa(name));
-      kernels::set_amx(name == "amx");
+      try {
+        kernels::set_active_isa(name == "amx" ? kernels::Isa::avx512 : kernels::parse_isa(name));
+        kernels::set_amx(name == "amx");
+      } catch (const Error& e) {
+        std::fprintf(stderr, "--isa %s: %s\n", name.c_str(), e.what());
+        return 2;
+      }
     } else if (arg == "--threads" && i + 1 < argc) {
       thread_counts.clear();
       std::string list = argv[++i];

@@ -58,15 +58,19 @@ fi
 [[ -f "$LLAMA/CMakeLists.txt" ]] || { echo "error: $LLAMA has no CMakeLists.txt (sdist layout changed?)" >&2; exit 1; }
 
 AMX_DIR="$LLAMA/ggml/src/ggml-cpu/amx"
-if ! grep -q 'asm volatile("ldtilecfg' "$AMX_DIR/mmq.cpp"; then
-  echo "== patching ggml's AMX tile configuration and its 3-D weights (see the top of this script)"
+patched_config() { grep -q 'asm volatile("ldtilecfg' "$AMX_DIR/mmq.cpp"; }
+patched_dims() { grep -q "2-D weights only" "$AMX_DIR/amx.cpp"; }
+if ! patched_config; then
+  echo "== patching ggml's AMX tile configuration (see the top of this script)"
   sed -i 's|^\( *\)_tile_loadconfig(&tc);|\1asm volatile("ldtilecfg %0" : : "m"(tc));  // deepinfer: whole operand|' \
     "$AMX_DIR/mmq.cpp"
+fi
+if ! patched_dims; then
+  echo "== patching ggml's AMX buffer type to refuse 3-D weights (see the top of this script)"
   sed -i 's|^\( *\)if (!ggml_is_contiguous(src0) \|\| !ggml_is_contiguous(src1)) {|\1if (src0->ne[2] != 1 \|\| src0->ne[3] != 1) {  // deepinfer: 2-D weights only\n\1    return false;\n\1}\n&|' \
     "$AMX_DIR/amx.cpp"
-  grep -q 'asm volatile("ldtilecfg' "$AMX_DIR/mmq.cpp" && grep -q "2-D weights only" "$AMX_DIR/amx.cpp" ||
-    { echo "error: the AMX patches did not apply to $AMX_DIR" >&2; exit 1; }
 fi
+patched_config && patched_dims || { echo "error: the AMX patches did not apply to $AMX_DIR" >&2; exit 1; }
 
 # The default CPU backend, no BLAS, no GPU, no libcurl (the network is closed anyway), no
 # server / examples we do not use; the main build is tuned to this machine (GGML_NATIVE=ON ->

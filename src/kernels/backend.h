@@ -53,11 +53,11 @@ struct LinearArgs {
   // AMX tiles (linear_rows_q8_amx), whole-block types: the block terms of xbd / xbt again, in
   // tile order [tiles][blocks][16]: tile T holds x rows 16 T .. 16 T + 15 of this call (rows
   // past its m repeat its last row), so one tile's terms of one block are one 64-byte line.
-  // Null: no tiles (fewer than kAmxMinRows rows). xq then has 16 readable rows from every tile's
-  // first row (rows past m are never stored).
+  // And xq itself in tile order, [tiles][blocks][16 rows][32], a tile's block one 512-byte run.
+  // Null: no tiles (fewer than kAmxMinRows rows).
   const float* xtd = nullptr;
   const int32_t* xtt = nullptr;
-  const int8_t* xtq = nullptr;  // xq in tile order: [tiles][blocks][16 rows][32]
+  const int8_t* xtq = nullptr;
 };
 
 // Where the whole-block kernels read block b of x row i's d and t: at (i * blocks + b) * stride
@@ -214,13 +214,14 @@ void linear_rows_q8_vnni(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0
 // Needs cpu_has_amx().
 inline constexpr int64_t kAmxMinRows = 16;
 void linear_rows_q8_amx(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
-// The tile shapes a kernel needs (tile_config_amx.cpp): loaded into the calling thread's tiles
-// unless they hold them already. int8_blocks: C tiles 0 .. 3 of 16 x 16 int32, A tiles 4, 5 of
-// 16 x 32 bytes, B tiles 6, 7 of 8 x 64 bytes; full: all eight 16 rows x 64 bytes (the bf16
-// kernel, and the peak probes of kernels_bench); one_row: full but C and A tiles of one row (the
-// bf16 kernel for a single x row, decode).
+// The tile shapes a kernel needs (tile_config_amx.cpp), loaded into the calling thread's tiles
+// at each kernel call; tile_calls() counts those calls (tests: the tiles did run). int8_blocks: C
+// tiles 0 .. 3 of 16 x 16 int32, A tiles 4, 5 of 16 x 32 bytes, B tiles 6, 7 of 8 x 64 bytes; full:
+// all eight 16 rows x 64 bytes (the bf16 kernel, and the peak probes of kernels_bench); one_row:
+// full but C and A tiles of one row (the bf16 kernel for a single x row, decode).
 enum class AmxTiles { none, int8_blocks, full, one_row };
 void configure_tiles(AmxTiles kind);
+int64_t tile_calls(AmxTiles kind);
 }  // namespace avx512
 
 // The same for q5_1 and q6_k (linear_qk_*.cpp): per-lane weight

@@ -42,7 +42,8 @@ constexpr int64_t kAheadSteps = 4;
 // C tiles 0 .. 3 of one register block: x rows i0 .. i0 + 15 (A tile 4) and i0 + 16 .. (A tile
 // 5, when `two`) by the panel's columns 0 .. 15 (B tile 6) and 16 .. 31 (B tile 7).
 void block_products(const PackedArgs& a, const uint8_t* panel, int64_t i0, bool two,
-                    const BTail* tail, int64_t full_steps, int64_t steps, bool stream) {
+                    const BTail* tail, int64_t full_steps, int64_t steps,
+                    const uint8_t* stream_end) {
   const int64_t x_bytes = a.x_stride * 2;
   const auto* x = reinterpret_cast<const uint8_t*>(a.xb + i0 * a.x_stride);
   _tile_zero(0);
@@ -52,8 +53,11 @@ void block_products(const PackedArgs& a, const uint8_t* panel, int64_t i0, bool 
   for (int64_t s = 0; s < steps; ++s) {
     const uint8_t* b = s < full_steps ? panel + s * (kStepK / 2) * kPairRowBytes
                                       : reinterpret_cast<const uint8_t*>(tail->pairs);
-    if (stream) {  // 2 KiB kAheadSteps ahead, into the next panel at the end (they are adjacent)
-      const uint8_t* ahead = panel + (s + kAheadSteps) * (kStepK / 2) * kPairRowBytes;
+    // 2 KiB kAheadSteps ahead, into the next panel at the end (they are adjacent), up to the end
+    // of the call's panels (stream_end; null on later passes).
+    const int64_t ahead_at = (s + kAheadSteps) * (kStepK / 2) * kPairRowBytes;
+    if (stream_end != nullptr && ahead_at + 2048 <= stream_end - panel) {
+      const uint8_t* ahead = panel + ahead_at;
       DEEPINFER_UNROLL
       for (int l = 0; l < 32; ++l) _mm_prefetch(ahead + l * 64, _MM_HINT_T0);
     }
@@ -95,6 +99,7 @@ void gemm_packed_rows_amx(const PackedArgs& a, int64_t m0, int64_t m1, int64_t p
   const int64_t panel_bytes = packed_panel_elements(a.k, DType::bf16) * 2;
   BTail tail;
   alignas(64) float c[4][kTileRows][16];
+  const auto* end = static_cast<const uint8_t*>(a.w) + p1 * panel_bytes;
   for (int64_t p = p0; p < p1; ++p) {
     const auto* panel = static_cast<const uint8_t*>(a.w) + p * panel_bytes;
     if (full_steps < steps) {  // the last pairs, zero-padded to a whole step
@@ -106,7 +111,7 @@ void gemm_packed_rows_amx(const PackedArgs& a, int64_t m0, int64_t m1, int64_t p
     const int64_t j0 = p * kPanel;
     for (int64_t i0 = m0; i0 < m1; i0 += 2 * kTileRows) {
       const bool two = i0 + kTileRows < m1;
-      block_products(a, panel, i0, two, &tail, full_steps, steps, i0 == m0);
+      block_products(a, panel, i0, two, &tail, full_steps, steps, i0 == m0 ? end : nullptr);
       const int64_t rows = m1 - i0;
       _tile_stored(0, c[0], 64);
       _tile_stored(1, c[1], 64);

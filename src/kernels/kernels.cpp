@@ -90,8 +90,8 @@ uint16_t* bf16_x_buffer(size_t elements) {
 // The calling thread's x quantized for block weights (quantize_x_blocks): quants, scales and
 // lane sums, and for the whole-block types each block's scale and term once (bd, bt:
 // LinearArgs::xbd / xbt), grown to the largest call seen.
-// For AMX tiles, q has 16 rows of slack (a tail tile reads 16 rows) and td / tt hold the block
-// terms in tile order (LinearArgs::xtd / xtt).
+// For AMX tiles, tq / td / tt hold q and the block terms in tile order (LinearArgs::xtq / xtd /
+// xtt).
 struct QuantizedX {
   std::vector<int8_t> q;
   std::vector<float> d;
@@ -103,10 +103,21 @@ struct QuantizedX {
   std::vector<int8_t> tq;
 };
 constexpr int64_t kTileRows = 16;  // x rows of an AMX tile
+
+// Rows of x handled by one work item when m is large, so that prefill of a narrow projection
+// still gives every thread work. A multiple of every backend's row tile.
+constexpr int64_t kLinearRowBlock = 256;
+// AMX: a work item's rows start at a tile (linear_rows_q8_amx reads tile m0 / 16).
+static_assert(kLinearRowBlock % kTileRows == 0);
+// Activation elements from which quantizing x for block weights is split between threads.
+constexpr int64_t kMinQuantizeSplit = int64_t{1} << 15;
+// Below this many multiply-adds per thread, waking workers costs more than it saves.
+constexpr int64_t kMinMacsPerThread = int64_t{1} << 16;
+
 QuantizedX& quantized_x_buffer(int64_t m, int64_t k) {
   thread_local QuantizedX buffer;
   const auto elements = static_cast<size_t>(m * k);
-  if (buffer.q.size() < elements + kTileRows * k) buffer.q.resize(elements + kTileRows * k);
+  if (buffer.q.size() < elements) buffer.q.resize(elements);
   if (buffer.d.size() < elements / 4) buffer.d.resize(elements / 4);
   if (buffer.t.size() < elements / 4) buffer.t.resize(elements / 4);
   if (buffer.bd.size() < elements / detail::kQuantBlock)
@@ -150,13 +161,13 @@ void reserve_tile_terms(QuantizedX& xq, int64_t tiles, int64_t k) {
   }
 }
 
-// The block terms of x rows first .. first + m - 1 (already quantized) in tile order from tile
-// `tile0` of xq.td / tt (LinearArgs::xtd / xtt; reserve_tile_terms() made room), and args
-// pointed at them.
+// x rows first .. first + m - 1 (already quantized) and their block terms in tile order from
+// tile `tile0` of xq.tq / td / tt (LinearArgs::xtq / xtd / xtt; reserve_tile_terms() made
+// room), and args pointed at them. Tiles are independent: a prefill's are split between threads.
 void order_terms_for_tiles(QuantizedX& xq, int64_t first, int64_t m, int64_t k, int64_t tile0,
-                           detail::LinearArgs& args) {
+                           detail::LinearArgs& args, ThreadPool& pool) {
   const int64_t blocks = k / detail::kQuantBlock;
-  for (int64_t tile = 0; tile < row_tiles(m); ++tile) {
+  const auto order = [&](int64_t tile) {
     for (int64_t r = 0; r < kTileRows; ++r) {
       const int64_t row = first + std::min(tile * kTileRows + r, m - 1);
       const float* bd = xq.bd.data() + row * blocks;
@@ -172,6 +183,14 @@ void order_terms_for_tiles(QuantizedX& xq, int64_t first, int64_t m, int64_t k, 
                     detail::kQuantBlock);
       }
     }
+  };
+  const auto tiles = [&](int64_t t0, int64_t t1) {
+    for (int64_t tile = t0; tile < t1; ++tile) order(tile);
+  };
+  if (m * k >= kMinQuantizeSplit && pool.size() > 1) {
+    pool.parallel_for(row_tiles(m), tiles);
+  } else {
+    tiles(0, row_tiles(m));
   }
   args.xtq = xq.tq.data() + tile0 * blocks * kTileRows * detail::kQuantBlock;
   args.xtd = xq.td.data() + tile0 * blocks * kTileRows;
@@ -186,7 +205,7 @@ RowsFn block_rows(Isa isa, DType w_dtype) {
   const bool q8 = is_whole_block_dtype(w_dtype) || w_dtype == DType::q4_1;
   switch (isa) {
     case Isa::avx512:
-      if (q8 && amx_active()) return &detail::avx512::linear_rows_q8_amx;
+      if (is_whole_block_dtype(w_dtype) && amx_active()) return &detail::avx512::linear_rows_q8_amx;
       if (cpu_has_avx512_vnni())
         return q8 ? &detail::avx512::linear_rows_q8_vnni : &detail::avx512::linear_rows_qk_vnni;
       return q8 ? &detail::avx512::linear_rows_q8 : &detail::avx512::linear_rows_qk;
@@ -238,14 +257,6 @@ MatmulPrecision env_matmul_precision() {
   }();
   return precision;
 }
-
-// Rows of x handled by one work item when m is large, so that prefill of a narrow projection
-// still gives every thread work. A multiple of every backend's row tile.
-constexpr int64_t kLinearRowBlock = 256;
-// Activation elements from which quantizing x for block weights is split between threads.
-constexpr int64_t kMinQuantizeSplit = int64_t{1} << 15;
-// Below this many multiply-adds per thread, waking workers costs more than it saves.
-constexpr int64_t kMinMacsPerThread = int64_t{1} << 16;
 
 // x[m, k] quantized for block weights into rows `first` .. first + m - 1 of xq; rows are
 // independent, so a prefill's rows are split between threads.
@@ -345,7 +356,7 @@ void detail::linear_with_layout(const float* x, int64_t m, int64_t k, const void
     point_at_quantized_x(xq, 0, k, w_dtype, args);
     if (amx_tiles(m, w_dtype)) {
       reserve_tile_terms(xq, row_tiles(m), k);
-      order_terms_for_tiles(xq, 0, m, k, 0, args);
+      order_terms_for_tiles(xq, 0, m, k, 0, args, pool);
     }
     args.w_repacked = w_repacked;
     q_rows = block_rows(isa, w_dtype);
@@ -425,18 +436,21 @@ void linear_grouped(std::span<const LinearJob> jobs, int64_t k, DType w_dtype, i
   QuantizedX& xq = quantized_x_buffer(rows, k);
   for (size_t g = 0; g < jobs.size(); ++g)
     if (!shares_x[g]) quantize_rows(jobs[g].x, jobs[g].m, k, w_dtype, xq, row0[g], pool);
-  // AMX: the terms of each x with enough rows for tiles, in tile order.
-  std::vector<detail::LinearArgs> tile_terms(jobs.size());
-  int64_t all_tiles = 0;
-  for (size_t g = 0; g < jobs.size(); ++g)
-    if (!shares_x[g] && amx_tiles(jobs[g].m, w_dtype)) all_tiles += row_tiles(jobs[g].m);
-  reserve_tile_terms(xq, all_tiles, k);
-  for (int64_t g = 0, tiles = 0; g < static_cast<int64_t>(jobs.size()); ++g) {
-    if (shares_x[g]) {
-      tile_terms[g] = tile_terms[g - 1];
-    } else if (amx_tiles(jobs[g].m, w_dtype)) {
-      order_terms_for_tiles(xq, row0[g], jobs[g].m, k, tiles, tile_terms[g]);
-      tiles += row_tiles(jobs[g].m);
+  // AMX: each x with enough rows for tiles, and its terms, in tile order (none for decode).
+  std::vector<detail::LinearArgs> tile_terms;
+  if (amx_tiles(largest, w_dtype)) {
+    tile_terms.resize(jobs.size());
+    int64_t all_tiles = 0;
+    for (size_t g = 0; g < jobs.size(); ++g)
+      if (!shares_x[g] && amx_tiles(jobs[g].m, w_dtype)) all_tiles += row_tiles(jobs[g].m);
+    reserve_tile_terms(xq, all_tiles, k);
+    for (int64_t g = 0, tiles = 0; g < static_cast<int64_t>(jobs.size()); ++g) {
+      if (shares_x[g]) {
+        tile_terms[g] = tile_terms[g - 1];
+      } else if (amx_tiles(jobs[g].m, w_dtype)) {
+        order_terms_for_tiles(xq, row0[g], jobs[g].m, k, tiles, tile_terms[g], pool);
+        tiles += row_tiles(jobs[g].m);
+      }
     }
   }
   const RowsFn q_rows = block_rows(active_isa(), w_dtype);
@@ -452,9 +466,11 @@ void linear_grouped(std::span<const LinearJob> jobs, int64_t k, DType w_dtype, i
       detail::LinearArgs args{nullptr, k, k, job.w, w_dtype, outputs(job), nullptr, job.y};
       args.w_repacked = w_repacked;
       point_at_quantized_x(xq, row0[g], k, w_dtype, args);
-      args.xtd = tile_terms[g].xtd;
-      args.xtt = tile_terms[g].xtt;
-      args.xtq = tile_terms[g].xtq;
+      if (!tile_terms.empty()) {
+        args.xtd = tile_terms[g].xtd;
+        args.xtt = tile_terms[g].xtt;
+        args.xtq = tile_terms[g].xtq;
+      }
       run_item_range(
           job.m, outputs(job), tile_n, lo - item0[g], hi - item0[g],
           [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) { q_rows(args, m0, m1, n0, n1); });

@@ -5,7 +5,7 @@
 //   A = fma(d_w * d_x, float(t), A)  (k-quants then A = fma(m_w, d_x * s, A)).
 //
 // Tiles (Intel SDM, TDPBSSD): C[16 x 16] int32 += A[16 x 32 B] . B[8 x 64 B], where A is 16 x
-// rows' block b as quantized (q_x, int8, read in place: row stride k bytes) and B is block b of
+// rows' block b as quantized (q_x, int8, from x copied in tile order) and B is block b of
 // 16 weight rows in the VNNI layout, row o holding, for each of the 16 weight rows, the 4 quants
 // of elements 4o .. 4o + 3. That is exactly the transposed group of the AVX-512 panel kernel
 // (linear_whole_block_avx512.h: WbGroup::u), so panels are built by the same code, once per
@@ -15,8 +15,8 @@
 // since every block has its own f32 scale: it is stored after each TDPBSSD and scaled into 16
 // f32 accumulators (one per x row) by AVX-512, with blocks in flight so that the tile unit
 // computes some while the vector units scale others (issue_pair). The x terms come in tile order
-// (LinearArgs::xtd), and xq has 16 readable rows from every tile's first (kernels.cpp), so a tail
-// tile needs no copy: its rows past m are computed and never stored.
+// (LinearArgs::xtd), and so is x (xtq, 16 rows a tile: a tail tile's rows past m repeat its last
+// row, are computed and never stored).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
@@ -145,10 +145,11 @@ void amx_tile(const LinearArgs& a, int64_t i0, int rows, int64_t m_end, const Wb
   const int64_t nb = b1 - b0, pairs = (nb + 1) / 2;
   // The next tile's x and terms of this chunk into L1 as this one runs: a tile load that misses
   // L1 holds up the tile unit behind it.
-  const char* next_x = reinterpret_cast<const char*>(xa + blocks * kTileRows * kBlockBytes);
-  const char* next_d = reinterpret_cast<const char*>(d + blocks * kTileRows);
-  const char* next_t = reinterpret_cast<const char*>(term + blocks * kTileRows);
   const bool prefetch = i0 + kTileRows < m_end;
+  const int64_t next = prefetch ? blocks * kTileRows : 0;  // no pointer past the last tile
+  const char* next_x = reinterpret_cast<const char*>(xa + next * kBlockBytes);
+  const char* next_d = reinterpret_cast<const char*>(d + next);
+  const char* next_t = reinterpret_cast<const char*>(term + next);
   for (int64_t p = 0; p < pairs + 2; ++p) {
     const bool issue = p < pairs;
     if (issue && prefetch) {
@@ -231,8 +232,9 @@ void amx_linear_rows(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, in
 }  // namespace
 
 void linear_rows_q8_amx(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  if (!is_whole_block_dtype(a.w_dtype) || m1 - m0 < kAmxMinRows || a.xtq == nullptr)
-    return linear_rows_q8_vnni(a, m0, m1, n0, n1);
+  // Whole-block types only (kernels.cpp sends no other here): with_whole_block_type reads any
+  // other as q8_0.
+  if (m1 - m0 < kAmxMinRows || a.xtq == nullptr) return linear_rows_q8_vnni(a, m0, m1, n0, n1);
   wb::with_whole_block_type(
       a.w_dtype, [&](auto type) { amx_linear_rows<decltype(type)::value>(a, m0, m1, n0, n1); });
 }

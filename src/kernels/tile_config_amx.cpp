@@ -1,6 +1,7 @@
-// The AMX tile configurations of the kernels (palette 1) and the one per-thread record of which
-// one the thread's tiles hold, shared by every AMX kernel file: a thread may run the int8 and the
-// bf16 kernels in turn, and each must find its own shapes loaded.
+// The AMX tile configurations of the kernels (palette 1), loaded at every kernel call: a thread
+// runs the int8 and the bf16 kernels in turn, and other code in the process (a BLAS library's
+// AMX path) may load its own shapes or release the tiles between two of our calls. One LDTILECFG
+// per call and thread costs next to nothing beside a GEMM.
 #include <cstdint>
 
 #include "kernels/backend.h"
@@ -37,7 +38,8 @@ constexpr TileConfig kInt8Blocks = config_of(AmxTiles::int8_blocks);
 constexpr TileConfig kFull = config_of(AmxTiles::full);
 constexpr TileConfig kOneRow = config_of(AmxTiles::one_row);
 
-thread_local AmxTiles g_loaded = AmxTiles::none;
+// Kernel calls per configuration, for tests that must see the tiles run (tile_calls()).
+int64_t g_calls[4] = {};
 
 }  // namespace
 
@@ -45,7 +47,7 @@ thread_local AmxTiles g_loaded = AmxTiles::none;
 // _tile_loadconfig names 8, so -O3 dropped the stores that fill in the rest (the crash of
 // llama.cpp's AMX build, issue #47).
 void configure_tiles(AmxTiles kind) {
-  if (g_loaded == kind) return;
+  __atomic_fetch_add(&g_calls[static_cast<int>(kind)], 1, __ATOMIC_RELAXED);
   if (kind == AmxTiles::int8_blocks) {
     asm volatile("ldtilecfg %0" : : "m"(kInt8Blocks));
   } else if (kind == AmxTiles::one_row) {
@@ -53,7 +55,10 @@ void configure_tiles(AmxTiles kind) {
   } else {
     asm volatile("ldtilecfg %0" : : "m"(kFull));
   }
-  g_loaded = kind;
+}
+
+int64_t tile_calls(AmxTiles kind) {
+  return __atomic_load_n(&g_calls[static_cast<int>(kind)], __ATOMIC_RELAXED);
 }
 
 }  // namespace deepinfer::kernels::detail::avx512

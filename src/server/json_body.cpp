@@ -162,7 +162,7 @@ std::string LinearBuilder::path() const {
   std::string out;
   for (size_t i = 1; i < stack_.size(); ++i) {
     const std::string& name = stack_[i].name;
-    if (!out.empty() && name.front() != '[') out += '.';
+    if (!out.empty() && (name.empty() || name.front() != '[')) out += '.';
     out += name;
   }
   return out;

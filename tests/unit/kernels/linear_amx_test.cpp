@@ -6,6 +6,7 @@
 // CPU has no AMX. The AMX tests skip, saying why, on CPUs without it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -65,6 +66,24 @@ class AmxGuard {
   AmxGuard& operator=(const AmxGuard&) = delete;
 };
 
+// Weight packing on for the guard's lifetime, then as it was.
+class PackingGuard {
+ public:
+  PackingGuard() : was_(weight_packing()) { set_weight_packing(true); }
+  ~PackingGuard() { set_weight_packing(was_); }
+  PackingGuard(const PackingGuard&) = delete;
+  PackingGuard& operator=(const PackingGuard&) = delete;
+
+ private:
+  bool was_;
+};
+
+// The int8 tile kernel's calls so far (tile_config_amx.cpp counts them): a test that compares the
+// tiles with VNNI must also see that they ran, since their results are the same bits.
+int64_t int8_tile_calls() {
+  return detail::avx512::tile_calls(detail::avx512::AmxTiles::int8_blocks);
+}
+
 std::vector<float> run_linear(const std::vector<float>& x, int64_t m, int64_t k, const void* w,
                               DType dtype, int64_t n, const float* bias, bool amx, int threads) {
   testing::IsaGuard isa(Isa::avx512);
@@ -77,8 +96,9 @@ std::vector<float> run_linear(const std::vector<float>& x, int64_t m, int64_t k,
 
 // (m, k in blocks of the type's granule, n): one whole tile; row, column and chunk tails (34
 // blocks: a chunk of 32 then 2, an odd count for the two-block pipeline); many tiles.
+// 300 rows: a second row block of the thread split (its first tile is tile 16).
 const std::vector<std::tuple<int64_t, int64_t, int64_t>> kShapes = {
-    {16, 1, 16}, {17, 2, 20}, {31, 34, 33}, {40, 3, 48}, {100, 5, 7}, {64, 9, 64}};
+    {16, 1, 16}, {17, 2, 20}, {31, 34, 33}, {40, 3, 48}, {100, 5, 7}, {64, 9, 64}, {300, 3, 24}};
 
 TEST(KernelsLinearAmx, EqualsVnniAndTheReferenceBitwise) {
   if (!cpu_has_amx()) GTEST_SKIP() << "this CPU (or its OS) offers no AMX-INT8 tiles";
@@ -97,7 +117,9 @@ TEST(KernelsLinearAmx, EqualsVnniAndTheReferenceBitwise) {
       reference::linear(x.data(), m, k, w.data(), dtype, n, bias.data(), want.data());
       for (int threads : {1, 2}) {
         SCOPED_TRACE(::testing::Message() << threads << " threads");
+        const int64_t calls = int8_tile_calls();
         const auto amx = run_linear(x, m, k, w.data(), dtype, n, bias.data(), true, threads);
+        EXPECT_GT(int8_tile_calls(), calls) << "the tiles did not run";
         const auto vnni = run_linear(x, m, k, w.data(), dtype, n, bias.data(), false, threads);
         EXPECT_TRUE(bitwise_equal(amx.data(), want.data(), want.size())) << "AMX vs reference";
         EXPECT_TRUE(bitwise_equal(vnni.data(), want.data(), want.size())) << "VNNI vs reference";
@@ -126,8 +148,7 @@ TEST(KernelsLinearAmx, ExtremeQuantsAreExact) {
 
 TEST(KernelsLinearAmx, RepackedWeightsEqualTheStoredOnesBitwise) {
   if (!cpu_has_amx()) GTEST_SKIP() << "this CPU (or its OS) offers no AMX-INT8 tiles";
-  const bool packing = weight_packing();
-  set_weight_packing(true);
+  const PackingGuard packing;
   testing::IsaGuard isa(Isa::avx512);
   AmxGuard guard(true);
   uint32_t seed = 4800;
@@ -144,7 +165,6 @@ TEST(KernelsLinearAmx, RepackedWeightsEqualTheStoredOnesBitwise) {
     reference::linear(x.data(), m, k, w.data(), dtype, n, nullptr, want.data());
     EXPECT_TRUE(bitwise_equal(got.data(), want.data(), got.size()));
   }
-  set_weight_packing(packing);
 }
 
 // A row's result is the same alone (m = 1: VNNI), in a call under kAmxMinRows (VNNI) and at
@@ -170,7 +190,8 @@ TEST(KernelsLinearAmx, IsBatchInvariantAcrossTheSwitchToTiles) {
 }
 
 // MoE experts with 0, a few and many tokens in one grouped call (tiles for the many, VNNI for
-// the few) equal each expert's own call without AMX.
+// the few), and a last pair of jobs on one x (as q / k / v share theirs), equal each job's own
+// call without AMX.
 TEST(KernelsLinearAmx, GroupedExpertsEqualTheirOwnCallsWithoutAmx) {
   if (!cpu_has_amx()) GTEST_SKIP() << "this CPU (or its OS) offers no AMX-INT8 tiles";
   const int64_t k = 256, n = 48;
@@ -187,25 +208,35 @@ TEST(KernelsLinearAmx, GroupedExpertsEqualTheirOwnCallsWithoutAmx) {
       got.emplace_back(static_cast<size_t>(rows[e] * n), NAN);
       jobs.push_back({x.back().data(), rows[e], w.back().data(), got.back().data()});
     }
+    w.push_back(random_blocks(dtype, n, k, 50));  // the last x again, other weights
+    got.emplace_back(static_cast<size_t>(rows.back() * n), NAN);
+    jobs.push_back({x.back().data(), rows.back(), w.back().data(), got.back().data()});
     {
       testing::IsaGuard isa(Isa::avx512);
       AmxGuard guard(true);
       ThreadPool pool(2);
+      const int64_t calls = int8_tile_calls();
       linear_grouped(jobs, k, dtype, n, pool);
+      EXPECT_GT(int8_tile_calls(), calls) << "the tiles did not run";
     }
-    for (size_t e = 0; e < rows.size(); ++e) {
-      const auto want = run_linear(x[e], rows[e], k, w[e].data(), dtype, n, nullptr, false, 1);
-      EXPECT_TRUE(bitwise_equal(got[e].data(), want.data(), want.size())) << "expert " << e;
+    for (size_t e = 0; e < jobs.size(); ++e) {
+      const std::vector<float>& xe = x[std::min(e, x.size() - 1)];
+      const auto want = run_linear(xe, jobs[e].m, k, w[e].data(), dtype, n, nullptr, false, 1);
+      EXPECT_TRUE(bitwise_equal(got[e].data(), want.data(), want.size())) << "job " << e;
     }
   }
 }
 
+// bf16 activations for the guard's lifetime, then the precision as it was.
 class Bf16PrecisionGuard {
  public:
-  Bf16PrecisionGuard() { set_matmul_precision(MatmulPrecision::bf16); }
-  ~Bf16PrecisionGuard() { set_matmul_precision(MatmulPrecision::f32); }  // the tests' default
+  Bf16PrecisionGuard() : was_(matmul_precision()) { set_matmul_precision(MatmulPrecision::bf16); }
+  ~Bf16PrecisionGuard() { set_matmul_precision(was_); }
   Bf16PrecisionGuard(const Bf16PrecisionGuard&) = delete;
   Bf16PrecisionGuard& operator=(const Bf16PrecisionGuard&) = delete;
+
+ private:
+  MatmulPrecision was_;
 };
 
 std::vector<float> bf16_rounded(std::vector<float> x) {
@@ -215,17 +246,17 @@ std::vector<float> bf16_rounded(std::vector<float> x) {
 
 // Packed bf16 weights with bf16 activations on tiles: within the f32 summation bound of the
 // reference on the rounded x (products of bf16 are exact; TDPBF16PS sums them in its own order),
-// row, column and k tails included (k = 33, 100: a last step of zero-padded pairs).
+// row, column and k tails included (k = 33, 100: a last step of zero-padded pairs), and two row
+// blocks (m = 300). That the tiles ran shows in the bits: some differ from vdpbf16ps's.
 TEST(KernelsLinearAmx, Bf16TilesMatchTheRoundedReference) {
   if (!cpu_has_amx()) GTEST_SKIP() << "this CPU (or its OS) offers no AMX-BF16 tiles";
-  const bool packing = weight_packing();
-  set_weight_packing(true);
+  const PackingGuard packing;
   const Bf16PrecisionGuard bf16;
   testing::IsaGuard isa(Isa::avx512);
   AmxGuard guard(true);
   uint32_t seed = 4900;
   for (const auto& [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {1, 64, 32}, {5, 33, 40}, {16, 896, 64}, {33, 100, 70}, {47, 256, 31}}) {
+           {1, 64, 32}, {5, 33, 40}, {16, 896, 64}, {33, 100, 70}, {47, 256, 31}, {300, 128, 40}}) {
     SCOPED_TRACE(::testing::Message() << "m=" << m << " k=" << k << " n=" << n);
     const auto x = random_floats(static_cast<size_t>(m * k), ++seed);
     const auto wf = bf16_rounded(random_floats(static_cast<size_t>(n * k), ++seed));
@@ -253,8 +284,14 @@ TEST(KernelsLinearAmx, Bf16TilesMatchTheRoundedReference) {
       linear(x.data() + r * k, 1, packed, bias.data(), alone.data(), one);
       EXPECT_TRUE(bitwise_equal(alone.data(), got.data() + r * n, n)) << "row " << r;
     }
+    if (k >= 256) {  // long enough dots that the two units' sums differ somewhere
+      AmxGuard vector_units(false);
+      std::vector<float> dpbf16(got.size(), NAN);
+      linear(x.data(), m, packed, bias.data(), dpbf16.data(), pool);
+      EXPECT_FALSE(bitwise_equal(dpbf16.data(), got.data(), got.size()))
+          << "the bf16 tiles gave vdpbf16ps's bits: did they run?";
+    }
   }
-  set_weight_packing(packing);
 }
 
 // Without AMX (the CPU, or DEEPINFER_ISA other than amx / auto) the VNNI / AVX-512 kernels run
