@@ -40,12 +40,14 @@ def post_raw(server, path, body, timeout=60):
 
 
 class HealthProbe:
-    """GETs /health every 20 ms on the side; `worst` is the slowest answer in seconds."""
+    """GETs /health every 20 ms on the side; `worst` is the slowest answer in seconds, `failed` the
+    answers other than 200 (asserted by the test: an assert in this thread would be lost)."""
 
     def __init__(self, server):
         self.server = server
         self.worst = 0.0
         self.count = 0
+        self.failed = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
@@ -53,7 +55,8 @@ class HealthProbe:
         session = requests.Session()
         while not self.stop.is_set():
             start = time.monotonic()
-            assert session.get(self.server.url + "/health", timeout=30).status_code == 200
+            if session.get(self.server.url + "/health", timeout=30).status_code != 200:
+                self.failed += 1
             self.worst = max(self.worst, time.monotonic() - start)
             self.count += 1
             time.sleep(0.02)
@@ -91,6 +94,7 @@ def test_eight_requests_of_200k_unknown_keys_are_answered_at_once(server):
     assert f"the request body has more than {KEY_CAP} keys" in results[0][1]
     assert elapsed <= 2.0 * SLOW
     assert health.worst < 0.2 * SLOW
+    assert health.failed == 0
 
 
 def test_unknown_fields_are_summarised_in_one_short_log_line(server):
@@ -225,14 +229,19 @@ def test_memory_is_given_back_after_large_bodies(server):
     requests.get(server.url + "/health", timeout=10)
     before = rss_kib(server.proc.pid, "VmRSS") * 1024
 
+    statuses = []
+
     def one():
-        assert post_raw(server, "/v1/completions", body).status_code == 400
+        statuses.append(post_raw(server, "/v1/completions", body).status_code)
 
     threads = [threading.Thread(target=one) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    # Under ASan reading 8 bodies of 8 MiB at once can outlast the request deadline: a 408.
+    allowed = {400, 408} if SANITIZED else {400}
+    assert len(statuses) == 8 and set(statuses) <= allowed, statuses
     time.sleep(0.2)
     after = rss_kib(server.proc.pid, "VmRSS") * 1024
     print(f"RSS before {before / MB:.0f} MiB, after 8 x 8 MiB bodies {after / MB:.0f} MiB")
