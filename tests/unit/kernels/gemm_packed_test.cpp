@@ -47,18 +47,7 @@ class PrecisionGuard {
   PrecisionGuard& operator=(const PrecisionGuard&) = delete;
 };
 
-// These tests are about the packed kernels: they pack whatever DEEPINFER_PACK_WEIGHTS says
-// for the rest of the process (an A/B run with it at 0 would otherwise skip or fail them).
-class PackingOn {
- public:
-  PackingOn() : was_(weight_packing()) { set_weight_packing(true); }
-  ~PackingOn() { set_weight_packing(was_); }
-  PackingOn(const PackingOn&) = delete;
-  PackingOn& operator=(const PackingOn&) = delete;
-
- private:
-  bool was_;
-};
+using testing::PackingOn;
 
 // Packed weights for the kernels of the active ISA. AVX2 does not pack bf16 by policy
 // (pack_weights) but runs bf16 panels packed under AVX-512, so its kernel is tested too.

@@ -13,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "kernels/isa.h"
+#include "kernels/packed_weights.h"
 
 namespace deepinfer::kernels {
 // gtest prints parameters through this (found by ADL).
@@ -47,6 +48,19 @@ inline double bf16_dot_tolerance(const float* x, const float* w, int64_t k, floa
   for (int64_t p = 0; p < k; ++p) magnitude += std::fabs(x[p] * w[p]);
   return 2.0 * static_cast<double>(k + 2) * std::ldexp(1.0, -24) * magnitude + 1e-30;
 }
+
+// Weight packing on for the guard's lifetime, then as it was: tests of the packed kernels pack
+// whatever DEEPINFER_PACK_WEIGHTS says otherwise (an A/B run with it at 0 would skip or fail them).
+class PackingOn {
+ public:
+  PackingOn() : was_(weight_packing()) { set_weight_packing(true); }
+  ~PackingOn() { set_weight_packing(was_); }
+  PackingOn(const PackingOn&) = delete;
+  PackingOn& operator=(const PackingOn&) = delete;
+
+ private:
+  bool was_;
+};
 
 // Forces one ISA for the lifetime of the guard.
 class IsaGuard {

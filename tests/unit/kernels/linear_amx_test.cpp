@@ -66,18 +66,6 @@ class AmxGuard {
   AmxGuard& operator=(const AmxGuard&) = delete;
 };
 
-// Weight packing on for the guard's lifetime, then as it was.
-class PackingGuard {
- public:
-  PackingGuard() : was_(weight_packing()) { set_weight_packing(true); }
-  ~PackingGuard() { set_weight_packing(was_); }
-  PackingGuard(const PackingGuard&) = delete;
-  PackingGuard& operator=(const PackingGuard&) = delete;
-
- private:
-  bool was_;
-};
-
 // The int8 tile kernel's calls so far (tile_config_amx.cpp counts them): a test that compares the
 // tiles with VNNI must also see that they ran, since their results are the same bits.
 int64_t int8_tile_calls() {
@@ -148,7 +136,7 @@ TEST(KernelsLinearAmx, ExtremeQuantsAreExact) {
 
 TEST(KernelsLinearAmx, RepackedWeightsEqualTheStoredOnesBitwise) {
   if (!cpu_has_amx()) GTEST_SKIP() << "this CPU (or its OS) offers no AMX-INT8 tiles";
-  const PackingGuard packing;
+  const testing::PackingOn packing;
   testing::IsaGuard isa(Isa::avx512);
   AmxGuard guard(true);
   uint32_t seed = 4800;
@@ -250,7 +238,7 @@ std::vector<float> bf16_rounded(std::vector<float> x) {
 // blocks (m = 300). That the tiles ran shows in the bits: some differ from vdpbf16ps's.
 TEST(KernelsLinearAmx, Bf16TilesMatchTheRoundedReference) {
   if (!cpu_has_amx()) GTEST_SKIP() << "this CPU (or its OS) offers no AMX-BF16 tiles";
-  const PackingGuard packing;
+  const testing::PackingOn packing;
   const Bf16PrecisionGuard bf16;
   testing::IsaGuard isa(Isa::avx512);
   AmxGuard guard(true);
