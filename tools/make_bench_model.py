@@ -4,6 +4,7 @@
     .venv-tools/bin/python tools/make_bench_model.py                      # Qwen2.5-0.5B shape
     .venv-tools/bin/python tools/make_bench_model.py --shape qwen3-0.6b   # Qwen3-0.6B shape
     .venv-tools/bin/python tools/make_bench_model.py --shape deepseek-v2-lite-4l  # 4-layer V2-Lite
+    .venv-tools/bin/python tools/make_bench_model.py --shape deepseek-v32-4l  # 4-layer V3.2 (DSA)
 
 Output (default bench/models/<shape>-random/, git-ignored): config.json and generation_config.json
 as the published checkpoints spell them (transformers 4.x style: top-level rope_theta,
@@ -156,11 +157,60 @@ SHAPES = {
         },
         generation={"bos_token_id": 100000, "eos_token_id": 100001, "do_sample": False},
     ),
+    # DeepSeek-V3.2's attention exactly (hidden 7168, 128 MLA heads, q LoRA 1536, latent 512 + 64,
+    # the lightning indexer's 64 heads of 128 and top-2048) and its expert shape (2048 wide, top-8
+    # + 1 shared), with 4 layers (1 dense + 3 MoE) and 16 routed experts instead of 256 so that
+    # the checkpoint fits a 24 GiB machine: per-token work is the real model's per layer.
+    "deepseek-v32-4l": dict(
+        config={
+            "architectures": ["DeepseekV32ForCausalLM"],
+            "model_type": "deepseek_v32",
+            "attention_bias": False,
+            "bos_token_id": 0,
+            "eos_token_id": 1,
+            "first_k_dense_replace": 1,
+            "hidden_act": "silu",
+            "hidden_size": 7168,
+            "index_head_dim": 128,
+            "index_n_heads": 64,
+            "index_topk": 2048,
+            "intermediate_size": 18432,
+            "kv_lora_rank": 512,
+            "max_position_embeddings": 163840,
+            "moe_intermediate_size": 2048,
+            "moe_layer_freq": 1,
+            "n_group": 1,
+            "n_routed_experts": 16,
+            "n_shared_experts": 1,
+            "norm_topk_prob": True,
+            "num_attention_heads": 128,
+            "num_experts_per_tok": 8,
+            "num_hidden_layers": 4,
+            "num_key_value_heads": 128,
+            "num_nextn_predict_layers": 0,
+            "q_lora_rank": 1536,
+            "qk_nope_head_dim": 128,
+            "qk_rope_head_dim": 64,
+            "rms_norm_eps": 1e-06,
+            "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096,
+                             "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
+            "rope_theta": 10000,
+            "routed_scaling_factor": 2.5,
+            "scoring_func": "sigmoid",
+            "tie_word_embeddings": False,
+            "topk_group": 1,
+            "topk_method": "noaux_tc",
+            "torch_dtype": "bfloat16",
+            "v_head_dim": 128,
+            "vocab_size": 129280,
+        },
+        generation={"bos_token_id": 0, "eos_token_id": 1, "do_sample": False},
+    ),
 }
 
 
 def deepseek_tensor_specs(c):
-    """(name, shape, kind) for a DeepSeek-V2 checkpoint without q LoRA; HF names."""
+    """(name, shape, kind) for a DeepSeek-V2 / V3 / V3.2 checkpoint; HF names."""
     h, vocab, heads = c["hidden_size"], c["vocab_size"], c["num_attention_heads"]
     nope, rope, v, rank = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"], c["kv_lora_rank"]
     specs = [("model.embed_tokens.weight", (vocab, h), "normal"), ("lm_head.weight", (vocab, h), "normal")]
@@ -171,10 +221,23 @@ def deepseek_tensor_specs(c):
 
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
+        q_lora = c.get("q_lora_rank")
+        if q_lora:
+            specs += [(p + "self_attn.q_a_proj.weight", (q_lora, h), "normal"),
+                      (p + "self_attn.q_a_layernorm.weight", (q_lora,), "ones"),
+                      (p + "self_attn.q_b_proj.weight", (heads * (nope + rope), q_lora), "normal")]
+        else:
+            specs.append((p + "self_attn.q_proj.weight", (heads * (nope + rope), h), "normal"))
+        if "index_topk" in c:
+            ih, idim = c["index_n_heads"], c["index_head_dim"]
+            specs += [(p + "self_attn.indexer.wq_b.weight", (ih * idim, q_lora), "normal"),
+                      (p + "self_attn.indexer.wk.weight", (idim, h), "normal"),
+                      (p + "self_attn.indexer.k_norm.weight", (idim,), "ones"),
+                      (p + "self_attn.indexer.k_norm.bias", (idim,), "zeros"),
+                      (p + "self_attn.indexer.weights_proj.weight", (ih, h), "normal")]
         specs += [
             (p + "input_layernorm.weight", (h,), "ones"),
             (p + "post_attention_layernorm.weight", (h,), "ones"),
-            (p + "self_attn.q_proj.weight", (heads * (nope + rope), h), "normal"),
             (p + "self_attn.kv_a_proj_with_mqa.weight", (rank + rope, h), "normal"),
             (p + "self_attn.kv_a_layernorm.weight", (rank,), "ones"),
             (p + "self_attn.kv_b_proj.weight", (heads * (nope + v), rank), "normal"),
@@ -184,6 +247,8 @@ def deepseek_tensor_specs(c):
             specs += mlp(p + "mlp.", c["intermediate_size"])
             continue
         specs.append((p + "mlp.gate.weight", (c["n_routed_experts"], h), "normal"))
+        if c.get("topk_method") == "noaux_tc":
+            specs.append((p + "mlp.gate.e_score_correction_bias", (c["n_routed_experts"],), "zeros"))
         for e in range(c["n_routed_experts"]):
             specs += mlp(p + f"mlp.experts.{e}.", c["moe_intermediate_size"])
         specs += mlp(p + "mlp.shared_experts.", c["moe_intermediate_size"] * c["n_shared_experts"])
@@ -194,7 +259,7 @@ def deepseek_tensor_specs(c):
 def tensor_specs(shape):
     """(name, shape, kind) for every tensor, kind in {"normal", "ones"}; HF Qwen2/Qwen3 names."""
     c = SHAPES[shape]["config"]
-    if c["model_type"] == "deepseek_v2":
+    if c["model_type"].startswith("deepseek"):
         return deepseek_tensor_specs(c)
     h, inter, vocab = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
     heads, kv = c["num_attention_heads"], c["num_key_value_heads"]
@@ -241,14 +306,15 @@ def write_safetensors(path, specs, seed):
     blob += b" " * (-len(blob) % 8)  # data section starts 8-byte aligned, as safetensors pads
     rng = np.random.default_rng(seed)
     ones = np.full(1, 0x3F80, dtype="<u2")  # bf16 1.0
+    zeros = np.zeros(1, dtype="<u2")
     tmp = path.with_suffix(".safetensors.partial")
     with open(tmp, "wb") as f:
         f.write(struct.pack("<Q", len(blob)))
         f.write(blob)
         for _, shp, kind in specs:
             n = int(np.prod(shp))
-            if kind == "ones":
-                np.repeat(ones, n).tofile(f)
+            if kind in ("ones", "zeros"):
+                np.repeat(ones if kind == "ones" else zeros, n).tofile(f)
                 continue
             for start in range(0, n, CHUNK_ELEMS):
                 x = rng.standard_normal(min(CHUNK_ELEMS, n - start), dtype=np.float32)

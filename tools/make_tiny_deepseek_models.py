@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerates the tiny DeepSeek-V2 / V3 checkpoints and their transformers goldens.
+"""Regenerates the tiny DeepSeek-V2 / V3 / V3.2, GLM-4.7-Flash and GLM-5 checkpoints and goldens.
 
 Run from the repository root:
 
@@ -13,6 +13,9 @@ things:
   fragile, so every router call of every golden run is hooked and the model is rejected (next
   seed) when the chosen experts (or groups) beat the first unchosen one by less than
   MIN_ROUTE_GAP in the score that selects them.
+- Indexer margins (DeepSeek-V3.2 / GLM-5 sparse attention): likewise every top-k the lightning
+  indexer takes must separate its k-th and (k+1)-th scores by MIN_INDEX_GAP of the row's largest
+  score (ties, such as several exact zeros after the ReLU, would make the chosen set arbitrary).
 - bf16 goldens: each case also records `bf16_last_logits`, transformers' logits with every matrix
   rounded to bf16 except the router (which the engine keeps in f32, as transformers does for
   DeepSeek-V3), so that a bf16 load can be checked as tightly as float32; the routing margin rule
@@ -47,8 +50,17 @@ from transformers import (
     DeepseekV2ForCausalLM,
     DeepseekV3Config,
     DeepseekV3ForCausalLM,
+    DeepseekV32Config,
+    DeepseekV32ForCausalLM,
     GenerationConfig,
+    Glm4MoeLiteConfig,
+    Glm4MoeLiteForCausalLM,
+    GlmMoeDsaConfig,
+    GlmMoeDsaForCausalLM,
 )
+from transformers.models.deepseek_v32.modeling_deepseek_v32 import DeepseekV32Indexer
+from transformers.models.kimi_k25.configuration_kimi_k25 import Kimi_K25Config
+from transformers.models.kimi_k25.modeling_kimi_k25 import Kimi_K25ForConditionalGeneration
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_tiny_models as tiny  # noqa: E402
@@ -56,6 +68,7 @@ import tiny_tokenizer  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 MIN_ROUTE_GAP = 2e-5  # float32 differences between engines are ~1e-7 there
+MIN_INDEX_GAP = 1e-5  # relative to the largest |score| of the row
 SEED_TRIES = 256  # the routing and bf16 rules reject more seeds than make_tiny_models.py's
 FP8_BLOCK = [32, 32]  # tiny dims: 32x32 blocks (the config's weight_block_size says so)
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
@@ -95,6 +108,28 @@ MODELS = [
          cfg=dict(q_lora_rank=48, n_group=4, topk_group=2, n_shared_experts=1, routed_scaling_factor=2.5,
                   first_k_dense_replace=1, norm_topk_prob=True, num_nextn_predict_layers=1,
                   rope_interleave=True, rope_parameters=V3_YARN)),
+    # DeepSeek-V3.2: V3 + DeepSeek Sparse Attention (half-split indexer rope); index_topk 8 is
+    # below the longer prompts and the decode positions, so tokens attend to selections.
+    dict(name="tiny-deepseek-v32", family="deepseek_v32", max_pos=128, seed=16000,
+         cfg=dict(q_lora_rank=48, n_group=4, topk_group=2, n_shared_experts=1, routed_scaling_factor=2.5,
+                  first_k_dense_replace=1, norm_topk_prob=True, index_topk=8, index_head_dim=16,
+                  index_n_heads=8, rope_parameters=V3_YARN)),
+    # GLM-5: the same indexer with interleaved rope; layer 1 reuses layer 0's top-k.
+    dict(name="tiny-glm-moe-dsa", family="glm_moe_dsa", max_pos=128, seed=17000,
+         cfg=dict(q_lora_rank=48, n_group=1, topk_group=1, n_shared_experts=1, routed_scaling_factor=2.5,
+                  first_k_dense_replace=1, norm_topk_prob=True, index_topk=8, index_head_dim=16,
+                  index_n_heads=8, indexer_types=["full", "shared", "full"], rms_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    # GLM-4.7-Flash: V3-style MLA + noaux routing, mlp_layer_types, rope_interleave false.
+    dict(name="tiny-glm4-moe-lite", family="glm4_moe_lite", max_pos=128, seed=18000,
+         cfg=dict(q_lora_rank=48, n_group=1, topk_group=1, n_shared_experts=1, routed_scaling_factor=1.8,
+                  mlp_layer_types=["dense", "sparse", "sparse"], norm_topk_prob=True, rope_interleave=False,
+                  rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    # Kimi-K2.5: a DeepSeek-V3 text model under a vision wrapper (text_config), stored as Moonshot
+    # ships it (language_model.model.*, language_model.lm_head.weight, vision_tower.*, mm_projector.*).
+    dict(name="tiny-kimi-k25", family="kimi_k25", max_pos=128, seed=19000,
+         cfg=dict(q_lora_rank=48, n_group=4, topk_group=2, n_shared_experts=1, routed_scaling_factor=2.827,
+                  first_k_dense_replace=1, norm_topk_prob=True, rope_interleave=True, rope_parameters=V3_YARN)),
     # All-dense V3 without q LoRA and with rope_interleave false (rotate_half on q_pe / k_pe).
     dict(name="tiny-deepseek-v3-dense", family="deepseek_v3", max_pos=128, seed=15000,
          cfg=dict(q_lora_rank=None, n_group=1, topk_group=1, n_shared_experts=1, first_k_dense_replace=3,
@@ -104,6 +139,20 @@ MODELS = [
 # As the published chat checkpoints ship them (DeepSeek-V2-Chat, DeepSeek-V3); not used by goldens.
 tiny.GENERATION_DEFAULTS.setdefault("deepseek_v2", dict(do_sample=True, temperature=0.3, top_p=0.95))
 tiny.GENERATION_DEFAULTS.setdefault("deepseek_v3", dict(do_sample=True, temperature=0.6, top_p=0.95))
+for _family in ("deepseek_v32", "glm_moe_dsa", "glm4_moe_lite"):
+    tiny.GENERATION_DEFAULTS.setdefault(_family, dict(do_sample=True, temperature=1.0, top_p=0.95))
+
+CONFIG_CLASSES = {
+    "deepseek_v2": (DeepseekV2Config, DeepseekV2ForCausalLM),
+    "deepseek_v3": (DeepseekV3Config, DeepseekV3ForCausalLM),
+    "deepseek_v32": (DeepseekV32Config, DeepseekV32ForCausalLM),
+    "glm_moe_dsa": (GlmMoeDsaConfig, GlmMoeDsaForCausalLM),
+    "glm4_moe_lite": (Glm4MoeLiteConfig, Glm4MoeLiteForCausalLM),
+}
+# The smallest vision tower Kimi-K2.5's wrapper builds (not served; its weights ride along).
+KIMI_VISION = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                   pos_emb_height=4, pos_emb_width=4, pos_emb_time=2)
+tiny.GENERATION_DEFAULTS.setdefault("kimi_k25", dict(do_sample=True, temperature=1.0, top_p=0.95))
 
 
 def make_config(spec, tok, num_layers=None):
@@ -113,9 +162,15 @@ def make_config(spec, tok, num_layers=None):
         kwargs["num_hidden_layers"] = num_layers
     kwargs.update(vocab_size=tok.get_vocab_size(), max_position_embeddings=spec["max_pos"],
                   bos_token_id=tok.token_to_id("<|endoftext|>"), eos_token_id=tok.token_to_id("<|im_end|>"))
-    if spec["family"] == "deepseek_v2":
-        return DeepseekV2Config(**kwargs), DeepseekV2ForCausalLM
-    return DeepseekV3Config(**kwargs), DeepseekV3ForCausalLM
+    if spec["family"] == "kimi_k25":
+        text = DeepseekV3Config(**kwargs).to_dict()
+        text["model_type"] = "kimi_k2"  # as Moonshot's config.json says (transformers maps it to V3)
+        config = Kimi_K25Config(text_config=text, vision_config=KIMI_VISION, projection_hidden_size=32,
+                                tie_word_embeddings=False, bos_token_id=kwargs["bos_token_id"],
+                                eos_token_id=kwargs["eos_token_id"])
+        return config, Kimi_K25ForConditionalGeneration
+    config_class, model_class = CONFIG_CLASSES[spec["family"]]
+    return config_class(**kwargs), model_class
 
 
 def route_gap(gate, hidden):
@@ -159,6 +214,36 @@ class RouteGapRecorder:
             h.remove()
 
 
+class IndexGapRecorder:
+    """Smallest relative margin between the k-th and (k+1)-th lightning-indexer scores."""
+
+    def __init__(self):
+        self.min_gap = float("inf")
+        self.original = torch.Tensor.topk
+        recorder = self
+
+        def topk(tensor, k, *args, **kwargs):
+            caller = sys._getframe(1).f_locals.get("self")
+            if isinstance(caller, DeepseekV32Indexer) and k < tensor.shape[-1]:
+                recorder.record(tensor, k)
+            return recorder.original(tensor, k, *args, **kwargs)
+
+        torch.Tensor.topk = topk
+
+    def record(self, scores, k):
+        rows = scores.reshape(-1, scores.shape[-1]).float()
+        top = rows.sort(dim=-1, descending=True).values
+        for row, s in zip(rows, top):
+            if float(s[k]) < -1e30:  # fewer unmasked positions than k: all of them are chosen
+                continue
+            finite = row[row > -1e30]
+            scale = max(float(finite.abs().max()), 1e-30)
+            self.min_gap = min(self.min_gap, float(s[k - 1] - s[k]) / scale)
+
+    def close(self):
+        torch.Tensor.topk = self.original
+
+
 def prepare(model):
     model.config._attn_implementation = "eager"
     model.eval()
@@ -174,8 +259,31 @@ def build_model(spec, tok, seed, num_layers=None):
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = cls(config).to(torch.float32)
+    if spec["family"] == "kimi_k25":  # the text model only (the vision tower keeps its init)
+        tiny.init_weights(model.model.language_model, seed)
+        tiny.init_weights(model.lm_head, seed + 1)
+        return prepare(model)
     tiny.init_weights(model, seed)  # incl. stacked experts and the V3 router bias
     return prepare(model)
+
+
+def kimi_original_layout(out, spec):
+    """Rewrites a transformers-saved Kimi-K2.5 directory as Moonshot ships it and checks that
+    transformers reads it back to the same logits."""
+    model = Kimi_K25ForConditionalGeneration.from_pretrained(str(out), dtype=torch.float32)
+    renames = [("model.language_model.", "language_model.model."), ("lm_head.", "language_model.lm_head."),
+               ("model.vision_tower.", "vision_tower."), ("model.mm_projector.", "mm_projector.")]
+    tensors = {}
+    for name, t in model.state_dict().items():
+        for old, new in renames:
+            if name.startswith(old):
+                name = new + name[len(old):]
+                break
+        tensors[name] = t.contiguous()
+    save_file(dict(sorted(tensors.items())), str(out / "model.safetensors"), metadata={"format": "pt"})
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["architectures"] = ["KimiK25ForConditionalGeneration"]
+    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
 def mtp_tensors(spec, tok, seed, tmp):
@@ -229,6 +337,7 @@ def dequantize_fp8(q, scale, block):
 def golden_cases(model, prompts):
     """run_case for every prompt, or None when separation / routing margins are too small."""
     recorder = RouteGapRecorder(model)
+    index_gaps = IndexGapRecorder()
     cases = []
     try:
         for p in prompts:
@@ -243,6 +352,10 @@ def golden_cases(model, prompts):
             cases.append(case)
     finally:
         recorder.close()
+        index_gaps.close()
+    if index_gaps.min_gap < MIN_INDEX_GAP:
+        print(f"    rejected: indexer top-k margin {index_gaps.min_gap:.2e}")
+        return None, index_gaps.min_gap
     gap = recorder.min_gap
     if gap < MIN_ROUTE_GAP:
         print(f"    rejected: routing margin {gap:.2e}")
@@ -303,6 +416,18 @@ def try_seed(spec, tok, prompts, seed, tmp):
     return None if cases is None else (deq_model, {}, stored, cases, gap)
 
 
+def check_kimi_reload(out, cases):
+    """The original layout, loaded by transformers, reproduces the goldens."""
+    model = Kimi_K25ForConditionalGeneration.from_pretrained(str(out), dtype=torch.float32).eval()
+    for c in cases:
+        with torch.no_grad():
+            logits = model(torch.tensor([c["prompt_ids"] + c["greedy_ids"]])).logits[0]
+        n = len(c["prompt_ids"])
+        want = torch.tensor(c["last_logits"])
+        assert torch.allclose(logits[n - 1], want, rtol=0, atol=1e-5 * float(want.abs().max())), out
+        assert logits[n - 1 : -1].argmax(-1).tolist() == c["greedy_ids"], out
+
+
 def write_dir(out, spec, model, extra, fp8_tensors, tok_json, tok_cfg, seed, cases, gap):
     tiny.write_model_dir(out, dict(spec), model, tok_json, tok_cfg, seed, cases,
                          script="tools/make_tiny_deepseek_models.py")
@@ -356,7 +481,10 @@ def main():
             out = out_root / spec["name"]
             cfg = tiny_tokenizer.tokenizer_config(tok, model_max_length=spec["max_pos"])
             write_dir(out, spec, model, extra, fp8_tensors, tok_json, cfg, seed, cases, gap)
-            if fp8_tensors is None:
+            if spec["family"] == "kimi_k25":
+                kimi_original_layout(out, spec)
+                check_kimi_reload(out, cases)
+            elif fp8_tensors is None:
                 tiny.check_reload(out, cases)
                 v4 = tiny.v4_config(json.loads((out / "config.json").read_text()))
                 (out / "config_v4.json").write_text(json.dumps(v4, indent=2) + "\n")

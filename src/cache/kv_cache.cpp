@@ -37,7 +37,19 @@ int64_t KvCacheSpec::bytes_per_token() const {
   int64_t bytes = elements * static_cast<int64_t>(dtype_size(dtype));
   if (dtype == DType::i8)
     bytes += elements / resolved_group(*this) * static_cast<int64_t>(sizeof(float));
-  return num_layers * bytes;
+  bytes *= num_layers;
+  if (index_dim > 0) {
+    int64_t index_bytes = index_dim * static_cast<int64_t>(dtype_size(dtype));
+    if (dtype == DType::i8)
+      index_bytes += index_dim / index_group() * static_cast<int64_t>(sizeof(float));
+    bytes += index_bytes * std::count(index_layers.begin(), index_layers.end(), true);
+  }
+  return bytes;
+}
+
+int64_t KvCacheSpec::index_group() const {
+  if (index_quant_group > 0) return index_quant_group;
+  return std::gcd(index_dim, kMaxKvQuantGroup);
 }
 
 KvCache::KvCache(const KvCacheSpec& spec) : spec_(spec), group_(resolved_group(spec)) {
@@ -53,8 +65,16 @@ KvCache::KvCache(const KvCacheSpec& spec) : spec_(spec), group_(resolved_group(s
       spec.dtype != DType::i8 || (spec.head_dim % group_ == 0 && spec.v_head_dim % group_ == 0),
       "KV cache: quant_group ", group_, " must divide head_dim ", spec.head_dim, " and v_head_dim ",
       spec.v_head_dim);
-  k_ = make_store(spec.head_dim);
-  if (spec.v_head_dim > 0) v_ = make_store(spec.v_head_dim);
+  DI_CHECK(
+      spec.index_dim == 0 || (spec.index_dim > 0 &&
+                              static_cast<int64_t>(spec.index_layers.size()) == spec.num_layers &&
+                              spec.index_dim % spec.index_group() == 0),
+      "KV cache: index_dim ", spec.index_dim, " needs one index_layers flag per layer (",
+      spec.index_layers.size(), " for ", spec.num_layers, ") and a dividing quant group");
+  k_ = make_store(spec.head_dim, spec.kv_heads, group_);
+  if (spec.v_head_dim > 0) v_ = make_store(spec.v_head_dim, spec.kv_heads, group_);
+  if (spec.index_dim > 0)
+    index_ = make_store(spec.index_dim, 1, spec.index_group(), spec.index_layers);
   free_.resize(static_cast<size_t>(spec.num_blocks));
   // Hand out low block ids first.
   for (int64_t i = 0; i < spec.num_blocks; ++i) {
@@ -62,16 +82,22 @@ KvCache::KvCache(const KvCacheSpec& spec) : spec_(spec), group_(resolved_group(s
   }
 }
 
-KvCache::Store KvCache::make_store(int64_t width) const {
+KvCache::Store KvCache::make_store(int64_t width, int64_t heads, int64_t group,
+                                   const std::vector<bool>& layers) const {
   Store store;
   store.width = width;
+  store.heads = heads;
+  store.group = group;
+  store.values.resize(static_cast<size_t>(spec_.num_layers));
+  store.scales.resize(spec_.dtype == DType::i8 ? store.values.size() : 0);
   for (int64_t layer = 0; layer < spec_.num_layers; ++layer) {
-    store.values.push_back(
-        Tensor::zeros({spec_.kv_heads, spec_.num_blocks, spec_.block_size, width}, spec_.dtype,
-                      spec_.huge_pages));
+    const auto l = static_cast<size_t>(layer);
+    if (!layers.empty() && !layers[l]) continue;
+    store.values[l] = Tensor::zeros({heads, spec_.num_blocks, spec_.block_size, width}, spec_.dtype,
+                                    spec_.huge_pages);
     if (spec_.dtype == DType::i8) {
-      store.scales.push_back(Tensor::zeros(
-          {spec_.kv_heads, spec_.num_blocks, spec_.block_size, width / group_}, DType::f32));
+      store.scales[l] =
+          Tensor::zeros({heads, spec_.num_blocks, spec_.block_size, width / group}, DType::f32);
     }
   }
   return store;
@@ -119,11 +145,11 @@ void KvCache::write_rows(const Store& store, int64_t layer, std::span<const int3
   const auto element_bytes = static_cast<int64_t>(dtype_size(spec_.dtype));
   for (int64_t t = 0; t < tokens; ++t) {
     const int64_t slot = slot_of(block_table, positions[t]);
-    for (int64_t h = 0; h < spec_.kv_heads; ++h) {
-      const int64_t row = kernels::kv_cache_row(slot, h, spec_.kv_heads, head_rows());
-      store_kv_row(x + (t * spec_.kv_heads + h) * store.width, store.width, spec_.dtype, group_,
+    for (int64_t h = 0; h < store.heads; ++h) {
+      const int64_t row = kernels::kv_cache_row(slot, h, store.heads, head_rows());
+      store_kv_row(x + (t * store.heads + h) * store.width, store.width, spec_.dtype, store.group,
                    values + row * store.width * element_bytes,
-                   scales ? scales + row * (store.width / group_) : nullptr);
+                   scales ? scales + row * (store.width / store.group) : nullptr);
     }
   }
 }
@@ -170,6 +196,35 @@ kernels::PagedKv KvCache::view(int64_t layer, std::span<const int32_t> block_tab
     kv.k_scale = k_.scales[l].data<float>();
     kv.v_scale = v_.scales.empty() ? nullptr : v_.scales[l].data<float>();
     kv.quant_group = group_;
+  }
+  return kv;
+}
+
+bool KvCache::has_index(int64_t layer) const {
+  return spec_.index_dim > 0 && layer >= 0 && layer < spec_.num_layers &&
+         spec_.index_layers[static_cast<size_t>(layer)];
+}
+
+void KvCache::write_index(int64_t layer, std::span<const int32_t> block_table,
+                          const int32_t* positions, int64_t tokens, const float* keys) {
+  DI_CHECK(has_index(layer), "KV cache: layer ", layer, " has no indexer keys");
+  write_rows(index_, layer, block_table, positions, tokens, keys);
+}
+
+kernels::PagedKv KvCache::index_view(int64_t layer, std::span<const int32_t> block_table) const {
+  DI_CHECK(has_index(layer), "KV cache: layer ", layer, " has no indexer keys");
+  const auto l = static_cast<size_t>(layer);
+  kernels::PagedKv kv;
+  kv.k = index_.values[l].raw();
+  kv.block_size = spec_.block_size;
+  kv.kv_heads = 1;
+  kv.head_dim = spec_.index_dim;
+  kv.block_table = block_table;
+  kv.dtype = spec_.dtype;
+  kv.head_rows = head_rows();
+  if (spec_.dtype == DType::i8) {
+    kv.k_scale = index_.scales[l].data<float>();
+    kv.quant_group = index_.group;
   }
   return kv;
 }

@@ -40,8 +40,15 @@ struct KvCacheSpec {
   // Back each layer's store with its own 2 MiB aligned mapping advised for transparent huge
   // pages (core/memory.h): decode reads the whole context, so fewer TLB misses.
   bool huge_pages = false;
+  // DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): the lightning indexer's key of every
+  // token, one row of index_dim per token in the layers where index_layers is true, in the same
+  // blocks and dtype as K (int8: one scale per index_quant_group elements). 0: none.
+  int64_t index_dim = 0;
+  std::vector<bool> index_layers = {};  // [num_layers] when index_dim > 0
+  int64_t index_quant_group = 0;        // 0: gcd(index_dim, kMaxKvQuantGroup)
 
-  int64_t bytes_per_token() const;  // over all layers, K and V, scales included
+  int64_t bytes_per_token() const;  // over all layers, K, V and index keys, scales included
+  int64_t index_group() const;      // int8 elements per index-key scale
 };
 
 class KvCache {
@@ -69,15 +76,25 @@ class KvCache {
   void gather_k(int64_t layer, std::span<const int32_t> block_table, int64_t count,
                 float* out) const;
 
+  // The indexer keys of a layer with index_layers[layer] (see KvCacheSpec::index_dim): written
+  // like K ([tokens, index_dim]) and viewed as a one-head K-only paged store.
+  bool has_index(int64_t layer) const;
+  void write_index(int64_t layer, std::span<const int32_t> block_table, const int32_t* positions,
+                   int64_t tokens, const float* keys);
+  kernels::PagedKv index_view(int64_t layer, std::span<const int32_t> block_table) const;
+
  private:
   // One of K or V for every layer: values [kv_heads, num_blocks, block_size, width] and, for
   // int8, scales [.., width / group].
   struct Store {
     int64_t width = 0;
-    std::vector<Tensor> values;
+    int64_t heads = 0;
+    int64_t group = 0;           // int8 elements per scale
+    std::vector<Tensor> values;  // undefined for a layer without this store
     std::vector<Tensor> scales;
   };
-  Store make_store(int64_t width) const;
+  Store make_store(int64_t width, int64_t heads, int64_t group,
+                   const std::vector<bool>& layers = {}) const;
   // Pool slot (block * block_size + offset) of a sequence position; throws outside the table.
   int64_t slot_of(std::span<const int32_t> block_table, int32_t position) const;
   // Rows of one kv head (PagedKv::head_rows).
@@ -88,7 +105,8 @@ class KvCache {
   KvCacheSpec spec_;
   int64_t group_ = 0;  // elements per int8 scale (resolved quant_group); 0 for other dtypes
   Store k_;
-  Store v_;  // no layers for a K-only cache
+  Store v_;      // no layers for a K-only cache
+  Store index_;  // DSA indexer keys (index_dim > 0)
   std::vector<int32_t> free_;
 };
 

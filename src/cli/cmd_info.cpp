@@ -198,6 +198,15 @@ int run_info(const std::vector<std::string>& argv) {
   out["kv_cache_dtype"] = "f32";  // the default (auto)
   out["kv_bytes_per_token"] = kv_bytes(DType::f32);
   out["kv_bytes_per_token_bf16"] = kv_bytes(DType::bf16);
+  if (layout.index_dim > 0) {  // DeepSeek Sparse Attention: the indexer keys are in the above
+    const auto indexer_layers =
+        std::count(layout.index_layers.begin(), layout.index_layers.end(), true);
+    out["sparse_attention"] = {
+        {"index_topk", mc.raw.value("index_topk", int64_t{2048})},
+        {"index_head_dim", layout.index_dim},
+        {"indexer_layers", indexer_layers},
+        {"index_bytes_per_token_bf16", indexer_layers * layout.index_dim * 2}};
+  }
   out["kv_bytes_per_token_int8"] = kv_bytes(DType::i8);  // scales included
   out["max_position_embeddings"] = mc.max_position_embeddings;
   // FP8 matrices kept as stored with their block scales: f8_e4m3 counts both; int8 (W8A8)
@@ -249,6 +258,14 @@ int run_info(const std::vector<std::string>& argv) {
                      ? str_cat(routed, " routed, top-", config::experts_per_token(mc), " per token",
                                shared > 0 ? str_cat(", ", shared, " shared") : std::string())
                      : std::string("none (dense MLP)"));
+  if (out.contains("sparse_attention")) {
+    const auto& sa = out["sparse_attention"];
+    row("sparse attention",
+        str_cat("top-", sa["index_topk"].get<int64_t>(), " positions per token, indexer key of ",
+                sa["index_head_dim"].get<int64_t>(), " in ", sa["indexer_layers"].get<int64_t>(),
+                " layers (", sa["index_bytes_per_token_bf16"].get<int64_t>(),
+                " bytes per token in bf16, counted in the KV cost)"));
+  }
   row("max_position_embeddings", std::to_string(mc.max_position_embeddings));
   std::printf("memory (weights as stored):\n");
   for (const auto& [part, bytes] : part_bytes) {

@@ -18,7 +18,8 @@ void broadcast_header(parallel::Communicator& world, StepHeader& header) {
 bool same_geometry(const cache::KvCacheSpec& a, const cache::KvCacheSpec& b) {
   return a.num_layers == b.num_layers && a.kv_heads == b.kv_heads && a.head_dim == b.head_dim &&
          a.v_head_dim == b.v_head_dim && a.block_size == b.block_size &&
-         a.num_blocks == b.num_blocks && a.dtype == b.dtype && a.quant_group == b.quant_group;
+         a.num_blocks == b.num_blocks && a.dtype == b.dtype && a.quant_group == b.quant_group &&
+         a.index_dim == b.index_dim && a.index_layers == b.index_layers;
 }
 
 // One step on this rank: the whole batch, or with attention data parallelism only this rank's
@@ -107,7 +108,10 @@ int64_t run_lockstep_worker(std::span<model::CausalLM* const> models, parallel::
     // contents never matter: rank 0 reads only what its steps wrote, and so does this rank.
     cache::KvCacheSpec spec = h.cache;
     // A pipeline stage's cache holds its own layers, not rank 0's.
-    spec.num_layers = models[m]->kv_layout().num_layers;
+    const model::KvLayout model_layout = models[m]->kv_layout();
+    spec.num_layers = model_layout.num_layers;
+    spec.index_dim = model_layout.index_dim;
+    spec.index_layers = model_layout.index_layers;
     if (!caches[m] || !same_geometry(caches[m]->spec(), spec)) {
       caches[m].reset();
       caches[m] = std::make_unique<cache::KvCache>(spec);

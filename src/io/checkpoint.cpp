@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/text_file.h"
 #include "io/gguf_model.h"
 #include "io/gguf_tensors.h"
@@ -69,6 +71,7 @@ Checkpoint Checkpoint::open(const std::string& dir, const MemoryOptions& memory)
     ckpt.files_.push_back(SafetensorsFile::open((root / kSingleFile).string(), memory));
     for (const TensorInfo& t : ckpt.files_[0].tensors()) ckpt.owner_.emplace(t.name, 0);
     if (!converted) ckpt.refuse_unlisted_conversion();
+    ckpt.expose_text_model();
     return ckpt;
   }
   if (!is_file(root / kIndexFile)) fail_no_checkpoint(dir);
@@ -123,7 +126,44 @@ Checkpoint Checkpoint::open(const std::string& dir, const MemoryOptions& memory)
     }
   }
   if (!converted) ckpt.refuse_unlisted_conversion();
+  ckpt.expose_text_model();
   return ckpt;
+}
+
+void Checkpoint::expose_text_model() {
+  // (stored prefix, exposed prefix); lm_head.weight itself is the text model's in both layouts.
+  static const std::pair<std::string_view, std::string_view> kTextPrefixes[] = {
+      {"language_model.model.", "model."},
+      {"language_model.lm_head.", "lm_head."},
+      {"model.language_model.", "model."},
+      {"lm_head.", "lm_head."}};
+  if (owner_.count("model.embed_tokens.weight") != 0) return;
+  const bool wrapped = owner_.count("language_model.model.embed_tokens.weight") != 0 ||
+                       owner_.count("model.language_model.embed_tokens.weight") != 0;
+  if (!wrapped) return;
+  std::map<std::string, size_t> exposed;
+  size_t left_out = 0;
+  for (const auto& [name, file] : owner_) {
+    bool text = false;
+    for (const auto& [stored, as] : kTextPrefixes) {
+      if (name.compare(0, stored.size(), stored) != 0) continue;
+      const std::string public_name = std::string(as) + name.substr(stored.size());
+      exposed.emplace(public_name, file);
+      stored_names_.emplace(public_name, name);
+      text = true;
+      break;
+    }
+    if (!text) ++left_out;
+  }
+  owner_ = std::move(exposed);
+  if (left_out > 0)
+    log::info(dir_, ": a multimodal checkpoint: its text model is served; ", left_out,
+              " tensors of the vision tower and projector are not loaded");
+}
+
+const std::string& Checkpoint::stored_name(const std::string& name) const {
+  const auto it = stored_names_.find(name);
+  return it == stored_names_.end() ? name : it->second;
 }
 
 bool Checkpoint::check_manifest() {
@@ -182,14 +222,14 @@ const TensorInfo& Checkpoint::info(const std::string& name) const {
   if (gguf_) return gguf_->info(name);
   const auto it = owner_.find(name);
   if (it == owner_.end()) fail(dir_, ": checkpoint has no tensor named \"", name, "\"");
-  return files_[it->second].info(name);
+  return files_[it->second].info(stored_name(name));
 }
 
 Tensor Checkpoint::get(const std::string& name) const {
   if (gguf_) return gguf_->get(name);
   const auto it = owner_.find(name);
   if (it == owner_.end()) fail(dir_, ": checkpoint has no tensor named \"", name, "\"");
-  return files_[it->second].get(name);
+  return files_[it->second].get(stored_name(name));
 }
 
 std::vector<std::string> Checkpoint::names() const {

@@ -1,6 +1,8 @@
 #include "io/hf_config.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <iterator>
 
 #include "core/error.h"
 #include "core/text_file.h"
@@ -132,10 +134,38 @@ GenerationConfig model_defaults(const ModelConfig& model) {
   return g;
 }
 
+// Multimodal wrappers whose text model is served on its own: their text_config is the model's
+// config, under the wrapper's architecture name (Kimi-K2.5: a DeepSeek-V3 text model).
+// (Moonshot's config.json spells the class KimiK25..., transformers Kimi_K25...)
+constexpr const char* kTextModelWrappers[] = {"KimiK25ForConditionalGeneration",
+                                              "Kimi_K25ForConditionalGeneration"};
+
+// The text model's config of a wrapper (its text_config with the wrapper's architectures);
+// otherwise the root itself.
+json text_model_config(const json& root, const std::string& source) {
+  const JsonFields top(root, source);
+  const std::string architecture = parse_architecture(top);
+  const bool wrapper = std::any_of(std::begin(kTextModelWrappers), std::end(kTextModelWrappers),
+                                   [&](const char* name) { return architecture == name; });
+  if (!wrapper) return root;
+  const json* text = top.find("text_config");
+  if (text == nullptr || !text->is_object())
+    top.fail_key("text_config", "missing or not an object (", architecture,
+                 " keeps its text model's settings there)");
+  // The wrapper's own keys (quantization_config, the test-model mark) apply to the whole
+  // checkpoint; the text model's settings win where both have one.
+  json out = *text;
+  for (const auto& [key, value] : root.items())
+    if (key != "text_config" && key != "vision_config" && !out.contains(key)) out[key] = value;
+  out["architectures"] = root["architectures"];
+  return out;
+}
+
 }  // namespace
 
-ModelConfig ModelConfig::parse(const json& root, const std::string& source) {
-  if (!root.is_object()) fail(source, ": expected a JSON object, got ", root.type_name());
+ModelConfig ModelConfig::parse(const json& file, const std::string& source) {
+  if (!file.is_object()) fail(source, ": expected a JSON object, got ", file.type_name());
+  const json root = text_model_config(file, source);
   const JsonFields top(root, source);
   ModelConfig c;
   c.raw = root;

@@ -92,11 +92,18 @@ class Checkpoint {
   // shards that say they were converted but have no manifest are refused.
   bool check_manifest();                    // true when the directory has one
   void refuse_unlisted_conversion() const;  // converted shards without a manifest
+  // A multimodal checkpoint whose text model is a served decoder (Kimi-K2.5 stores it as
+  // language_model.model.* and language_model.lm_head.*, transformers 5 as model.language_model.*
+  // and lm_head.*): its tensors appear under the decoder's own names (model.*, lm_head.*), the
+  // vision tower's and projector's are left out (text generation only).
+  void expose_text_model();
+  const std::string& stored_name(const std::string& name) const;
   std::map<std::string, TensorSlice> slices_;
   std::string dir_;
   std::shared_ptr<const GgufTensors> gguf_;  // set for a .gguf model
   std::vector<SafetensorsFile> files_;
-  std::map<std::string, size_t> owner_;  // tensor name -> index into files_
+  std::map<std::string, size_t> owner_;              // tensor name -> index into files_
+  std::map<std::string, std::string> stored_names_;  // exposed name -> name in the file
 };
 
 // Writes tensors (any dtype; block types under their names Q8_0, Q4_0, ...) to a single

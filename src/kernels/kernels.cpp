@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -538,6 +539,22 @@ void softmax(float* x, int64_t rows, int64_t cols) {
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   DI_CHECK(n >= 0, "kernels::silu_mul: negative size ", n);
   DI_KERNEL_DISPATCH(silu_mul, gate, up, out, n);
+}
+
+void layer_norm(const float* x, const float* weight, const float* bias, int64_t rows, int64_t dim,
+                float eps, float* y) {
+  DI_CHECK(rows >= 0 && dim > 0, "kernels::layer_norm: bad shape rows=", rows, ", dim=", dim);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    double sum = 0.0;
+    for (int64_t i = 0; i < dim; ++i) sum += xr[i];
+    const auto mean = static_cast<float>(sum / static_cast<double>(dim));
+    double squares = 0.0;
+    for (int64_t i = 0; i < dim; ++i) squares += static_cast<double>(xr[i] - mean) * (xr[i] - mean);
+    const auto inv = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(dim) + eps));
+    float* yr = y + r * dim;
+    for (int64_t i = 0; i < dim; ++i) yr[i] = (xr[i] - mean) * inv * weight[i] + bias[i];
+  }
 }
 
 void add(const float* a, const float* b, float* out, int64_t n) {

@@ -149,6 +149,11 @@ MatmulPrecision parse_matmul_precision(std::string_view name);
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight. y may alias x.
 void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y);
 
+// torch.nn.LayerNorm of each row: (x - mean) / sqrt(biased variance + eps) * weight + bias;
+// y may alias x. (The DSA indexer's k_norm: one row per token, not worth an ISA kernel.)
+void layer_norm(const float* x, const float* weight, const float* bias, int64_t rows, int64_t dim,
+                float eps, float* y);
+
 enum class RopeLayout {
   half_split,   // pairs (i, i + rotary_dim/2): Qwen, Llama ("rotate_half")
   interleaved,  // pairs (2i, 2i + 1): GLM, DeepSeek MLA

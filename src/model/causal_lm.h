@@ -26,6 +26,10 @@ struct KvLayout {
   // Elements per int8 KV scale; 0: one scale per head row. MLA rows hold two parts of
   // different magnitude (normalised latent, roped key) that must not share a scale.
   int64_t quant_group = 0;
+  // DeepSeek Sparse Attention: indexer keys of index_dim per token in the layers flagged in
+  // index_layers (KvCacheSpec::index_dim); 0: none.
+  int64_t index_dim = 0;
+  std::vector<bool> index_layers = {};
 };
 
 class CausalLM {

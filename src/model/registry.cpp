@@ -24,6 +24,11 @@ const std::vector<ModelFamily>& model_families() {
       {"Glm4ForCausalLM", build_glm4},
       {"DeepseekV2ForCausalLM", build_deepseek_v2},
       {"DeepseekV3ForCausalLM", build_deepseek_v3},
+      {"DeepseekV32ForCausalLM", build_deepseek_v32},
+      {"GlmMoeDsaForCausalLM", build_glm_moe_dsa},
+      {"Glm4MoeLiteForCausalLM", build_glm4_moe_lite},
+      {"KimiK25ForConditionalGeneration", build_kimi_k25},
+      {"Kimi_K25ForConditionalGeneration", build_kimi_k25},
   };
   return families;
 }
@@ -187,6 +192,8 @@ cache::KvCacheSpec kv_cache_spec(const CausalLM& model, int64_t block_size, int6
   spec.dtype = dtype;
   spec.quant_group = kv_quant_group(layout);
   spec.huge_pages = huge_pages;
+  spec.index_dim = layout.index_dim;
+  spec.index_layers = layout.index_layers;
   return spec;
 }
 

@@ -16,7 +16,7 @@ from test_mpi_ep import MPIRUN, TOLERANCE, mpirun, ok, one_error_line, plain, re
 
 pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun not installed (openmpi-bin)")
 
-MODELS = ["tiny-deepseek-v2", "tiny-qwen3-moe"]
+MODELS = ["tiny-deepseek-v2", "tiny-qwen3-moe", "tiny-deepseek-v32"]
 
 
 def mixed_requests(path):

@@ -29,9 +29,11 @@ LAYOUTS = [
     ("tiny-deepseek-v3", 2, ("-tp", 2, "--enable-expert-parallel")),  # ep 2 x tp 2
     ("tiny-qwen2", 4, ("-tp", 4)),  # 2 KV heads replicated over 4 ranks
     ("tiny-deepseek-v3", 4, ("-tp", 4, "--expert-parallel-size", 2)),  # ep 2 x moe_tp 2
+    ("tiny-deepseek-v32", 2, ("-tp", 2)),  # sparse attention: indexer replicated, MLA heads split
+    ("tiny-glm-moe-dsa", 2, ("-tp", 2)),  # indexer layers and a layer sharing the top-k
 ]
 BATCHED = {("tiny-qwen2", 2), ("tiny-qwen3", 2), ("tiny-glm4", 2), ("tiny-deepseek-v3", 2),
-           ("tiny-deepseek-v2-lite", 2)}
+           ("tiny-deepseek-v2-lite", 2), ("tiny-deepseek-v32", 2)}
 
 
 def both(deepinfer_bin, ranks, layout, args):

@@ -28,5 +28,9 @@ std::unique_ptr<CausalLM> build_glm(const io::ModelConfig& config, WeightLoader&
 std::unique_ptr<CausalLM> build_glm4(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_deepseek_v2(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_deepseek_v3(const io::ModelConfig& config, WeightLoader& weights);
+std::unique_ptr<CausalLM> build_deepseek_v32(const io::ModelConfig& config, WeightLoader& weights);
+std::unique_ptr<CausalLM> build_glm_moe_dsa(const io::ModelConfig& config, WeightLoader& weights);
+std::unique_ptr<CausalLM> build_kimi_k25(const io::ModelConfig& config, WeightLoader& weights);
+std::unique_ptr<CausalLM> build_glm4_moe_lite(const io::ModelConfig& config, WeightLoader& weights);
 
 }  // namespace deepinfer::model

@@ -41,6 +41,11 @@ TransformerDecoder::TransformerDecoder(const io::ModelConfig& config, WeightLoad
       parallel::pipeline_layers(config.num_hidden_layers, stage_, stages_,
                                 weights.checkpoint().dir() + " (config.json num_hidden_layers)");
   spec_.kv_layout.num_layers = layer_range_.size();
+  if (auto& index = spec_.kv_layout.index_layers; !index.empty()) {
+    DI_CHECK(static_cast<int64_t>(index.size()) == config.num_hidden_layers, config.architecture,
+             ": ", index.size(), " indexer layer flags for ", config.num_hidden_layers, " layers");
+    index = std::vector<bool>(index.begin() + layer_range_.begin, index.begin() + layer_range_.end);
+  }
   rope_ = std::make_unique<RotaryEmbedding>(config, spec_.rotary_dim);
   // Tensor parallelism: this rank's cache holds only the KV heads of its query heads (MLA's
   // one latent "head" is replicated).

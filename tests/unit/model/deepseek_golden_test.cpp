@@ -18,8 +18,9 @@
 namespace deepinfer::model {
 namespace {
 
-const char* const kModels[] = {"tiny-deepseek-v2", "tiny-deepseek-v2-lite", "tiny-deepseek-v3",
-                               "tiny-deepseek-v3-dense"};
+const char* const kModels[] = {
+    "tiny-deepseek-v2",  "tiny-deepseek-v2-lite", "tiny-deepseek-v3",   "tiny-deepseek-v3-dense",
+    "tiny-deepseek-v32", "tiny-glm-moe-dsa",      "tiny-glm4-moe-lite", "tiny-kimi-k25"};
 
 // Builds through build_deepseek to force a form; also asserts every tensor was consumed.
 std::unique_ptr<CausalLM> load(const std::string& dir, MlaForm form, LoadOptions options = {}) {
@@ -182,8 +183,18 @@ TEST_P(DeepseekGolden, KvCacheHoldsOnlyTheLatentAndTheRopeKey) {
   EXPECT_EQ(layout.kv_heads, 1);
   EXPECT_EQ(layout.head_dim, width);
   EXPECT_EQ(layout.v_head_dim, 0);
+  // Sparse-attention families add the indexer's key in each layer that runs an indexer.
+  const int64_t index_dim = raw.value("index_head_dim", int64_t{0});
+  int64_t index_layers = 0;
+  if (raw.contains("index_topk")) {
+    index_layers = layers;
+    if (raw.contains("indexer_types"))
+      index_layers = std::count(raw["indexer_types"].begin(), raw["indexer_types"].end(), "full");
+  }
+  EXPECT_EQ(layout.index_dim, index_layers > 0 ? index_dim : 0);
   const auto spec = kv_cache_spec(*model, 16, 4);
-  EXPECT_EQ(spec.bytes_per_token(), layers * width * static_cast<int64_t>(sizeof(float)));
+  EXPECT_EQ(spec.bytes_per_token(),
+            (layers * width + index_layers * index_dim) * static_cast<int64_t>(sizeof(float)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DeepseekGolden, ::testing::ValuesIn(kModels),

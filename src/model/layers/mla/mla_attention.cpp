@@ -48,7 +48,8 @@ void per_head_linear(const float* x, int64_t heads, int64_t tokens, int64_t cols
 }  // namespace
 
 std::unique_ptr<MlaAttention> MlaAttention::load(WeightLoader& weights, const std::string& prefix,
-                                                 const MlaShape& shape, MlaForm form) {
+                                                 const MlaShape& shape, MlaForm form,
+                                                 MlaSparsity sparsity) {
   DI_CHECK(shape.heads > 0 && shape.kv_lora_rank > 0 && shape.qk_nope_head_dim > 0 &&
                shape.qk_rope_head_dim > 0 && shape.qk_rope_head_dim % 2 == 0 &&
                shape.v_head_dim > 0 && shape.q_lora_rank >= 0,
@@ -63,6 +64,13 @@ std::unique_ptr<MlaAttention> MlaAttention::load(WeightLoader& weights, const st
   attn->shape_.heads = h1 - h0;
   attn->all_heads_ = shape.heads;
   attn->form_ = form;
+  attn->selection_ = std::move(sparsity.selection);
+  if (sparsity.indexer) {
+    DI_CHECK(shape.q_lora_rank > 0, prefix,
+             ": sparse attention's indexer reads the q LoRA latent, but q_lora_rank is absent");
+    DI_CHECK(attn->selection_ != nullptr, prefix, ": an indexer layer needs the model's selection");
+    attn->indexer_ = DsaIndexer::load(weights, prefix + ".indexer", *sparsity.indexer);
+  }
   attn->attend_ = kernels::paged_attention_kernel(weights.fused_attention());
   const int64_t qk = shape.qk_head_dim();
   const int64_t q_width = shape.heads * qk;
@@ -147,16 +155,17 @@ MlaForm choose_mla_form(const MlaShape& shape, int64_t tokens, int64_t context) 
 }
 
 void MlaAttention::project(const float* x, int64_t tokens, const float* cos, const float* sin,
-                           float* q, float* kv, ThreadPool& pool) const {
+                           float* q, float* kv, float* q_resid, ThreadPool& pool) const {
   const auto& s = shape_;
   // The query's first projection and kv_a share x: one grouped call where the weights allow.
-  ScratchFloats q_a(q_proj_ ? 0 : static_cast<size_t>(tokens * s.q_lora_rank));
+  ScratchFloats q_a_scratch(q_proj_ || q_resid ? 0 : static_cast<size_t>(tokens * s.q_lora_rank));
+  float* q_a = q_resid ? q_resid : q_a_scratch.data();
   const Linear* projections[] = {q_proj_ ? &*q_proj_ : &*q_a_proj_, &kv_a_proj_};
-  float* outputs[] = {q_proj_ ? q : q_a.data(), kv};
+  float* outputs[] = {q_proj_ ? q : q_a, kv};
   forward_same_input(projections, x, tokens, outputs, pool);
   if (!q_proj_) {
-    q_a_norm_->forward(q_a.data(), tokens, q_a.data());
-    q_b_proj_->forward(q_a.data(), tokens, q, pool);
+    q_a_norm_->forward(q_a, tokens, q_a);
+    q_b_proj_->forward(q_a, tokens, q, pool);
   }
   const int64_t width = s.cache_width();
   for (int64_t t = 0; t < tokens; ++t) kv_a_norm_.forward(kv + t * width, 1, kv + t * width);
@@ -182,24 +191,45 @@ void MlaAttention::forward(const float* x, const ForwardBatch& batch, const floa
   ScratchFloats q(static_cast<size_t>(tokens * q_row));
   ScratchFloats kv(static_cast<size_t>(tokens * kv_row));
   ScratchFloats attended(static_cast<size_t>(tokens * out_row));
-  project(x, tokens, cos, sin, q.data(), kv.data(), pool);
+  ScratchFloats q_resid(indexer_ ? static_cast<size_t>(tokens * s.q_lora_rank) : 0);
+  project(x, tokens, cos, sin, q.data(), kv.data(), indexer_ ? q_resid.data() : nullptr, pool);
   MlaShape whole = s;
   whole.heads = all_heads_;
+  if (indexer_) {
+    indexer_->forward(x, q_resid.data(), batch, cos, sin, cache, layer, *selection_, pool);
+  } else if (selection_) {
+    DI_CHECK(selection_->batch == &batch &&
+                 selection_->offsets.size() == static_cast<size_t>(tokens) + 1,
+             "MLA layer ", layer,
+             ": shares the top-k of an earlier indexer layer that did not run in this step");
+  }
 
   for (const auto& seq : batch.sequences) {
     if (seq.count == 0) continue;
     const int32_t* positions = batch.positions.data() + seq.begin;
     cache.write(layer, seq.block_table, positions, seq.count, kv.data() + seq.begin * kv_row,
                 nullptr);
-    const int64_t context = 1 + *std::max_element(positions, positions + seq.count);
-    const MlaForm form =
-        form_ == MlaForm::automatic ? choose_mla_form(whole, seq.count, context) : form_;
+    // Tokens whose causal context exceeds the indexer's top-k attend to their selection (a
+    // trailing run: positions grow within a chunk), in the absorbed form, which reads the
+    // selected latent rows in place; the others are dense MLA, exactly as without an indexer.
+    int64_t dense = seq.count;
+    while (selection_ && dense > 0 && selection_->sparse(seq.begin + dense - 1)) --dense;
+    if (dense < seq.count) {
+      const int64_t first = seq.begin + dense;
+      attend_absorbed(q.data() + first * q_row, seq.count - dense, positions + dense, cache, layer,
+                      seq.block_table, attended.data() + first * out_row, pool,
+                      {selection_.get(), first});
+    }
+    if (dense == 0) continue;
+    const int64_t context = 1 + *std::max_element(positions, positions + dense);
     const float* q_seq = q.data() + seq.begin * q_row;
     float* out_seq = attended.data() + seq.begin * out_row;
+    const MlaForm form =
+        form_ == MlaForm::automatic ? choose_mla_form(whole, dense, context) : form_;
     if (form == MlaForm::expanded) {
-      attend_expanded(q_seq, seq.count, positions, cache, layer, seq.block_table, out_seq, pool);
+      attend_expanded(q_seq, dense, positions, cache, layer, seq.block_table, out_seq, pool);
     } else {
-      attend_absorbed(q_seq, seq.count, positions, cache, layer, seq.block_table, out_seq, pool);
+      attend_absorbed(q_seq, dense, positions, cache, layer, seq.block_table, out_seq, pool);
     }
   }
   o_proj_.forward(attended.data(), tokens, out, pool);
@@ -277,10 +307,46 @@ void MlaAttention::attend_expanded(const float* q, int64_t tokens, const int32_t
   attend(q, tokens, positions, s.heads, kv, s.softmax_scale, attended, pool);
 }
 
+void MlaAttention::attend_latent(const float* q_latent, int64_t tokens, const int32_t* positions,
+                                 const kernels::PagedKv& kv, float* out_latent, ThreadPool& pool,
+                                 MlaSparseRows sparse) const {
+  const auto& s = shape_;
+  const int64_t width = s.cache_width();
+  if (sparse.selection == nullptr) {
+    attend_(q_latent, tokens, positions, s.heads, kv, s.softmax_scale, out_latent, pool);
+    return;
+  }
+  // Each token over its own selected rows: a view whose "blocks" are single cache slots, in
+  // the selection's (ascending) order.
+  const DsaSelection& sel = *sparse.selection;
+  std::vector<int32_t> slots;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const auto row = static_cast<size_t>(sparse.first_token + t);
+    const int64_t begin = sel.offsets[row], end = sel.offsets[row + 1];
+    DI_CHECK(end > begin, "DSA: token at position ", positions[t],
+             " follows a sparse token but has no selection");
+    slots.resize(static_cast<size_t>(end - begin));
+    for (int64_t i = begin; i < end; ++i) {
+      const int32_t p = sel.positions[static_cast<size_t>(i)];
+      DI_CHECK(p <= positions[t], "DSA: token at position ", positions[t],
+               " selected a later position ", p);
+      const int32_t block = kv.block_table[static_cast<size_t>(p / kv.block_size)];
+      slots[static_cast<size_t>(i - begin)] =
+          static_cast<int32_t>(block * kv.block_size + p % kv.block_size);
+    }
+    kernels::PagedKv selected = kv;
+    selected.block_size = 1;
+    selected.block_table = slots;
+    const auto last = static_cast<int32_t>(end - begin - 1);
+    attend_(q_latent + t * s.heads * width, 1, &last, s.heads, selected, s.softmax_scale,
+            out_latent + t * s.heads * width, pool);
+  }
+}
+
 void MlaAttention::attend_absorbed(const float* q, int64_t tokens, const int32_t* positions,
                                    const cache::KvCache& cache, int64_t layer,
                                    std::span<const int32_t> block_table, float* attended,
-                                   ThreadPool& pool) const {
+                                   ThreadPool& pool, MlaSparseRows sparse) const {
   const auto& s = shape_;
   const int64_t width = s.cache_width();
   const int64_t rank = s.kv_lora_rank;
@@ -314,8 +380,7 @@ void MlaAttention::attend_absorbed(const float* q, int64_t tokens, const int32_t
   kv.v_scale = kv.k_scale;
   kv.v_head_dim = kv.head_dim;
   ScratchFloats out_latent(static_cast<size_t>(tokens * s.heads * width));
-  attend_(q_latent.data(), tokens, positions, s.heads, kv, s.softmax_scale, out_latent.data(),
-          pool);
+  attend_latent(q_latent.data(), tokens, positions, kv, out_latent.data(), pool, sparse);
 
   // W_UV per head: latent -> v_head_dim.
   ScratchFloats in(static_cast<size_t>(s.heads * tokens * rank));

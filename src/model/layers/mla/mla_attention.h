@@ -31,6 +31,7 @@
 #include "kernels/kernels.h"
 #include "model/layers/attention_layer.h"
 #include "model/layers/linear.h"
+#include "model/layers/mla/dsa_indexer.h"
 #include "model/layers/rms_norm.h"
 #include "model/layers/tensor_parallel.h"
 #include "model/weights.h"
@@ -55,6 +56,14 @@ struct MlaShape {
   int64_t cache_width() const { return kv_lora_rank + qk_rope_head_dim; }
 };
 
+// DeepSeek Sparse Attention of one layer (dsa_indexer.h): its own indexer, or (GLM-5's
+// "shared" layers) none, reusing what the layer before chose for the same step. Both hold the
+// model's one selection. Without a selection the layer is dense MLA.
+struct MlaSparsity {
+  std::optional<DsaShape> indexer;
+  std::shared_ptr<DsaSelection> selection;
+};
+
 // Largest per-head K/V expansion (bytes, whole context) the automatic choice allows.
 inline constexpr int64_t kMaxExpandedBytes = int64_t{512} << 20;
 
@@ -62,6 +71,13 @@ inline constexpr int64_t kMaxExpandedBytes = int64_t{512} << 20;
 // positions (the new ones included): the one with fewer multiply-adds, unless expanding the
 // context would take more than kMaxExpandedBytes.
 MlaForm choose_mla_form(const MlaShape& shape, int64_t tokens, int64_t context);
+
+// Sparse attention rows of one sequence's tokens (DSA): the step's selection and the batch row
+// of the first of them; no selection: dense.
+struct MlaSparseRows {
+  const DsaSelection* selection = nullptr;
+  int64_t first_token = 0;
+};
 
 class MlaAttention : public AttentionLayer {
  public:
@@ -74,7 +90,8 @@ class MlaAttention : public AttentionLayer {
   // Loads <prefix>.{q_proj | q_a_proj, q_a_layernorm, q_b_proj}, kv_a_proj_with_mqa,
   // kv_a_layernorm, kv_b_proj, o_proj: this rank's heads of the loader's tensor group.
   static std::unique_ptr<MlaAttention> load(WeightLoader& weights, const std::string& prefix,
-                                            const MlaShape& shape, MlaForm form);
+                                            const MlaShape& shape, MlaForm form,
+                                            MlaSparsity sparsity = {});
 
   // cos/sin: [tokens, qk_rope_head_dim / 2]. Writes [c | k_pe] of the new tokens to the cache.
   void forward(const float* x, const ForwardBatch& batch, const float* cos, const float* sin,
@@ -84,8 +101,9 @@ class MlaAttention : public AttentionLayer {
 
  private:
   // q [tokens, heads, qk_head] with q_pe roped; kv [tokens, cache_width] = [c | roped k_pe].
+  // q_resid (optional, [tokens, q_lora_rank]): keeps q_a_layernorm's output for the indexer.
   void project(const float* x, int64_t tokens, const float* cos, const float* sin, float* q,
-               float* kv, ThreadPool& pool) const;
+               float* kv, float* q_resid, ThreadPool& pool) const;
   // Both write attended [tokens, heads, v_head_dim] for one sequence's new tokens.
   void attend_expanded(const float* q, int64_t tokens, const int32_t* positions,
                        const cache::KvCache& cache, int64_t layer,
@@ -93,8 +111,12 @@ class MlaAttention : public AttentionLayer {
                        ThreadPool& pool) const;
   void attend_absorbed(const float* q, int64_t tokens, const int32_t* positions,
                        const cache::KvCache& cache, int64_t layer,
-                       std::span<const int32_t> block_table, float* attended,
-                       ThreadPool& pool) const;
+                       std::span<const int32_t> block_table, float* attended, ThreadPool& pool,
+                       MlaSparseRows sparse = {}) const;
+  // The latent-space attention of attend_absorbed: dense, or per token over its selection.
+  void attend_latent(const float* q_latent, int64_t tokens, const int32_t* positions,
+                     const kernels::PagedKv& kv, float* out_latent, ThreadPool& pool,
+                     MlaSparseRows sparse) const;
   PerHead w_uk_t() const;
   PerHead w_uv() const;  // w_uv_, or the W_UV rows of kv_b_proj
 
@@ -114,6 +136,8 @@ class MlaAttention : public AttentionLayer {
   Tensor w_uk_t_;
   Tensor w_uv_;
   RowParallelLinear o_proj_;
+  std::unique_ptr<DsaIndexer> indexer_;
+  std::shared_ptr<DsaSelection> selection_;  // DSA layers only
 };
 
 }  // namespace deepinfer::model

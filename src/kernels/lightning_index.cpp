@@ -1,0 +1,111 @@
+#include "kernels/lightning_index.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/isa.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+// Keys widened per tile: a tile's rows stay in L1 while every head reads them.
+constexpr int64_t kTileRows = 32;
+
+detail::IndexTileFn tile_kernel() {
+  switch (active_isa()) {
+    case Isa::avx512:
+      return &detail::avx512::index_tile;
+    case Isa::avx2:
+      return &detail::avx2::index_tile;
+    case Isa::scalar:
+      break;
+  }
+  return &detail::scalar::index_tile;
+}
+
+// The key of position p as f32 (any cache dtype; one kv head).
+void widen_key(const PagedKv& keys, int64_t p, float* out) {
+  const int64_t block = keys.block_table[static_cast<size_t>(p / keys.block_size)];
+  const int64_t slot = block * keys.block_size + p % keys.block_size;
+  const int64_t row = kv_cache_row(slot, 0, 1, keys.head_rows);
+  const int64_t dim = keys.head_dim;
+  if (keys.dtype == DType::i8) {
+    dequantize_i8(static_cast<const int8_t*>(keys.k) + row * dim,
+                  keys.k_scale + row * (dim / keys.quant_group), keys.quant_group,
+                  static_cast<size_t>(dim), out);
+    return;
+  }
+  convert_to_f32(static_cast<const char*>(keys.k) + row * dim * dtype_size(keys.dtype), keys.dtype,
+                 out, static_cast<size_t>(dim));
+}
+
+}  // namespace
+
+void lightning_index_scores(const float* q, const float* w, int64_t heads, float scale,
+                            const PagedKv& keys, int64_t count, float* scores, ThreadPool& pool) {
+  DI_CHECK(heads > 0 && keys.kv_heads == 1 && keys.head_dim > 0 && count >= 0,
+           "kernels::lightning_index_scores: bad shape (heads ", heads, ", kv heads ",
+           keys.kv_heads, ", dim ", keys.head_dim, ", count ", count, ")");
+  DI_CHECK(count <= static_cast<int64_t>(keys.block_table.size()) * keys.block_size,
+           "kernels::lightning_index_scores: ", count, " positions exceed the block table");
+  DI_CHECK(keys.dtype != DType::i8 || (keys.k_scale != nullptr && keys.quant_group > 0),
+           "kernels::lightning_index_scores: an int8 store needs scales and a quant_group");
+  if (count == 0) return;
+  const int64_t dim = keys.head_dim;
+  const int64_t padded = detail::index_heads_padded(heads);
+  std::vector<float> qt(static_cast<size_t>(dim * padded), 0.0f);
+  std::vector<float> ws(static_cast<size_t>(padded), 0.0f);
+  for (int64_t h = 0; h < heads; ++h) {
+    ws[static_cast<size_t>(h)] = w[h] * scale;
+    for (int64_t d = 0; d < dim; ++d) qt[static_cast<size_t>(d * padded + h)] = q[h * dim + d];
+  }
+  const detail::IndexTileFn tile = tile_kernel();
+  const int64_t tiles = (count + kTileRows - 1) / kTileRows;
+  pool.parallel_for(tiles, [&](int64_t t0, int64_t t1) {
+    std::vector<float> rows(static_cast<size_t>(kTileRows * dim));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t first = t * kTileRows;
+      const int64_t n = std::min(kTileRows, count - first);
+      for (int64_t i = 0; i < n; ++i)
+        widen_key(keys, first + i, &rows[static_cast<size_t>(i * dim)]);
+      tile(rows.data(), n, dim, qt.data(), padded, ws.data(), scores + first);
+    }
+  });
+}
+
+void top_k_positions(const float* scores, int64_t count, int64_t k, int32_t* positions) {
+  DI_CHECK(k >= 0 && k <= count, "kernels::top_k_positions: k ", k, " of ", count, " scores");
+  std::vector<int32_t> order(static_cast<size_t>(count));
+  std::iota(order.begin(), order.end(), 0);
+  const auto better = [scores](int32_t a, int32_t b) {
+    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
+  };
+  std::nth_element(order.begin(), order.begin() + k, order.end(), better);
+  std::sort(order.begin(), order.begin() + k);
+  std::copy(order.begin(), order.begin() + k, positions);
+}
+
+namespace detail::scalar {
+
+void index_tile(const float* keys, int64_t rows, int64_t dim, const float* qt, int64_t heads_padded,
+                const float* ws, float* scores) {
+  std::vector<float> acc(static_cast<size_t>(heads_padded));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t d = 0; d < dim; ++d) {
+      const float k = keys[r * dim + d];
+      const float* q = qt + d * heads_padded;
+      for (int64_t h = 0; h < heads_padded; ++h) acc[static_cast<size_t>(h)] += q[h] * k;
+    }
+    float sum = 0.0f;
+    for (int64_t h = 0; h < heads_padded; ++h)
+      sum += ws[h] * std::max(acc[static_cast<size_t>(h)], 0.0f);
+    scores[r] = sum;
+  }
+}
+
+}  // namespace detail::scalar
+
+}  // namespace deepinfer::kernels
