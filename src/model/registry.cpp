@@ -20,6 +20,7 @@ const std::vector<ModelFamily>& model_families() {
       {"LlamaForCausalLM", build_llama},
       {"MistralForCausalLM", build_mistral},
       {"Glm4MoeForCausalLM", build_glm4_moe},
+      {"MiniMaxM2ForCausalLM", build_minimax_m2},
       {"GlmForCausalLM", build_glm},
       {"Glm4ForCausalLM", build_glm4},
       {"DeepseekV2ForCausalLM", build_deepseek_v2},

@@ -100,7 +100,8 @@ DType mix_type(const Quantization& q, const std::string& name) {
   }
   if (contains(name, ".k_proj.")) return eight_experts ? DType::q8_0 : DType::q4_k;
   if (contains(name, ".o_proj.")) return eight_experts ? DType::q5_k : DType::q4_k;
-  if (contains(name, ".down_proj."))
+  // ".w2." is a Mixtral-style expert's down projection (MiniMax-M2: experts.{e}.w2).
+  if (contains(name, ".down_proj.") || (contains(name, ".experts.") && contains(name, ".w2.")))
     return use_more_bits(*layer, q.layers) ? DType::q6_k : DType::q4_k;
   return DType::q4_k;
 }

@@ -78,6 +78,24 @@ def test_missing_tensor_is_named(run_cli, tmp_path):
     assert_clean_failure(generate(run_cli, model), "model.layers.")
 
 
+@pytest.mark.parametrize("edit, needles", [
+    ({"rotary_dim": 7}, ("rotary_dim", "7")),  # odd
+    ({"rotary_dim": 64}, ("rotary_dim", "64")),  # beyond head_dim 16
+    ({"num_key_value_heads": 3}, ("num_key_value_heads", "3")),  # does not divide 4 heads
+    ({"attn_type_list": [1, 0, 1]}, ("attn_type_list", "0")),  # lightning attention
+], ids=["rotary_dim_odd", "rotary_dim_beyond_head_dim", "kv_heads", "attn_type_list"])
+def test_minimax_m2_config_that_does_not_fit_names_the_field(run_cli, tmp_path, edit, needles):
+    model = copy_model(tmp_path, "tiny-minimax-m2")
+    config = json.loads((model / "config.json").read_text())
+    if "rotary_dim" in edit:  # the published spelling: rotary_dim instead of the factor
+        del config["rope_parameters"]["partial_rotary_factor"]
+    config.update(edit)
+    (model / "config.json").write_text(json.dumps(config))
+    proc = generate(run_cli, model)
+    assert proc.returncode == 1
+    assert_clean_failure(proc, *needles)
+
+
 @pytest.mark.parametrize("flags, needle", [
     (["--temperature", "-1"], "temperature"),
     (["--threads", "x"], "--threads"),

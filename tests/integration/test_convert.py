@@ -74,6 +74,7 @@ def test_convert_then_load_equals_quantize_at_load_bit_for_bit(run_cli, tmp_path
     ("tiny-qwen3", "q4_k_m", ["--quantization", "q4_k_m"]),  # llama.cpp's mix, with its fallbacks
     ("tiny-qwen3-moe", "int4", ["--quantization", "int4"]),
     ("tiny-llama", "q6_k", ["--quantization", "q6_k"]),
+    ("tiny-minimax-m2", "q8_0", ["--quantization", "q8_0"]),  # Mixtral-named experts (w1/w3/w2)
 ])
 def test_other_families_convert_then_load_equal_the_load_setting(run_cli, tmp_path, model, precision, at_load):
     out = tmp_path / "o"
@@ -96,6 +97,7 @@ def info_bytes(run_cli, model):
     ("tiny-qwen3-moe", "fp8", []),  # experts as FP8 matrices with their block scales
     ("tiny-deepseek-v3-fp8", "w8a8", []),  # quantized from the exact FP8 values
     ("tiny-deepseek-v3", "fp8", []),  # MLA: kv_b stays as stored (read by element)
+    ("tiny-minimax-m2", "fp8", []),  # experts.{e}.w1.weight_scale_inv, as MiniMax-M2 ships FP8
 ])
 def test_scaled_precisions_convert_then_load_equal_quantize_at_load(run_cli, tmp_path, model, precision, flags):
     out = tmp_path / "o"

@@ -21,7 +21,7 @@ MPIRUN = shutil.which("mpirun")
 pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun not installed (openmpi-bin)")
 
 MODELS = ["tiny-deepseek-v2", "tiny-deepseek-v3", "tiny-qwen3-moe", "tiny-glm4-moe",
-          "tiny-deepseek-v32", "tiny-glm4-moe-lite"]
+          "tiny-deepseek-v32", "tiny-glm4-moe-lite", "tiny-minimax-m2"]
 NEW_TOKENS = 32
 TOLERANCE = 1e-5
 

@@ -31,9 +31,11 @@ LAYOUTS = [
     ("tiny-deepseek-v3", 4, ("-tp", 4, "--expert-parallel-size", 2)),  # ep 2 x moe_tp 2
     ("tiny-deepseek-v32", 2, ("-tp", 2)),  # sparse attention: indexer replicated, MLA heads split
     ("tiny-glm-moe-dsa", 2, ("-tp", 2)),  # indexer layers and a layer sharing the top-k
+    ("tiny-minimax-m2", 2, ("-tp", 2)),  # q/k norm over all heads: sums of squares all-reduced
+    ("tiny-minimax-m2", 4, ("-tp", 4)),  # its 2 KV heads replicated: each k counted once
 ]
 BATCHED = {("tiny-qwen2", 2), ("tiny-qwen3", 2), ("tiny-glm4", 2), ("tiny-deepseek-v3", 2),
-           ("tiny-deepseek-v2-lite", 2), ("tiny-deepseek-v32", 2)}
+           ("tiny-deepseek-v2-lite", 2), ("tiny-deepseek-v32", 2), ("tiny-minimax-m2", 2)}
 
 
 def both(deepinfer_bin, ranks, layout, args):

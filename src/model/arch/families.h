@@ -16,6 +16,10 @@ struct GqaVariant {
   bool mlp_bias = false;  // gate/up/down_proj.bias
 };
 AttentionShape gqa_shape(const io::ModelConfig& config);
+// Whether config.json sets the RoPE setting `key` (e.g. "partial_rotary_factor", "rope_theta")
+// at the top level or in rope_parameters / rope_scaling (also their "full_attention" object):
+// families whose transformers config has another default than ModelConfig's apply it when not.
+bool rope_setting_given(const io::ModelConfig& config, const char* key);
 DecoderSpec gqa_decoder_spec(const io::ModelConfig& config, const GqaVariant& variant);
 
 std::unique_ptr<CausalLM> build_qwen2(const io::ModelConfig& config, WeightLoader& weights);
@@ -24,6 +28,7 @@ std::unique_ptr<CausalLM> build_llama(const io::ModelConfig& config, WeightLoade
 std::unique_ptr<CausalLM> build_mistral(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_qwen3_moe(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_glm4_moe(const io::ModelConfig& config, WeightLoader& weights);
+std::unique_ptr<CausalLM> build_minimax_m2(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_glm(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_glm4(const io::ModelConfig& config, WeightLoader& weights);
 std::unique_ptr<CausalLM> build_deepseek_v2(const io::ModelConfig& config, WeightLoader& weights);

@@ -21,24 +21,12 @@
 namespace deepinfer::model {
 namespace {
 
-bool rope_dict_has(const nlohmann::json& raw, const char* dict, const char* key) {
-  const auto it = raw.find(dict);
-  if (it == raw.end() || !it->is_object()) return false;
-  if (it->contains(key)) return true;
-  const auto full = it->find("full_attention");
-  return full != it->end() && full->is_object() && full->contains(key);
-}
-
 // Glm4MoeConfig defaults that differ from the generic ones ModelConfig::parse assumes.
 io::ModelConfig with_glm4_moe_defaults(io::ModelConfig config) {
   const nlohmann::json& raw = config.raw;
   const std::string source = config.architecture + " config.json";
   const io::JsonFields f(raw, source);
-  if (!f.has("partial_rotary_factor") &&
-      !rope_dict_has(raw, "rope_parameters", "partial_rotary_factor") &&
-      !rope_dict_has(raw, "rope_scaling", "partial_rotary_factor")) {
-    config.partial_rotary_factor = 0.5;
-  }
+  if (!rope_setting_given(config, "partial_rotary_factor")) config.partial_rotary_factor = 0.5;
   if (!f.has("rms_norm_eps")) config.rms_norm_eps = 1e-5;
   if (!f.has("num_key_value_heads")) {
     config.num_key_value_heads = 8;
@@ -87,7 +75,7 @@ std::unique_ptr<CausalLM> build_glm4_moe(const io::ModelConfig& file_config,
   DI_CHECK(first_dense >= 0, source, ": first_k_dense_replace must be >= 0, got ", first_dense);
 
   const bool bias = config.attention_bias.value_or(false);
-  const bool qk_norm = f.boolean("use_qk_norm").value_or(false);
+  const QkNorm qk_norm = f.boolean("use_qk_norm").value_or(false) ? QkNorm::per_head : QkNorm::none;
   // half-split partial rotary
   DecoderSpec spec =
       gqa_decoder_spec(config, {.attention = {.qkv_bias = bias, .qk_norm = qk_norm}});

@@ -21,6 +21,19 @@ AttentionShape gqa_shape(const io::ModelConfig& config) {
   return shape;
 }
 
+bool rope_setting_given(const io::ModelConfig& config, const char* key) {
+  const nlohmann::json& raw = config.raw;
+  if (raw.contains(key) && !raw[key].is_null()) return true;
+  for (const char* dict : {"rope_parameters", "rope_scaling"}) {
+    const auto it = raw.find(dict);
+    if (it == raw.end() || !it->is_object()) continue;
+    if (it->contains(key)) return true;
+    const auto full = it->find("full_attention");
+    if (full != it->end() && full->is_object() && full->contains(key)) return true;
+  }
+  return false;
+}
+
 DecoderSpec gqa_decoder_spec(const io::ModelConfig& config, const GqaVariant& variant) {
   DI_CHECK(config.hidden_act == "silu", "config.json: hidden_act '", config.hidden_act,
            "' is not supported by ", config.architecture, " (expected silu)");
@@ -53,7 +66,7 @@ std::unique_ptr<CausalLM> build_qwen3(const io::ModelConfig& config, WeightLoade
   const bool bias = config.attention_bias.value_or(false);
   return std::make_unique<TransformerDecoder>(
       config, weights,
-      gqa_decoder_spec(config, {.attention = {.qkv_bias = bias, .qk_norm = true}}));
+      gqa_decoder_spec(config, {.attention = {.qkv_bias = bias, .qk_norm = QkNorm::per_head}}));
 }
 
 }  // namespace deepinfer::model

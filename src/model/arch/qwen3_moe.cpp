@@ -47,7 +47,8 @@ std::unique_ptr<CausalLM> build_qwen3_moe(const io::ModelConfig& file_config,
     }
   }
   const bool bias = config.attention_bias.value_or(false);
-  DecoderSpec spec = gqa_decoder_spec(config, {.attention = {.qkv_bias = bias, .qk_norm = true}});
+  DecoderSpec spec =
+      gqa_decoder_spec(config, {.attention = {.qkv_bias = bias, .qk_norm = QkNorm::per_head}});
 
   auto is_sparse = [=](int64_t layer) {
     return num_experts > 0 && (layer + 1) % sparse_step == 0 &&

@@ -1,5 +1,6 @@
 #include "model/layers/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -45,9 +46,19 @@ std::unique_ptr<GqaAttention> GqaAttention::load(WeightLoader& weights, const st
   attn->o_proj_ =
       RowParallelLinear::load(weights, prefix + ".o_proj", q_width, shape.hidden, tensors.o_bias,
                               q_begin * hd, (q_begin + local_heads) * hd, split);
-  if (tensors.qk_norm) {
+  if (tensors.qk_norm == QkNorm::per_head) {
     attn->q_norm_ = RmsNorm::load(weights, prefix + ".q_norm.weight", shape.head_dim, norm_eps);
     attn->k_norm_ = RmsNorm::load(weights, prefix + ".k_norm.weight", shape.head_dim, norm_eps);
+  } else if (tensors.qk_norm == QkNorm::whole_projection) {
+    attn->q_row_norm_ =
+        SplitRmsNorm::load(weights, prefix + ".q_norm.weight", q_width, q_begin * hd,
+                           (q_begin + local_heads) * hd, norm_eps, split.reduce);
+    // KV heads replicated over tp / kv_heads ranks (kv_heads < tp): only the first rank of
+    // each replica set adds its squares, so every KV head counts once.
+    const int64_t replicas = split.size / std::min(split.size, shape.kv_heads);
+    attn->k_row_norm_ = SplitRmsNorm::load(weights, prefix + ".k_norm.weight", kv_width,
+                                           kv_begin * hd, (kv_begin + local_kv) * hd, norm_eps,
+                                           split.reduce, split.rank % replicas == 0);
   }
   return attn;
 }
@@ -67,6 +78,9 @@ void GqaAttention::forward(const float* x, const ForwardBatch& batch, const floa
   if (q_norm_) {
     q_norm_->forward(q.data(), tokens * shape_.heads, q.data());
     k_norm_->forward(k.data(), tokens * shape_.kv_heads, k.data());
+  } else if (q_row_norm_) {
+    q_row_norm_->forward(q.data(), tokens, q.data());
+    k_row_norm_->forward(k.data(), tokens, k.data());
   }
   kernels::rope(q.data(), tokens, shape_.heads, shape_.head_dim, shape_.rotary_dim, cos, sin,
                 shape_.rope_layout);

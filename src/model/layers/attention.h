@@ -1,7 +1,8 @@
 #pragma once
 // Grouped-query self-attention (MHA when kv_heads == heads) over the paged KV cache:
-// q/k/v projections (optional bias), optional per-head q/k RMSNorm (Qwen3), RoPE,
-// cache write, paged attention per sequence, output projection (optional bias).
+// q/k/v projections (optional bias), optional q/k RMSNorm (per head: Qwen3; over the whole
+// projection: MiniMax-M2), RoPE, cache write, paged attention per sequence, output projection
+// (optional bias).
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,11 +32,21 @@ struct AttentionShape {
 // ranks. Any other pairing is refused naming the numbers.
 int64_t kv_heads_per_rank(int64_t heads, int64_t kv_heads, int64_t tp);
 
+// The q_norm / k_norm RMSNorm applied to the q and k projections before RoPE.
+enum class QkNorm {
+  none,
+  per_head,  // weights [head_dim]: each head normalised apart (Qwen3, GLM-4.5's use_qk_norm)
+  // weights [heads * head_dim] / [kv_heads * head_dim]: one RMS over all heads of a token
+  // (MiniMax-M2). Under tensor parallelism each rank holds its heads' part of the row and the
+  // sum of squares is all-reduced over the tensor group (SplitRmsNorm).
+  whole_projection,
+};
+
 // The optional tensors of a GQA layer, beyond the four projection weights.
 struct GqaTensors {
   bool qkv_bias = false;  // q/k/v_proj.bias (Qwen2, GLM, Llama's attention_bias)
   bool o_bias = false;    // o_proj.bias (Llama's attention_bias)
-  bool qk_norm = false;   // per-head q_norm / k_norm RMSNorm before RoPE (Qwen3)
+  QkNorm qk_norm = QkNorm::none;
 };
 
 class GqaAttention : public AttentionLayer {
@@ -54,7 +65,8 @@ class GqaAttention : public AttentionLayer {
   kernels::PagedAttentionFn attend_ = &kernels::paged_attention;  // enable_atb_attention
   Linear q_proj_, k_proj_, v_proj_;
   RowParallelLinear o_proj_;
-  std::optional<RmsNorm> q_norm_, k_norm_;
+  std::optional<RmsNorm> q_norm_, k_norm_;               // QkNorm::per_head
+  std::optional<SplitRmsNorm> q_row_norm_, k_row_norm_;  // QkNorm::whole_projection
 };
 
 }  // namespace deepinfer::model

@@ -1,5 +1,8 @@
 #include "model/layers/tensor_parallel.h"
 
+#include <cmath>
+#include <vector>
+
 #include "core/error.h"
 #include "kernels/kernels.h"
 
@@ -67,6 +70,47 @@ void RowParallelLinear::forward(const float* x, int64_t rows, float* y, ThreadPo
     for (int64_t r = 0; r < rows; ++r)
       kernels::add(y + r * linear_.out_features, b, y + r * linear_.out_features,
                    linear_.out_features);
+  }
+}
+
+SplitRmsNorm SplitRmsNorm::load(WeightLoader& weights, const std::string& name, int64_t full,
+                                int64_t begin, int64_t end, double eps,
+                                std::shared_ptr<parallel::Communicator> group, bool counted) {
+  DI_CHECK(0 <= begin && begin < end && end <= full, name, ": columns [", begin, ", ", end,
+           ") outside its ", full);
+  SplitRmsNorm norm;
+  norm.full_ = full;
+  norm.counted_ = counted;
+  if (begin == 0 && end == full) {
+    norm.part_ = RmsNorm::load(weights, name, full, eps);
+  } else {
+    norm.part_.weight = weights.vector_f32(name, {full}, Slice{0, begin, end});
+    norm.part_.eps = static_cast<float>(eps);
+  }
+  if (group && group->world_size() > 1) norm.group_ = std::move(group);
+  return norm;
+}
+
+void SplitRmsNorm::forward(const float* x, int64_t rows, float* y) const {
+  if (!group_) {
+    part_.forward(x, rows, y);
+    return;
+  }
+  const int64_t dim = part_.dim();
+  std::vector<float> sums(static_cast<size_t>(rows), 0.0f);
+  if (counted_) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0;
+      for (int64_t c = 0; c < dim; ++c) sum += static_cast<double>(x[r * dim + c]) * x[r * dim + c];
+      sums[static_cast<size_t>(r)] = static_cast<float>(sum);
+    }
+  }
+  group_->all_reduce_sum(sums);
+  const float* w = part_.weight.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float scale =
+        1.0f / std::sqrt(sums[static_cast<size_t>(r)] / static_cast<float>(full_) + part_.eps);
+    for (int64_t c = 0; c < dim; ++c) y[r * dim + c] = x[r * dim + c] * scale * w[c];
   }
 }
 

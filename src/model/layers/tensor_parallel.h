@@ -5,13 +5,17 @@
 //                    computes its slice of the output; no communication.
 //   row parallel     RowParallelLinear: input columns [begin, end), partial outputs summed over
 //                    the group (all_reduce_sum, fixed order), the bias added once, after the sum.
-// At size 1 both are the unsplit Linear (bit for bit what one process computes).
+//   split norm       SplitRmsNorm: an RMSNorm over a row whose columns [begin, end) are this
+//                    rank's (MiniMax-M2's q/k norm over all heads, heads split over ranks): the
+//                    per-row sum of squares all-reduced over the group.
+// At size 1 all are the unsplit layer (bit for bit what one process computes).
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "model/layers/linear.h"
+#include "model/layers/rms_norm.h"
 #include "model/weights.h"
 #include "parallel/communicator.h"
 
@@ -52,6 +56,26 @@ class RowParallelLinear {
   Linear linear_;  // this rank's columns (with the bias when unsplit)
   Tensor bias_;    // split: added after the sum
   std::shared_ptr<parallel::Communicator> reduce_;
+};
+
+// y = x / sqrt(mean over the whole row of x^2 + eps) * weight, for rows of `full` columns of
+// which this rank holds [begin, end) (and that part of the weight).
+class SplitRmsNorm {
+ public:
+  // <name> [full] (f32), this rank's part. `counted` false: this rank's columns replicate
+  // another rank's (KV heads replicated when tp > kv_heads) and add nothing to the sum, so
+  // each column counts once. `group` null or of size 1: the plain RmsNorm of the whole row.
+  static SplitRmsNorm load(WeightLoader& weights, const std::string& name, int64_t full,
+                           int64_t begin, int64_t end, double eps,
+                           std::shared_ptr<parallel::Communicator> group, bool counted = true);
+  // x [rows, end - begin] -> y (may alias x). Every rank of the group calls it together.
+  void forward(const float* x, int64_t rows, float* y) const;
+
+ private:
+  RmsNorm part_;  // this rank's columns of the weight
+  int64_t full_ = 0;
+  bool counted_ = true;
+  std::shared_ptr<parallel::Communicator> group_;  // null: unsplit
 };
 
 }  // namespace deepinfer::model

@@ -96,7 +96,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-deepseek-v3", 2, 2, 1},       // MLA + experts sharded (moe_tp 2)
                       Case{"tiny-deepseek-v3-fp8", 2, 2, 1},   // FP8: slices widened, rest FP8
                       Case{"tiny-deepseek-v2-lite", 2, 2, 2},  // MLA without q LoRA; ep 2 x tp 2
-                      Case{"tiny-deepseek-v3", 4, 4, 2}),      // ep 2 x moe_tp 2
+                      Case{"tiny-deepseek-v3", 4, 4, 2},       // ep 2 x moe_tp 2
+                      Case{"tiny-minimax-m2", 2, 2, 1},        // q/k norm over all heads
+                      Case{"tiny-minimax-m2", 4, 4, 1},        // KV heads replicated, counted once
+                      Case{"tiny-minimax-m2", 2, 2, 2}),       // ep 2 x tp 2
     case_name);
 
 // --quantization w8a8 / fp8 under tp 2: each rank quantizes its slices (the Linear takes their

@@ -162,17 +162,17 @@ bool quantizes_stacks_to_fp8(const WeightLoader& weights, const std::string& pre
 
 ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
                               int64_t first, int64_t count, int64_t hidden, int64_t intermediate,
-                              const TensorSplit& split) {
+                              const TensorSplit& split, const ExpertNames& names) {
   DI_CHECK(first >= 0 && count > 0 && first + count <= num_experts, prefix, ": experts [", first,
            ", ", first + count, ") outside the layer's ", num_experts, " experts");
   std::vector<int64_t> ids(static_cast<size_t>(count));
   for (int64_t j = 0; j < count; ++j) ids[static_cast<size_t>(j)] = first + j;
-  return load(weights, prefix, num_experts, ids, hidden, intermediate, split);
+  return load(weights, prefix, num_experts, ids, hidden, intermediate, split, names);
 }
 
 ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
                               std::span<const int64_t> ids, int64_t hidden, int64_t intermediate,
-                              const TensorSplit& split) {
+                              const TensorSplit& split, const ExpertNames& names) {
   const auto count = static_cast<int64_t>(ids.size());
   DI_CHECK(count > 0, prefix, ": no experts to load");
   bool run = true;  // ids are first, first + 1, ...: whole-layer stacks slice without a copy
@@ -189,8 +189,10 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
   const auto range = split.part(full, prefix + "'s moe_intermediate_size");
   const int64_t i0 = range.first, i1 = range.second;
   const int64_t i = i1 - i0;  // this rank's
+  // `proj` is the projection's role ("gate_proj", "up_proj", "down_proj"); the checkpoint may
+  // store it under another name (ExpertNames).
   auto name = [&](int64_t e, const char* proj) {
-    return prefix + "." + std::to_string(e) + "." + proj + ".weight";
+    return prefix + "." + std::to_string(e) + "." + names.stored(proj) + ".weight";
   };
   // Other ranks' experts (expert parallelism) are theirs to read: not "unused" here. A GGUF file
   // names each expert too (as views of its stacks): those are not unused either when the
@@ -391,9 +393,10 @@ ExpertStack ExpertStack::load(WeightLoader& weights, const std::string& prefix, 
       const auto scale = [&](const char* proj, int64_t rows) {
         return weights.w8a8_scale(name(e, proj)).reshape({rows, 1});
       };
-      copy_into_expert(gate_up_scale, j, 0, scale("gate_proj", i), name(e, "gate_proj_scale"));
-      copy_into_expert(gate_up_scale, j, i, scale("up_proj", i), name(e, "up_proj_scale"));
-      copy_into_expert(down_scale, j, 0, scale("down_proj", hidden), name(e, "down_proj_scale"));
+      copy_into_expert(gate_up_scale, j, 0, scale("gate_proj", i), name(e, "gate_proj") + "_scale");
+      copy_into_expert(gate_up_scale, j, i, scale("up_proj", i), name(e, "up_proj") + "_scale");
+      copy_into_expert(down_scale, j, 0, scale("down_proj", hidden),
+                       name(e, "down_proj") + "_scale");
     }
   }
   // Split over a moe tensor group the stacks hold part of each expert's intermediate, not rows

@@ -9,7 +9,8 @@
 // q5_0, q5_1, q4_k, q5_k, q6_k); gate and up share one, down may have its own (a row of
 // `intermediate` elements may not be whole 256-element k-quant blocks, so llama.cpp's mixes
 // store down in another type). Hugging Face checkpoints store one tensor per expert
-// (<prefix>.{e}.{gate,up,down}_proj.weight, what transformers 5 still writes); those are
+// (<prefix>.{e}.{gate,up,down}_proj.weight, what transformers 5 still writes, or another
+// ExpertNames: Mixtral's w1 / w3 / w2); those are
 // copied into the stacks once at load. W8A8 (i8) stacks carry one f32 scale per weight row
 // (RowScales) and run kernels::linear_w8a8 with per-token int8 activations. Checkpoints already
 // holding transformers 5's fused 3-D tensors (<prefix>.gate_up_proj [E, 2I, H], <prefix>.down_proj
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/tensor.h"
@@ -29,6 +31,20 @@
 
 namespace deepinfer::model {
 
+// How a checkpoint names each expert's projections (<prefix>.<e>.<name>.weight): transformers'
+// gate_proj / up_proj / down_proj, or Mixtral's w1 / w3 / w2 (MiniMax-M2 keeps them).
+struct ExpertNames {
+  std::string gate = "gate_proj";
+  std::string up = "up_proj";
+  std::string down = "down_proj";
+
+  static ExpertNames mixtral() { return {"w1", "w3", "w2"}; }
+  // The stored name of projection `proj` ("gate_proj", "up_proj" or "down_proj").
+  const std::string& stored(std::string_view proj) const {
+    return proj == "gate_proj" ? gate : proj == "up_proj" ? up : down;
+  }
+};
+
 class ExpertStack {
  public:
   // Loads experts [first, first + count) of the layer's num_experts under `prefix`
@@ -36,12 +52,12 @@ class ExpertStack {
   // part of each expert's intermediate (gate / up rows, down columns).
   static ExpertStack load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
                           int64_t first, int64_t count, int64_t hidden, int64_t intermediate,
-                          const TensorSplit& split = {});
+                          const TensorSplit& split = {}, const ExpertNames& names = {});
   // Loads the experts `ids` (global ids, in local slot order; an id may repeat: EPLB
   // replicas). One ascending run of ids slices fused checkpoint tensors without a copy.
   static ExpertStack load(WeightLoader& weights, const std::string& prefix, int64_t num_experts,
                           std::span<const int64_t> ids, int64_t hidden, int64_t intermediate,
-                          const TensorSplit& split = {});
+                          const TensorSplit& split = {}, const ExpertNames& names = {});
   // From stacks in hand (tests, converters): gate_up [count, 2I, H], down [count, H, I].
   ExpertStack(Tensor gate_up, Tensor down);
   // Gate and up apart: gate and up [count, I, H] of one dtype, down [count, H, I].

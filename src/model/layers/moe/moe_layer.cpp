@@ -137,7 +137,9 @@ std::unique_ptr<MoeLayer> MoeLayer::load(WeightLoader& weights, const std::strin
   if (placement.num_physical() == config.router.num_experts) {
     experts_per_rank(config, *comm, prefix);
   }
-  MoeRouter router = MoeRouter::load(weights, prefix + ".gate", config.hidden, config.router);
+  const MoeTensorNames& names = config.names;
+  MoeRouter router = MoeRouter::load(weights, prefix + "." + names.router, config.hidden,
+                                     config.router, prefix + "." + names.correction_bias);
   // Moe tensor parallelism: every expert (and the shared experts) split over the group, the
   // partial outputs summed once at the end of forward.
   auto moe_tensor = weights.moe_tensor_group();
@@ -146,8 +148,9 @@ std::unique_ptr<MoeLayer> MoeLayer::load(WeightLoader& weights, const std::strin
   const std::span<const int64_t> ids =
       std::span<const int64_t>(placement.phy2log)
           .subspan(static_cast<size_t>(comm->rank() * per_rank), static_cast<size_t>(per_rank));
-  ExpertStack experts = ExpertStack::load(weights, prefix + ".experts", config.router.num_experts,
-                                          ids, config.hidden, config.intermediate, split);
+  ExpertStack experts =
+      ExpertStack::load(weights, prefix + "." + names.experts, config.router.num_experts, ids,
+                        config.hidden, config.intermediate, split, names.expert);
   std::unique_ptr<FeedForward> shared;
   if (config.shared_intermediate > 0) {
     shared = GatedMlp::load(weights, prefix + ".shared_experts", config.hidden,

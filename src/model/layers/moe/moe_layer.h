@@ -31,7 +31,8 @@
 // (std::make_shared<parallel::SingleProcessCommunicator>() for one process).
 // Tensors read under the prefix: gate.weight [E, hidden], gate.e_score_correction_bias [E]
 // (noaux_tc), experts.{e}.{gate,up,down}_proj.weight (or fused experts.gate_up_proj /
-// experts.down_proj), shared_experts.{gate,up,down}_proj.weight (when shared_intermediate > 0).
+// experts.down_proj), shared_experts.{gate,up,down}_proj.weight (when shared_intermediate > 0);
+// MoeConfig::names renames them (MiniMax-M2's Mixtral-style names).
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -50,6 +51,20 @@
 #include "parallel/moe_options.h"
 
 namespace deepinfer::model {
+
+// A checkpoint's names of one MoE layer's tensors, under MoeLayer::load's prefix. The
+// defaults are transformers' (Qwen3-MoE, GLM-4.5, DeepSeek).
+struct MoeTensorNames {
+  std::string router = "gate";                                   // <router>.weight
+  std::string correction_bias = "gate.e_score_correction_bias";  // noaux_tc
+  std::string experts = "experts";
+  ExpertNames expert;  // each expert's projections
+  // MiniMax-M2 (and Mixtral): gate.weight, e_score_correction_bias beside it, experts.{e}.w1 /
+  // w3 / w2 (under the prefix block_sparse_moe).
+  static MoeTensorNames mixtral() {
+    return {"gate", "e_score_correction_bias", "experts", ExpertNames::mixtral()};
+  }
+};
 
 struct MoeConfig {
   int64_t hidden = 0;
@@ -76,6 +91,7 @@ struct MoeConfig {
   // Repacked block stacks (ExpertStack::repack_blocks) on huge pages (core/huge_page_arena.h;
   // MemoryOptions::huge_pages, set by load()).
   bool huge_pages = false;
+  MoeTensorNames names;  // the tensors load() reads
 };
 
 class MoeLayer : public FeedForward {

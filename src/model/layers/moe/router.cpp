@@ -152,12 +152,13 @@ MoeRouter::MoeRouter(RouterConfig config, Tensor weight, Tensor bias)
 }
 
 MoeRouter MoeRouter::load(WeightLoader& weights, const std::string& prefix, int64_t hidden,
-                          const RouterConfig& config) {
+                          const RouterConfig& config, const std::string& bias_name) {
   config.validate(prefix);
   Tensor weight = weights.vector_f32(prefix + ".weight", {config.num_experts, hidden});
   Tensor bias;
   if (config.method == TopkMethod::noaux_tc) {
-    bias = weights.vector_f32(prefix + ".e_score_correction_bias", {config.num_experts});
+    bias = weights.vector_f32(bias_name.empty() ? prefix + ".e_score_correction_bias" : bias_name,
+                              {config.num_experts});
   }
   return MoeRouter(config, std::move(weight), std::move(bias));
 }

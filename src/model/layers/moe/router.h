@@ -55,10 +55,10 @@ void select_experts(const RouterConfig& config, const float* logits, int64_t tok
 
 class MoeRouter {
  public:
-  // Loads <prefix>.weight [num_experts, hidden] and, for noaux_tc,
-  // <prefix>.e_score_correction_bias [num_experts]; both as f32.
+  // Loads <prefix>.weight [num_experts, hidden] and, for noaux_tc, the correction bias
+  // [num_experts] named `bias_name` (empty: <prefix>.e_score_correction_bias); both as f32.
   static MoeRouter load(WeightLoader& weights, const std::string& prefix, int64_t hidden,
-                        const RouterConfig& config);
+                        const RouterConfig& config, const std::string& bias_name = "");
   // Builds a router from tensors in hand (tests); bias undefined unless noaux_tc.
   MoeRouter(RouterConfig config, Tensor weight, Tensor bias);
 
