@@ -270,6 +270,8 @@ def conversations_for(name):
         cases.append({"name": "tool_result_parts", "messages": tool_conversation(False)[:3] + [
             {"role": "tool", "content": [{"type": "text", "text": "part <1>"}, {"output": "out 2"}]}],
             "tools": TOOLS, "add_generation_prompt": True})
+        cases.append({"name": "tool_arguments_as_string", "messages": tool_conversation(True), "tools": TOOLS,
+                      "add_generation_prompt": True})
         cases.append({"name": "content_parts", "messages": PARTS, "add_generation_prompt": True})
     if name == "glm-4-9b-chat":
         cases.append({"name": "tools_in_system_item", "messages": [
