@@ -469,6 +469,29 @@ cont' }}""",
     "{{ 'a' ~ 'b' ~ 'c' }}|{{ [1, 2, 3][1:][0] }}|{{ 'abc'[1] ~ 'x' }}|{{ {'a': {'b': [1, {'c': 'd'}]}}.a.b[1].c }}|{{ (l|first) + (l|last) }}|{{ l|length > 3 }}|{{ -f|abs }}",
     "{{ -l|length }}",
     "{{ (messages|default([]))|length }}|{{ messages[-1] if messages else 'none' }}",
+    # constructs of the thinking-model templates (Kimi-K2, GLM-5.x, MiniMax-M2, llama.cpp's DeepSeek-V3.2)
+    ("{%- set clear_thinking = clear_thinking if clear_thinking is defined else false -%}{{ clear_thinking }}"
+     "{%- set agp = add_generation_prompt | default(true) -%}{{ agp }}|{% set flag = flag or 'x' %}{{ flag }}",
+     {"clear_thinking": True}),
+    "{%- set clear_thinking = clear_thinking if clear_thinking is defined else false -%}{{ clear_thinking }}",
+    ("{%- set ns = namespace(last=-1) -%}{%- for idx in range(msgs|length-1, -1, -1) -%}"
+     "{%- if msgs[idx]['role'] == 'assistant' and not msgs[idx].get('tool_calls') -%}{%- set ns.last = idx -%}"
+     "{%- break -%}{%- endif -%}{%- endfor -%}{{ ns.last }}|{{ msgs[:ns.last+1]|length }}|{{ msgs[ns.last+1:]|length }}"
+     "|{% for m in msgs %}{{ m.get('name') or m['role'] }},{% endfor %}", {"msgs": [
+         {"role": "user", "content": "a"}, {"role": "assistant", "content": "b", "name": "bot"},
+         {"role": "assistant", "content": "c", "tool_calls": [{"id": "t"}]}, {"role": "tool", "content": "d"}]}),
+    ("{% for c in parts %}{% if c['type'] == 'image' or 'image' in c or 'image_url' in c %}I{% else %}{{ c['text'] }}"
+     "{% endif %}{% endfor %}|{{ tools | tojson(separators=(',', ':')) }}|{{ m.get('content') is not none }}"
+     "|{{ m.get('reasoning_content', '') }}|{{ m.get('missing', 'dflt') }}",
+     {"parts": [{"type": "text", "text": "t"}, {"image_url": {"url": "u"}}, {"type": "image"}],
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"a": [1, "中"]}}}],
+      "m": {"content": None, "reasoning_content": "r"}}),
+    ("{%- macro f() -%}{%- if model_identity is not defined -%}{%- set model_identity = 'dflt' -%}{%- endif -%}"
+     "{{ model_identity }}{%- endmacro -%}{{ f() }}|{% set model_identity = 'outer' %}{{ f() }}", {}),
+    ("{%- set tools = namespace(value=[]) -%}{%- set _ = tools.value.append(1) -%}{{ tools.value }}", {}),
+    ("{%- set last = namespace(name=none) -%}{%- set last.name = calls[-1].function.name -%}{{ last.name }}"
+     "{{ last.name is none }}|{%- set last.name = calls[-1].name -%}{{ last.name is none }}{{ last.name is defined }}",
+     {"calls": [{"function": {"name": "f"}}]}),
     # found by fuzzing against jinja2
     "abc {#", "abc  {#-", "x{% raw -%}\n", "abc {# x",
     "{{ 'L:Σ'|lower }}|{{ \"Α'Σ\"|lower }}|{{ 'ΑΣ.Β'|lower }}|{{ 'Σ'|lower }}|{{ 'ΑΣ́'|lower }}",
