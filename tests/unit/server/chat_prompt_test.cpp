@@ -67,6 +67,26 @@ TEST(ChatPrompt, ThinkingSwitchFromChatTemplateKwargs) {
   }
 }
 
+TEST(ChatPrompt, PastReasoningKeptOnlyWhenTheTemplateIsAskedTo) {
+  // An assistant turn's reasoning_content (or vLLM's newer `reasoning`) reaches the template;
+  // GLM-4.7 drops it before the last user turn unless clear_thinking is false.
+  const auto tpl = load_template("glm-4.7");
+  for (const char* field : {"reasoning_content", "reasoning"}) {
+    SCOPED_TRACE(field);
+    const std::string messages =
+        std::string(R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", )") +
+        R"("content": "a", ")" + field + R"(": "why"}, {"role": "user", "content": "more"}])";
+    const auto cleared = parse_chat_request(parse_json_body(messages + "}"), {});
+    EXPECT_EQ(render_chat_prompt(tpl, cleared, kBos, kEos),
+              "[gMASK]<sop><|user|>q<|assistant|></think>a<|user|>more<|assistant|><think>");
+    const auto kept = parse_chat_request(
+        parse_json_body(messages + R"(, "chat_template_kwargs": {"clear_thinking": false}})"), {});
+    EXPECT_EQ(
+        render_chat_prompt(tpl, kept, kBos, kEos),
+        "[gMASK]<sop><|user|>q<|assistant|><think>why</think>a<|user|>more<|assistant|><think>");
+  }
+}
+
 TEST(ChatPrompt, ToolCallArgumentsGoInAsMappingsOrAsSent) {
   const std::string body = R"({"messages": [{"role": "user", "content": "w?"},
     {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
