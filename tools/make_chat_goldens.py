@@ -2,7 +2,9 @@
 """Golden renders of chat templates and Jinja snippets, made with transformers' own code path.
 
 Writes (relative to the repository root):
-  tests/data/chat/templates/<name>.jinja   copies of the real templates (tests must not need ../shared)
+  tests/data/chat/templates/<name>.jinja   copies of the real templates (tests must not need ../shared);
+                                           "data:" templates are committed there, not copied
+                                           (provenance in tests/data/chat/templates/README.md)
   tests/data/chat/goldens/<name>.json      conversations + the exact text transformers renders
   tests/data/chat/jinja_cases.json         small templates + variables -> jinja2's output or error
 
@@ -34,7 +36,8 @@ DEEPSEEK_BOS = "<｜begin▁of▁sentence｜>"
 DEEPSEEK_EOS = "<｜end▁of▁sentence｜>"
 
 # name -> (source, bos_token, eos_token); source is "tokenizers/<dir>" (the chat_template of
-# its tokenizer_config.json) or "chat_templates/<file>".
+# its tokenizer_config.json), "chat_templates/<file>" (under --shared), or "data:<file>" (a
+# template committed under tests/data/chat/templates, with its provenance in README.md there).
 TEMPLATES = {
     "deepseek-v3": ("tokenizers/deepseek-v3", DEEPSEEK_BOS, DEEPSEEK_EOS),
     "qwen3": ("tokenizers/qwen3", None, "<|im_end|>"),
@@ -43,6 +46,8 @@ TEMPLATES = {
     "deepseek-v3.1": ("chat_templates/deepseek-v3.1.jinja", DEEPSEEK_BOS, DEEPSEEK_EOS),
     "glm-4-9b-chat": ("chat_templates/glm-4-9b-chat.jinja", None, "<|endoftext|>"),
     "glm-4.5": ("chat_templates/glm-4.5.jinja", None, "<|endoftext|>"),
+    "glm-4.7": ("data:glm-4.7.jinja", None, "<|endoftext|>"),
+    "minimax-m2": ("data:minimax-m2.jinja", "]~!b[", "[e~["),
 }
 
 
@@ -185,6 +190,37 @@ def thinking_conversations(kw, on, off):
     ]
 
 
+def reasoning_tool_conversation(as_string):
+    """Interleaved thinking: reasoning on a tool-calling turn after the last user message."""
+    return [
+        {"role": "system", "content": "Use tools."},
+        {"role": "user", "content": "Earlier question"},
+        {"role": "assistant", "content": "Earlier answer.", "reasoning_content": "old thoughts"},
+        {"role": "user", "content": "北京天气?"},
+        {"role": "assistant", "content": "", "reasoning_content": "Need the weather tool.",
+         "tool_calls": [call("get_weather", {"city": "北京", "days": 2}, as_string, "call_9")]},
+        {"role": "tool", "tool_call_id": "call_9", "content": "晴, 21°C"},
+        {"role": "assistant", "content": "<think>\nfrom content\n</think>\n\nIt is sunny.",
+         "tool_calls": None},
+    ]
+
+
+def thinking_switch_cases(kw, on, off, as_string):
+    """chat_template_kwargs on a conversation with reasoning, tools and a generation prompt."""
+    msgs = reasoning_tool_conversation(as_string)
+    follow = msgs + [{"role": "user", "content": "And tomorrow?"}]
+    return [
+        {"name": "reasoning_tool_chain", "messages": msgs, "tools": TOOLS, "add_generation_prompt": False},
+        {"name": "reasoning_tool_chain_gen", "messages": follow, "tools": TOOLS, "add_generation_prompt": True},
+        {"name": "reasoning_tool_chain_" + kw + "_on", "messages": follow, "tools": TOOLS,
+         "add_generation_prompt": True, "kwargs": {kw: on}},
+        {"name": "reasoning_tool_chain_" + kw + "_off", "messages": follow, "tools": TOOLS,
+         "add_generation_prompt": True, "kwargs": {kw: off}},
+        {"name": "reasoning_tool_chain_" + kw + "_off_no_gen", "messages": msgs, "tools": TOOLS,
+         "add_generation_prompt": False, "kwargs": {kw: off}},
+    ]
+
+
 PARTS = [{"role": "system", "content": [{"type": "text", "text": "Parts system."}]},
          {"role": "user", "content": [{"type": "text", "text": "Describe "}, {"type": "text", "text": "this 图片."}]}]
 
@@ -206,6 +242,37 @@ def conversations_for(name):
         cases += thinking_conversations("thinking", True, False)
         cases.append({"name": "enable_thinking_alias", "messages": base_conversations()[3]["messages"],
                       "add_generation_prompt": True, "kwargs": {"enable_thinking": True}})
+    if name == "deepseek-v3.1":
+        cases += thinking_switch_cases("thinking", True, False, as_string=True)
+    if name == "glm-4.7":
+        cases += tools_conversations(as_string=False)
+        cases += thinking_conversations("enable_thinking", True, False)
+        cases += thinking_switch_cases("enable_thinking", True, False, as_string=False)
+        field = thinking_conversations("enable_thinking", True, False)[2]["messages"]
+        cases.append({"name": "clear_thinking_false", "messages": field + [{"role": "user", "content": "more"}],
+                      "add_generation_prompt": True, "kwargs": {"clear_thinking": False}})
+        cases.append({"name": "clear_thinking_true", "messages": field + [{"role": "user", "content": "more"}],
+                      "add_generation_prompt": True, "kwargs": {"clear_thinking": True, "enable_thinking": True}})
+        cases.append({"name": "tool_arguments_as_string", "messages": tool_conversation(True), "tools": TOOLS,
+                      "add_generation_prompt": True})
+        cases.append({"name": "content_parts", "messages": PARTS, "add_generation_prompt": True})
+    if name == "minimax-m2":
+        cases += tools_conversations(as_string=False)
+        cases += thinking_conversations("enable_thinking", True, False)
+        cases += thinking_switch_cases("enable_thinking", True, False, as_string=False)
+        cases.append({"name": "model_identity", "messages": [{"role": "user", "content": "who?"}],
+                      "add_generation_prompt": True, "kwargs": {"model_identity": "You are M2 🤖."}})
+        cases.append({"name": "system_date_location", "messages": [
+            {"role": "system", "content": "", "current_date": "2025-10-27", "current_location": "上海"},
+            {"role": "user", "content": "hi"}], "add_generation_prompt": True})
+        cases.append({"name": "tool_without_call", "messages": [
+            {"role": "user", "content": "hi"}, {"role": "tool", "content": "orphan"}], "add_generation_prompt": True})
+        cases.append({"name": "tool_result_parts", "messages": tool_conversation(False)[:3] + [
+            {"role": "tool", "content": [{"type": "text", "text": "part <1>"}, {"output": "out 2"}]}],
+            "tools": TOOLS, "add_generation_prompt": True})
+        cases.append({"name": "tool_arguments_as_string", "messages": tool_conversation(True), "tools": TOOLS,
+                      "add_generation_prompt": True})
+        cases.append({"name": "content_parts", "messages": PARTS, "add_generation_prompt": True})
     if name == "glm-4-9b-chat":
         cases.append({"name": "tools_in_system_item", "messages": [
             {"role": "system", "content": "", "tools": TOOLS + [{"type": "python"}, {"type": "simple_browser"}, {"type": "cogview"}]},
@@ -215,7 +282,7 @@ def conversations_for(name):
             {"role": "assistant", "content": "hello"}], "add_generation_prompt": True})
     # content as a list of parts is not supported by most templates: transformers fails
     # there too, and the goldens record how.
-    if name != "glm-4.5":
+    if name not in ("glm-4.5", "glm-4.7", "minimax-m2"):
         cases.append({"name": "content_parts", "messages": PARTS, "add_generation_prompt": True})
     return cases
 
@@ -402,6 +469,29 @@ cont' }}""",
     "{{ 'a' ~ 'b' ~ 'c' }}|{{ [1, 2, 3][1:][0] }}|{{ 'abc'[1] ~ 'x' }}|{{ {'a': {'b': [1, {'c': 'd'}]}}.a.b[1].c }}|{{ (l|first) + (l|last) }}|{{ l|length > 3 }}|{{ -f|abs }}",
     "{{ -l|length }}",
     "{{ (messages|default([]))|length }}|{{ messages[-1] if messages else 'none' }}",
+    # constructs of the thinking-model templates (Kimi-K2, GLM-5.x, MiniMax-M2, llama.cpp's DeepSeek-V3.2)
+    ("{%- set clear_thinking = clear_thinking if clear_thinking is defined else false -%}{{ clear_thinking }}"
+     "{%- set agp = add_generation_prompt | default(true) -%}{{ agp }}|{% set flag = flag or 'x' %}{{ flag }}",
+     {"clear_thinking": True}),
+    "{%- set clear_thinking = clear_thinking if clear_thinking is defined else false -%}{{ clear_thinking }}",
+    ("{%- set ns = namespace(last=-1) -%}{%- for idx in range(msgs|length-1, -1, -1) -%}"
+     "{%- if msgs[idx]['role'] == 'assistant' and not msgs[idx].get('tool_calls') -%}{%- set ns.last = idx -%}"
+     "{%- break -%}{%- endif -%}{%- endfor -%}{{ ns.last }}|{{ msgs[:ns.last+1]|length }}|{{ msgs[ns.last+1:]|length }}"
+     "|{% for m in msgs %}{{ m.get('name') or m['role'] }},{% endfor %}", {"msgs": [
+         {"role": "user", "content": "a"}, {"role": "assistant", "content": "b", "name": "bot"},
+         {"role": "assistant", "content": "c", "tool_calls": [{"id": "t"}]}, {"role": "tool", "content": "d"}]}),
+    ("{% for c in parts %}{% if c['type'] == 'image' or 'image' in c or 'image_url' in c %}I{% else %}{{ c['text'] }}"
+     "{% endif %}{% endfor %}|{{ tools | tojson(separators=(',', ':')) }}|{{ m.get('content') is not none }}"
+     "|{{ m.get('reasoning_content', '') }}|{{ m.get('missing', 'dflt') }}",
+     {"parts": [{"type": "text", "text": "t"}, {"image_url": {"url": "u"}}, {"type": "image"}],
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"a": [1, "中"]}}}],
+      "m": {"content": None, "reasoning_content": "r"}}),
+    ("{%- macro f() -%}{%- if model_identity is not defined -%}{%- set model_identity = 'dflt' -%}{%- endif -%}"
+     "{{ model_identity }}{%- endmacro -%}{{ f() }}|{% set model_identity = 'outer' %}{{ f() }}", {}),
+    ("{%- set tools = namespace(value=[]) -%}{%- set _ = tools.value.append(1) -%}{{ tools.value }}", {}),
+    ("{%- set last = namespace(name=none) -%}{%- set last.name = calls[-1].function.name -%}{{ last.name }}"
+     "{{ last.name is none }}|{%- set last.name = calls[-1].name -%}{{ last.name is none }}{{ last.name is defined }}",
+     {"calls": [{"function": {"name": "f"}}]}),
     # found by fuzzing against jinja2
     "abc {#", "abc  {#-", "x{% raw -%}\n", "abc {# x",
     "{{ 'L:Σ'|lower }}|{{ \"Α'Σ\"|lower }}|{{ 'ΑΣ.Β'|lower }}|{{ 'Σ'|lower }}|{{ 'ΑΣ́'|lower }}",
@@ -435,6 +525,9 @@ cont' }}""",
 
 
 def load_template(shared, source):
+    if source.startswith("data:"):
+        with open(os.path.join(OUT, "templates", source[len("data:"):]), encoding="utf-8", newline="") as f:
+            return f.read()
     path = os.path.join(shared, source)
     if source.startswith("tokenizers/"):
         with open(os.path.join(path, "tokenizer_config.json"), encoding="utf-8") as f:
@@ -485,8 +578,9 @@ def make_template_goldens(shared):
     os.makedirs(os.path.join(OUT, "goldens"), exist_ok=True)
     for name, (source, bos, eos) in TEMPLATES.items():
         template = load_template(shared, source)
-        with open(os.path.join(OUT, "templates", name + ".jinja"), "w", encoding="utf-8", newline="") as f:
-            f.write(template)
+        if not source.startswith("data:"):
+            with open(os.path.join(OUT, "templates", name + ".jinja"), "w", encoding="utf-8", newline="") as f:
+                f.write(template)
         cases = []
         for case in conversations_for(name):
             result = render(template, case, bos, eos)

@@ -2,13 +2,12 @@
 // generation_response.cpp answers as the job runs.
 #include <chrono>
 #include <ctime>
-#include <optional>
 
 #include "core/log.h"
+#include "server/chat_prompt.h"
 #include "server/generation_response.h"
 #include "server/responses.h"
 #include "server/server_impl.h"
-#include "server/tool_request.h"
 
 namespace deepinfer::server {
 
@@ -66,32 +65,7 @@ Prepared prepare(const ApiServer::Impl& s, GenerationRequest& r) {
                      "/v1/completions",
                      "messages");
     }
-    const auto render = [&](const Json& messages) {
-      return chat->render(messages, r.tools, r.add_generation_prompt, info.bos_token,
-                          info.eos_token, r.chat_template_kwargs);
-    };
-    std::string text;
-    // Tool-call arguments go in as mappings (what transformers' templates expect); a template
-    // that concatenates them as strings (DeepSeek-V3, V3.1) fails on a mapping and gets them
-    // as the request sent them.
-    const auto mapped = with_mapping_arguments(r.messages);
-    try {
-      text = render(mapped ? *mapped : r.messages);
-    } catch (const Error& e) {
-      bool rendered = false;
-      if (mapped) {
-        try {
-          text = render(r.messages);
-          rendered = true;
-        } catch (const Error&) {
-        }
-      }
-      if (!rendered) {
-        throw ApiError(400,
-                       str_cat("the chat template could not render these messages: ", e.what()),
-                       "messages");
-      }
-    }
+    const std::string text = render_chat_prompt(*chat, r, info.bos_token, info.eos_token);
     check_prompt_bytes(info, text.size(), param);
     // The rendered prompt carries its own special tokens.
     out.prompt_ids.push_back(encode_prompt(info, tok, text, /*add_special_tokens=*/false, param));

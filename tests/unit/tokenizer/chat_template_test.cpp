@@ -72,6 +72,12 @@ TEST(ChatTemplateGolden, Glm4_9bChat) {
 TEST(ChatTemplateGolden, Glm45) {
   check_golden("glm-4.5");
 }
+TEST(ChatTemplateGolden, Glm47) {
+  check_golden("glm-4.7");
+}
+TEST(ChatTemplateGolden, MiniMaxM2) {
+  check_golden("minimax-m2");
+}
 
 // The copies under tests/data are the templates shipped with the shared tokenizers.
 TEST(ChatTemplateGolden, CopiesMatchSharedTokenizers) {

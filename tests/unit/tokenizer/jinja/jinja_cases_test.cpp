@@ -18,7 +18,9 @@ using nlohmann::ordered_json;
 Dict variables_for(const ordered_json& common, const ordered_json& c) {
   Dict vars = from_json(common).dict();
   if (c.contains("variables")) {
-    for (const auto& [k, v] : from_json(c["variables"]).dict().entries()) vars.set(k, v);
+    // Kept alive for the loop: dict() refers into the value.
+    const Value extra = from_json(c["variables"]);
+    for (const auto& [k, v] : extra.dict().entries()) vars.set(k, v);
   }
   return vars;
 }
