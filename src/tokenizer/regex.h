@@ -36,8 +36,10 @@ class Regex {
   void* code_ = nullptr;  // pcre2_code*
 };
 
-// Rewrites Oniguruma escapes whose Unicode meaning differs in PCRE2 (\s is White_Space,
-// \w is letters, marks, decimal digits and connectors, \h is a hex digit, \uHHHH).
+// Rewrites Oniguruma constructs whose meaning differs in PCRE2 (\s is White_Space, \w is
+// letters, marks, decimal digits and connectors, \h is a hex digit, \uHHHH, a script name
+// such as \p{Han} is the Script property) or that PCRE2 lacks (nested classes and class
+// intersections such as [\p{L}&&[^\p{Han}]]).
 std::string translate_pattern(std::string_view onig_pattern);
 
 }  // namespace deepinfer::tokenizer

@@ -1,6 +1,7 @@
 #pragma once
 // A Hugging Face tokenizer.json tokenizer (BPE family) in C++: the same ids as the Python
 // `tokenizers` package, with add_special_tokens behaving as transformers' AutoTokenizer.
+// A tiktoken.model (Kimi) loads as the tokenizer.json that transformers converts it to.
 //
 // Pipeline of encode(): invalid UTF-8 repaired -> added tokens split out -> normalizer ->
 // normalized added tokens -> pre-tokenizer -> BPE per word -> post-processor (specials).
@@ -18,12 +19,20 @@
 
 namespace deepinfer::tokenizer {
 
+struct TokenizerJson;  // tokenizer/tokenizer_json.h
+
 class Tokenizer {
  public:
   // Loads tokenizer.json; `config` (tokenizer_config.json) supplies bos/eos strings and the
   // transformers rules for add_bos_token / add_eos_token. Throws Error naming the file.
   static Tokenizer load(const std::string& tokenizer_json_path, const TokenizerConfig& config = {});
-  // tokenizer.json + tokenizer_config.json of a model directory.
+  // Loads tiktoken.model (base64 token, space, rank per line) as transformers'
+  // TikTokenConverter does, with `pattern` as the pre-tokenization regex and the added tokens
+  // of config's added_tokens_decoder. Throws Error naming the file (and the line).
+  static Tokenizer load_tiktoken(const std::string& tiktoken_model_path,
+                                 const TokenizerConfig& config, const std::string& pattern);
+  // tokenizer.json + tokenizer_config.json of a model directory; without tokenizer.json,
+  // tiktoken.model with the pat_str of the tokenizer module that tokenizer_config names.
   static Tokenizer load_dir(const std::string& model_dir);
   // Parses tokenizer.json text already in memory; `source` names it in errors.
   static Tokenizer from_json_text(const std::string& text, const std::string& source,
@@ -58,6 +67,10 @@ class Tokenizer {
   friend class StreamingDetokenizer;
   struct Impl;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
+  // Builds the components of a parsed tokenizer.json (read from a file or made from a
+  // tiktoken.model); `source` names it in errors.
+  static Tokenizer from_tokenizer_json(TokenizerJson file, const std::string& source,
+                                       const TokenizerConfig& config);
   // Whether decoding `window` ends inside a multi-byte character that the next ids could
   // still complete; `fresh` is the suffix of the window not yet returned to the caller.
   bool ends_mid_character(std::span<const int32_t> window, std::span<const int32_t> fresh,

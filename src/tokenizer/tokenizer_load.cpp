@@ -8,6 +8,8 @@
 #include "core/text_file.h"
 #include "io/gguf_model.h"
 #include "tokenizer/json_fields.h"
+#include "tokenizer/tiktoken_config.h"
+#include "tokenizer/tiktoken_model.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/tokenizer_json.h"
 
@@ -109,7 +111,11 @@ constexpr BosEosDefaults kRebuildingClasses[] = {
 
 Tokenizer Tokenizer::from_json_text(const std::string& text, const std::string& source,
                                     const TokenizerConfig& config) {
-  TokenizerJson file = parse_tokenizer_json(text, source);
+  return from_tokenizer_json(parse_tokenizer_json(text, source), source, config);
+}
+
+Tokenizer Tokenizer::from_tokenizer_json(TokenizerJson file, const std::string& source,
+                                         const TokenizerConfig& config) {
   DI_CHECK(json_depth(file.doc) <= 64, source, ": JSON nested more than 64 levels deep");
   auto impl = std::make_unique<Impl>();
   impl->source = source;
@@ -195,6 +201,20 @@ Tokenizer Tokenizer::load(const std::string& tokenizer_json_path, const Tokenize
   return from_json_text(read_text_file(tokenizer_json_path), tokenizer_json_path, config);
 }
 
+Tokenizer Tokenizer::load_tiktoken(const std::string& tiktoken_model_path,
+                                   const TokenizerConfig& config, const std::string& pattern) {
+  DI_CHECK(std::filesystem::exists(tiktoken_model_path), tiktoken_model_path,
+           ": tokenizer file not found");
+  const std::vector<std::string> ranks =
+      parse_tiktoken_ranks(read_text_file(tiktoken_model_path), tiktoken_model_path);
+  const std::string config_source =
+      (std::filesystem::path(tiktoken_model_path).parent_path() / "tokenizer_config.json").string();
+  return from_tokenizer_json(
+      tiktoken_tokenizer_json(ranks, pattern,
+                              tiktoken_added_tokens(config, ranks.size(), config_source)),
+      tiktoken_model_path, config);
+}
+
 Tokenizer Tokenizer::load_dir(const std::string& model_dir) {
   if (const auto gguf = io::gguf_model_file(model_dir)) {
     const auto files = io::gguf_tokenizer_files(io::GgufFile::open(*gguf));
@@ -204,10 +224,17 @@ Tokenizer Tokenizer::load_dir(const std::string& model_dir) {
   }
   const auto dir = std::filesystem::path(model_dir);
   const auto json_path = dir / "tokenizer.json";
+  const auto config_path = (dir / "tokenizer_config.json").string();
+  const auto tiktoken_path = dir / "tiktoken.model";
+  if (!std::filesystem::exists(json_path) && std::filesystem::exists(tiktoken_path)) {
+    const TokenizerConfig config = TokenizerConfig::load(config_path);
+    return load_tiktoken(tiktoken_path.string(), config,
+                         tiktoken_pattern(model_dir, config, config_path));
+  }
   DI_CHECK(std::filesystem::exists(json_path), model_dir,
-           ": no tokenizer.json (deepinfer reads the Hugging Face fast-tokenizer file; "
-           "save it with tokenizer.save_pretrained() in transformers)");
-  return load(json_path.string(), TokenizerConfig::load((dir / "tokenizer_config.json").string()));
+           ": no tokenizer.json or tiktoken.model (deepinfer reads the Hugging Face "
+           "fast-tokenizer file; save it with tokenizer.save_pretrained() in transformers)");
+  return load(json_path.string(), TokenizerConfig::load(config_path));
 }
 
 }  // namespace deepinfer::tokenizer

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/base64.h"
 #include "core/error.h"
 
 namespace deepinfer::validate {
@@ -26,30 +27,10 @@ std::vector<float> floats(const nlohmann::json& value, size_t expected, const st
 }  // namespace
 
 std::vector<uint8_t> decode_base64(const std::string& text) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::vector<uint8_t> out;
-  out.reserve(text.size() / 4 * 3);
-  uint32_t bits = 0;
-  int count = 0;
-  for (const char c : text) {
-    if (c == '=') break;
-    const int v = value(c);
-    DI_CHECK(v >= 0, "base64: invalid character '", c, "'");
-    bits = (bits << 6) | static_cast<uint32_t>(v);
-    count += 6;
-    if (count >= 8) {
-      count -= 8;
-      out.push_back(static_cast<uint8_t>((bits >> count) & 0xff));
-    }
-  }
-  return out;
+  std::string bytes;
+  DI_CHECK(deepinfer::decode_base64(text, bytes), "base64: '", text.substr(0, 40),
+           text.size() > 40 ? "...'" : "'", " is not padded RFC 4648 base64");
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
 Golden read_golden(const std::string& path) {

@@ -30,7 +30,7 @@ struct Golden {
 // not add up.
 Golden read_golden(const std::string& path);
 
-// RFC 4648 base64 (with padding) -> bytes; Error on a character outside the alphabet.
+// RFC 4648 base64 (with padding) -> bytes; Error on anything else (core/base64.h).
 std::vector<uint8_t> decode_base64(const std::string& text);
 
 }  // namespace deepinfer::validate

@@ -1,4 +1,5 @@
-// Goldens from the Python `tokenizers` package (tools/make_tokenizer_goldens.py): every
+// Goldens from the Python `tokenizers` package (tools/make_tokenizer_goldens.py, and
+// tools/make_tiktoken_goldens.py for transformers' conversion of a tiktoken.model): every
 // corpus string encoded with and without special tokens, decoded with and without
 // skip_special_tokens, streamed id by id, plus invalid UTF-8 inputs and random id lists.
 #include <gtest/gtest.h>
@@ -56,7 +57,9 @@ Golden& golden(const std::string& name) {
     dir = std::filesystem::path(DEEPINFER_TEST_DATA_DIR) /
           std::filesystem::path(source).lexically_relative("tests/data");
   }
-  if (!std::filesystem::exists(dir / "tokenizer.json")) {
+  if (std::filesystem::exists(dir / "tiktoken.model")) {
+    g.tok = std::make_unique<Tokenizer>(Tokenizer::load_dir(dir.string()));
+  } else if (!std::filesystem::exists(dir / "tokenizer.json")) {
     g.skip_reason = (dir / "tokenizer.json").string() + " not available";
   } else if (std::filesystem::exists(dir / "tokenizer_config.json")) {
     g.tok = std::make_unique<Tokenizer>(Tokenizer::load_dir(dir.string()));
@@ -168,17 +171,21 @@ TEST_P(TokenizerGolden, StreamsEveryCorpusString) {
   EXPECT_EQ(failures, 0);
 }
 
+std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  for (char& ch : name) {
+    if (ch == '-') ch = '_';
+  }
+  return name;
+}
+
 INSTANTIATE_TEST_SUITE_P(All, TokenizerGolden,
                          ::testing::Values("tiny", "qwen3", "deepseek-v3", "synthetic_spm_bpe",
                                            "synthetic_metaspace", "synthetic_bytelevel",
                                            "synthetic_whitespace"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& ch : name) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return name;
-                         });
+                         param_name);
+// A Kimi-style tiktoken.model with Kimi's pat_str (tests/data/tokenizer/tiktoken_kimi).
+INSTANTIATE_TEST_SUITE_P(Tiktoken, TokenizerGolden, ::testing::Values("tiktoken_kimi"), param_name);
 
 }  // namespace
 }  // namespace deepinfer::tokenizer
