@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/isa.h"
+#include "kernels/kv_widen_scalar.h"
 
 namespace deepinfer::kernels {
 namespace {
@@ -23,22 +24,6 @@ detail::IndexTileFn tile_kernel() {
       break;
   }
   return &detail::scalar::index_tile;
-}
-
-// The key of position p as f32 (any cache dtype; one kv head).
-void widen_key(const PagedKv& keys, int64_t p, float* out) {
-  const int64_t block = keys.block_table[static_cast<size_t>(p / keys.block_size)];
-  const int64_t slot = block * keys.block_size + p % keys.block_size;
-  const int64_t row = kv_cache_row(slot, 0, 1, keys.head_rows);
-  const int64_t dim = keys.head_dim;
-  if (keys.dtype == DType::i8) {
-    dequantize_i8(static_cast<const int8_t*>(keys.k) + row * dim,
-                  keys.k_scale + row * (dim / keys.quant_group), keys.quant_group,
-                  static_cast<size_t>(dim), out);
-    return;
-  }
-  convert_to_f32(static_cast<const char*>(keys.k) + row * dim * dtype_size(keys.dtype), keys.dtype,
-                 out, static_cast<size_t>(dim));
 }
 
 }  // namespace
@@ -64,13 +49,11 @@ void lightning_index_scores(const float* q, const float* w, int64_t heads, float
   const detail::IndexTileFn tile = tile_kernel();
   const int64_t tiles = (count + kTileRows - 1) / kTileRows;
   pool.parallel_for(tiles, [&](int64_t t0, int64_t t1) {
-    std::vector<float> rows(static_cast<size_t>(kTileRows * dim));
+    std::vector<float> buffer(static_cast<size_t>(kTileRows * dim));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t first = t * kTileRows;
-      const int64_t n = std::min(kTileRows, count - first);
-      for (int64_t i = 0; i < n; ++i)
-        widen_key(keys, first + i, &rows[static_cast<size_t>(i * dim)]);
-      tile(rows.data(), n, dim, qt.data(), padded, ws.data(), scores + first);
+      tile(keys, first, std::min(kTileRows, count - first), qt.data(), padded, ws.data(),
+           buffer.data(), scores + first);
     }
   });
 }
@@ -89,13 +72,27 @@ void top_k_positions(const float* scores, int64_t count, int64_t k, int32_t* pos
 
 namespace detail::scalar {
 
-void index_tile(const float* keys, int64_t rows, int64_t dim, const float* qt, int64_t heads_padded,
-                const float* ws, float* scores) {
+void index_tile(const PagedKv& store, int64_t first, int64_t rows, const float* qt,
+                int64_t heads_padded, const float* ws, float* buffer, float* scores) {
+  const int64_t dim = store.head_dim;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row = index_row(store, first + r);
+    float* dst = buffer + r * dim;
+    if (store.dtype == DType::f32) {
+      std::copy_n(static_cast<const float*>(store.k) + row * dim, dim, dst);
+    } else {
+      widen_kv_row(static_cast<const char*>(store.k) +
+                       row * dim * static_cast<int64_t>(dtype_size(store.dtype)),
+                   store.dtype,
+                   store.k_scale ? store.k_scale + row * (dim / store.quant_group) : nullptr,
+                   store.quant_group, dim, dst);
+    }
+  }
   std::vector<float> acc(static_cast<size_t>(heads_padded));
   for (int64_t r = 0; r < rows; ++r) {
     std::fill(acc.begin(), acc.end(), 0.0f);
     for (int64_t d = 0; d < dim; ++d) {
-      const float k = keys[r * dim + d];
+      const float k = buffer[r * dim + d];
       const float* q = qt + d * heads_padded;
       for (int64_t h = 0; h < heads_padded; ++h) acc[static_cast<size_t>(h)] += q[h] * k;
     }

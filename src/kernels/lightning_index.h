@@ -27,22 +27,31 @@ namespace detail {
 inline int64_t index_heads_padded(int64_t heads) {
   return (heads + 15) / 16 * 16;
 }
-// One tile of `rows` widened keys [rows, dim]: qt [dim, heads_padded] (the query transposed,
-// zero in the padding), ws [heads_padded] (w * scale, zero in the padding); scores[rows].
-using IndexTileFn = void (*)(const float* keys, int64_t rows, int64_t dim, const float* qt,
-                             int64_t heads_padded, const float* ws, float* scores);
+
+// The stored row of position p (PagedKv::block_table, one kv head) and, for int8, its scales.
+inline int64_t index_row(const PagedKv& keys, int64_t p) {
+  const int64_t block = keys.block_table[static_cast<size_t>(p / keys.block_size)];
+  return kv_cache_row(block * keys.block_size + p % keys.block_size, 0, 1, keys.head_rows);
+}
+
+// One tile: the keys of positions [first, first + rows) widened to f32 into `buffer` (rows x
+// keys.head_dim floats), then qt [dim, heads_padded] (the query transposed, zero in the
+// padding) and ws [heads_padded] (w * scale, zero in the padding) give scores[rows].
+using IndexTileFn = void (*)(const PagedKv& keys, int64_t first, int64_t rows, const float* qt,
+                             int64_t heads_padded, const float* ws, float* buffer, float* scores);
+#define DEEPINFER_INDEX_TILE                                                         \
+  void index_tile(const PagedKv& keys, int64_t first, int64_t rows, const float* qt, \
+                  int64_t heads_padded, const float* ws, float* buffer, float* scores);
 namespace scalar {
-void index_tile(const float* keys, int64_t rows, int64_t dim, const float* qt, int64_t heads_padded,
-                const float* ws, float* scores);
+DEEPINFER_INDEX_TILE
 }
 namespace avx2 {
-void index_tile(const float* keys, int64_t rows, int64_t dim, const float* qt, int64_t heads_padded,
-                const float* ws, float* scores);
+DEEPINFER_INDEX_TILE
 }
 namespace avx512 {
-void index_tile(const float* keys, int64_t rows, int64_t dim, const float* qt, int64_t heads_padded,
-                const float* ws, float* scores);
+DEEPINFER_INDEX_TILE
 }
+#undef DEEPINFER_INDEX_TILE
 }  // namespace detail
 
 }  // namespace deepinfer::kernels

@@ -2,6 +2,7 @@
 // heads of accumulators share every load of the transposed query.
 #include <algorithm>
 
+#include "kernels/kv_widen_avx2.h"
 #include "kernels/lightning_index.h"
 #include "kernels/simd_avx2.h"
 
@@ -46,8 +47,23 @@ void rows_block(const float* keys, int64_t r0, int64_t dim, const float* qt, int
 
 }  // namespace
 
-void index_tile(const float* keys, int64_t rows, int64_t dim, const float* qt, int64_t heads_padded,
-                const float* ws, float* scores) {
+void index_tile(const PagedKv& store, int64_t first, int64_t rows, const float* qt,
+                int64_t heads_padded, const float* ws, float* buffer, float* scores) {
+  const int64_t dim = store.head_dim;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row = index_row(store, first + r);
+    float* dst = buffer + r * dim;
+    if (store.dtype == DType::f32) {
+      std::copy_n(static_cast<const float*>(store.k) + row * dim, dim, dst);
+    } else {
+      widen_kv_row(static_cast<const char*>(store.k) +
+                       row * dim * static_cast<int64_t>(dtype_size(store.dtype)),
+                   store.dtype,
+                   store.k_scale ? store.k_scale + row * (dim / store.quant_group) : nullptr,
+                   store.quant_group, dim, dst);
+    }
+  }
+  const float* keys = buffer;
   std::fill(scores, scores + rows, 0.0f);
   int64_t r = 0;
   for (; r + 2 <= rows; r += 2) rows_block<2>(keys, r, dim, qt, heads_padded, ws, scores);

@@ -67,10 +67,55 @@ void rows_block(const float* keys, int64_t r0, int64_t dim, const float* qt, int
   }
 }
 
+// Row `row` of the store (one kv head) as f32 into dst: 16 lanes per conversion.
+inline void widen_row(const PagedKv& s, int64_t row, float* dst) {
+  const int64_t dim = s.head_dim;
+  for (int64_t d = 0; d < dim; d += kLanes) {
+    const __mmask16 m = first_lanes(std::min<int64_t>(kLanes, dim - d));
+    const int64_t at = row * dim + d;
+    __m512 v;
+    switch (s.dtype) {
+      case DType::f16:
+        v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(s.k) + at));
+        break;
+      case DType::bf16:
+        v = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(
+                                                      m, static_cast<const uint16_t*>(s.k) + at)),
+                                                  16));
+        break;
+      case DType::i8: {
+        // Groups that are whole vectors give the lanes one scale; others one per lane.
+        const float* scales = s.k_scale + row * (dim / s.quant_group);
+        __m512 scale;
+        if (s.quant_group % kLanes == 0) {
+          scale = _mm512_set1_ps(scales[d / s.quant_group]);
+        } else {
+          float lanes[kLanes];
+          for (int64_t l = 0; l < kLanes; ++l)
+            lanes[l] = d + l < dim ? scales[(d + l) / s.quant_group] : 0.0f;
+          scale = _mm512_loadu_ps(lanes);
+        }
+        v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                              _mm_maskz_loadu_epi8(m, static_cast<const int8_t*>(s.k) + at))),
+                          scale);
+        break;
+      }
+      default:
+        v = _mm512_maskz_loadu_ps(m, static_cast<const float*>(s.k) + at);
+        break;
+    }
+    _mm512_mask_storeu_ps(dst + d, m, v);
+  }
+}
+
 }  // namespace
 
-void index_tile(const float* keys, int64_t rows, int64_t dim, const float* qt, int64_t heads_padded,
-                const float* ws, float* scores) {
+void index_tile(const PagedKv& store, int64_t first, int64_t rows, const float* qt,
+                int64_t heads_padded, const float* ws, float* buffer, float* scores) {
+  const int64_t dim = store.head_dim;
+  for (int64_t r = 0; r < rows; ++r)
+    widen_row(store, index_row(store, first + r), buffer + r * dim);
+  const float* keys = buffer;
   std::fill(scores, scores + rows, 0.0f);
   int64_t r = 0;
   for (; r + kRows <= rows; r += kRows) rows_block<4>(keys, r, dim, qt, heads_padded, ws, scores);
