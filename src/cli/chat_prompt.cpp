@@ -28,18 +28,15 @@ std::string render_chat_prompt(const tokenizer::Tokenizer& tok, const std::strin
                                const nlohmann::ordered_json& messages,
                                const std::optional<std::string>& template_file) {
   const tokenizer::TokenizerConfig& config = tok.config();
-  std::string source;
-  if (template_file) {
-    source = read_text_file(*template_file);
-  } else {
-    DI_CHECK(config.chat_template || config.named_templates.contains("default"), model_dir,
+  if (!template_file) {
+    DI_CHECK(tokenizer::has_chat_template(config), model_dir,
              "/tokenizer_config.json has no chat_template: --chat needs one (or give "
              "--chat-template FILE); plain --prompt works without it");
-    source = tokenizer::select_chat_template(config, false);
   }
   tokenizer::ChatTemplate chat = [&] {
     try {
-      return tokenizer::ChatTemplate::parse(source);
+      return template_file ? tokenizer::ChatTemplate::parse(read_text_file(*template_file))
+                           : tokenizer::load_chat_template(config, false);
     } catch (const Error& e) {
       fail("the chat template ", template_file ? *template_file : model_dir,
            " does not parse: ", e.what());

@@ -1,5 +1,6 @@
 // deepinfer render-chat: render a model's chat template for a conversation, exactly as
-// transformers' apply_chat_template(tokenize=False) does; prints the prompt unchanged.
+// transformers' apply_chat_template(tokenize=False) does (or, for DeepSeek-V3.2, which has no
+// Jinja template, as its reference encoder does); prints the prompt unchanged.
 #include <cstdio>
 #include <filesystem>
 
@@ -21,11 +22,13 @@ constexpr const char* kUsage =
     "usage: deepinfer render-chat --model DIR --messages FILE.json [--add-generation-prompt]\n"
     "         [--tools FILE.json] [--template FILE.jinja] [--kwargs JSON]\n"
     "  --model DIR       model directory with tokenizer_config.json (chat template, special "
-    "tokens)\n"
+    "tokens);\n"
+    "                    DeepSeek-V3.2 (config.json) without a template: its native format\n"
     "  --messages FILE   JSON array of messages ({\"role\", \"content\", ...})\n"
     "  --tools FILE      JSON array of tool schemas\n"
     "  --template FILE   use this Jinja template instead of the model's\n"
-    "  --kwargs JSON     extra template variables, e.g. '{\"enable_thinking\": false}'\n";
+    "  --kwargs JSON     extra template variables, e.g. '{\"enable_thinking\": false}',\n"
+    "                    '{\"thinking\": true}' (DeepSeek-V3.1 / V3.2)\n";
 
 nlohmann::ordered_json read_ordered_json(const std::string& path, const char* flag) {
   try {
@@ -66,10 +69,9 @@ int run_render_chat(const std::vector<std::string>& argv) {
              "--kwargs must be a JSON object, e.g. '{\"enable_thinking\": false}'");
   }
 
-  const std::string source = args.has("template")
-                                 ? read_text_file(*args.get("template"))
-                                 : tokenizer::select_chat_template(config, !tools.is_null());
-  const auto chat = tokenizer::ChatTemplate::parse(source);
+  const auto chat = args.has("template")
+                        ? tokenizer::ChatTemplate::parse(read_text_file(*args.get("template")))
+                        : tokenizer::load_chat_template(config, !tools.is_null());
   const std::string prompt =
       chat.render(messages, tools, args.flag("add-generation-prompt"),
                   config.bos_token.value_or(""), config.eos_token.value_or(""), kwargs);

@@ -114,10 +114,10 @@ std::unique_ptr<Runtime> Runtime::start(const RecipeConfig& config, const Runtim
                                 "\": the template does not parse: ", e.what()));
     }
     log::info("chat template: ", *config.chat_template, " (", config.chat_template.origin, ")");
-  } else if (tc.chat_template || tc.named_templates.contains("default")) {
+  } else if (tokenizer::has_chat_template(tc)) {
     try {
-      rt->chat_ = std::make_unique<tokenizer::ChatTemplate>(
-          tokenizer::ChatTemplate::parse(tokenizer::select_chat_template(tc, false)));
+      rt->chat_ =
+          std::make_unique<tokenizer::ChatTemplate>(tokenizer::load_chat_template(tc, false));
     } catch (const Error& e) {
       fail("the chat template of ", s.dir, " does not parse: ", e.what());
     }

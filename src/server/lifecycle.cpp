@@ -41,7 +41,9 @@ toolcall::Family resolve_tool_family(const std::string& option, const ModelInfo&
   toolcall::Family family = toolcall::Family::none;
   for (const auto* chat : {info.tool_template.get(), info.chat_template.get()}) {
     if (chat != nullptr && family == toolcall::Family::none) {
-      family = toolcall::detect_family(chat->source());
+      // A native chat format (no Jinja source) is known by its name.
+      family = toolcall::detect_family(chat->native_format().empty() ? chat->source()
+                                                                     : chat->native_format());
     }
   }
   if (family == toolcall::Family::none) {

@@ -30,19 +30,22 @@ ModelInfo model_info_from(const std::string& model_dir, const engine::Engine& en
   if (use_generation_defaults) info.defaults = sampling_defaults_from(generation);
 
   const auto& config = tokenizer.config();
-  const auto parse = [&](const std::string& source, const char* which) {
+  const auto parse = [&](const auto& load, const char* which) {
     try {
-      return std::make_shared<const tokenizer::ChatTemplate>(
-          tokenizer::ChatTemplate::parse(source));
+      return std::make_shared<const tokenizer::ChatTemplate>(load());
     } catch (const Error& e) {
       fail("the ", which, " chat template of ", model_dir, " does not parse: ", e.what());
     }
   };
   const auto& named = config.named_templates;
-  if (config.chat_template || named.contains("default")) {
-    info.chat_template = parse(tokenizer::select_chat_template(config, false), "default");
+  if (tokenizer::has_chat_template(config)) {
+    info.chat_template =
+        parse([&] { return tokenizer::load_chat_template(config, false); }, "default");
   }
-  if (named.contains("tool_use")) info.tool_template = parse(named.at("tool_use"), "tool_use");
+  if (named.contains("tool_use")) {
+    info.tool_template =
+        parse([&] { return tokenizer::ChatTemplate::parse(named.at("tool_use")); }, "tool_use");
+  }
   info.bos_token = config.bos_token.value_or("");
   info.eos_token = config.eos_token.value_or("");
   return info;

@@ -3,6 +3,7 @@
 #include <ctime>
 
 #include "core/error.h"
+#include "tokenizer/chat_format_dsv32.h"
 #include "tokenizer/jinja/builtins.h"
 #include "tokenizer/jinja/error.h"
 #include "tokenizer/jinja/json_value.h"
@@ -120,6 +121,14 @@ std::string render_impl(const jinja::Template& tpl, const Json& messages, const 
 
 }  // namespace
 
+ChatTemplate ChatTemplate::native(const std::string& format) {
+  DI_CHECK(format == kDeepseekV32ChatFormat, "unknown chat format '", format,
+           "' (known: ", kDeepseekV32ChatFormat, ")");
+  ChatTemplate t;
+  t.native_ = format;
+  return t;
+}
+
 ChatTemplate ChatTemplate::parse(std::string source, const jinja::Limits& limits) {
   ChatTemplate t;
   t.template_ = jinja::Template::parse(source, limits);
@@ -130,6 +139,10 @@ ChatTemplate ChatTemplate::parse(std::string source, const jinja::Limits& limits
 std::string ChatTemplate::render(const nlohmann::json& messages, const nlohmann::json& tools,
                                  bool add_generation_prompt, const std::string& bos_token,
                                  const std::string& eos_token, const nlohmann::json& extra) const {
+  if (!native_.empty()) {
+    return render(nlohmann::ordered_json(messages), nlohmann::ordered_json(tools),
+                  add_generation_prompt, bos_token, eos_token, nlohmann::ordered_json(extra));
+  }
   return render_impl(template_, messages, tools, add_generation_prompt, bos_token, eos_token,
                      extra);
 }
@@ -138,6 +151,9 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages,
                                  const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                  const std::string& bos_token, const std::string& eos_token,
                                  const nlohmann::ordered_json& extra) const {
+  // The native format writes its own special tokens (the encoder's constants).
+  if (!native_.empty())
+    return render_deepseek_v32_chat(messages, tools, add_generation_prompt, extra);
   return render_impl(template_, messages, tools, add_generation_prompt, bos_token, eos_token,
                      extra);
 }
@@ -162,6 +178,18 @@ std::string select_chat_template(const TokenizerConfig& config, bool with_tools)
     fail("tokenizer_config.json has no chat_template; pass a template file with --template");
   }
   return *config.chat_template;
+}
+
+bool has_chat_template(const TokenizerConfig& config) {
+  return config.chat_template || config.named_templates.contains("default") ||
+         config.chat_format.has_value();
+}
+
+ChatTemplate load_chat_template(const TokenizerConfig& config, bool with_tools) {
+  if (!config.chat_template && config.named_templates.empty() && config.chat_format) {
+    return ChatTemplate::native(*config.chat_format);
+  }
+  return ChatTemplate::parse(select_chat_template(config, with_tools));
 }
 
 }  // namespace deepinfer::tokenizer

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/text_file.h"
+#include "tokenizer/chat_format_dsv32.h"
 
 namespace deepinfer::tokenizer {
 namespace {
@@ -75,6 +76,12 @@ TokenizerConfig TokenizerConfig::load(const std::string& path) {
   const auto jinja = std::filesystem::path(path).parent_path() / "chat_template.jinja";
   if (!config.chat_template && std::filesystem::exists(jinja)) {
     config.chat_template = read_text_file(jinja.string());
+  }
+  const auto model_config = std::filesystem::path(path).parent_path() / "config.json";
+  if (!config.chat_template && config.named_templates.empty() &&
+      std::filesystem::exists(model_config) &&
+      is_deepseek_v32_config(read_json_file(model_config.string()))) {
+    config.chat_format = kDeepseekV32ChatFormat;
   }
   return config;
 }

@@ -19,6 +19,10 @@ struct TokenizerConfig {
   std::optional<bool> add_eos_token;
   std::optional<std::string> chat_template;            // the default template
   std::map<std::string, std::string> named_templates;  // list form: {name: template}
+  // A native chat format when there is no Jinja template, from the model's config.json
+  // beside tokenizer_config.json: "deepseek_v32" for DeepSeek-V3.2 (chat_format_dsv32.h),
+  // as vLLM picks its deepseek_v32 tokenizer mode.
+  std::optional<std::string> chat_format;
   std::optional<int64_t> model_max_length;
   nlohmann::json raw;
 

@@ -150,4 +150,64 @@ std::optional<ToolCall> read_glm45_call(std::string_view body, const Json& tools
   return call;
 }
 
+namespace {
+
+// Strips `prefix` from the front of `s`; false (s unchanged) when it is not there.
+bool consume(std::string_view& s, std::string_view prefix) {
+  if (s.substr(0, prefix.size()) != prefix) return false;
+  s.remove_prefix(prefix.size());
+  return true;
+}
+
+// Text up to `stop` (removed from `s` with it); nullopt when `stop` is missing.
+std::optional<std::string_view> until(std::string_view& s, std::string_view stop) {
+  const size_t at = s.find(stop);
+  if (at == std::string_view::npos) return std::nullopt;
+  const std::string_view inner = s.substr(0, at);
+  s.remove_prefix(at + stop.size());
+  return inner;
+}
+
+constexpr std::string_view kDsmlParamOpen = "<｜DSML｜parameter name=\"";
+constexpr std::string_view kDsmlParamClose = "</｜DSML｜parameter>";
+
+}  // namespace
+
+// ` name="f">\n<｜DSML｜parameter name="k" string="true|false">v</｜DSML｜parameter>\n...`:
+// a string="true" value is the text as is, a string="false" one JSON (the text as a string
+// when it does not parse, as vLLM's deepseek_v32 parser reads it).
+std::optional<ToolCall> read_dsml_call(std::string_view body, const Json& /*tools*/) {
+  std::string_view s = body;
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  if (!consume(s, "name=\"")) return std::nullopt;
+  const auto name = until(s, "\">");
+  if (!name || !valid_name(*name) || name->find('"') != std::string_view::npos) {
+    return std::nullopt;
+  }
+  Json args = Json::object();
+  for (;;) {
+    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+    if (s.empty()) break;
+    if (!consume(s, kDsmlParamOpen)) return std::nullopt;
+    const auto key = until(s, "\" string=\"");
+    if (!key || key->empty() || key->find('"') != std::string_view::npos) return std::nullopt;
+    bool is_string = true;
+    if (consume(s, "true\">")) {
+      is_string = true;
+    } else if (consume(s, "false\">")) {
+      is_string = false;
+    } else {
+      return std::nullopt;
+    }
+    const auto value = until(s, kDsmlParamClose);
+    if (!value) return std::nullopt;
+    const std::string k(*key);
+    if (args.contains(k)) return std::nullopt;  // the reference parser rejects duplicates
+    std::optional<Json> typed;
+    if (!is_string) typed = parse_json(*value);
+    args[k] = typed ? std::move(*typed) : Json(std::string(*value));
+  }
+  return ToolCall{std::string(*name), dump(args)};
+}
+
 }  // namespace deepinfer::toolcall::detail

@@ -16,6 +16,8 @@ using Json = nlohmann::ordered_json;
 std::optional<ToolCall> read_hermes_call(std::string_view body, const Json& tools);
 std::optional<ToolCall> read_deepseek_call(std::string_view body, const Json& tools);
 std::optional<ToolCall> read_glm45_call(std::string_view body, const Json& tools);
+// DeepSeek-V3.2's DSML invoke: the text between "<｜DSML｜invoke" and "</｜DSML｜invoke>".
+std::optional<ToolCall> read_dsml_call(std::string_view body, const Json& tools);
 
 // Whitespace as Python's str.strip() sees it in ASCII (the markup is ASCII).
 bool is_space(char c);

@@ -27,6 +27,8 @@ constexpr Syntax kDeepSeek{"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁e
                            "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
                            &detail::read_deepseek_call};
 constexpr Syntax kGlm45{"", "", "<tool_call>", "</tool_call>", &detail::read_glm45_call};
+constexpr Syntax kDeepSeekV32{"<｜DSML｜function_calls>", "</｜DSML｜function_calls>",
+                              "<｜DSML｜invoke", "</｜DSML｜invoke>", &detail::read_dsml_call};
 
 const Syntax& syntax_of(Family family) {
   switch (family) {
@@ -36,6 +38,8 @@ const Syntax& syntax_of(Family family) {
       return kDeepSeek;
     case Family::glm45:
       return kGlm45;
+    case Family::deepseek_v32:
+      return kDeepSeekV32;
     case Family::none:
       break;
   }
@@ -67,9 +71,10 @@ Family family_from_name(std::string_view name) {
   if (name == "hermes") return Family::hermes;
   if (name == "deepseek_v3" || name == "deepseek_v31") return Family::deepseek;
   if (name == "glm45") return Family::glm45;
+  if (name == "deepseek_v32") return Family::deepseek_v32;
   fail("unknown tool-call parser '", name,
        "': use auto, none, hermes (Qwen2.5/Qwen3), deepseek_v3 or deepseek_v31 (DeepSeek-V3/R1/"
-       "V3.1) or glm45 (GLM-4.5)");
+       "V3.1), deepseek_v32 (DeepSeek-V3.2) or glm45 (GLM-4.5)");
 }
 
 std::string_view family_name(Family family) {
@@ -80,6 +85,8 @@ std::string_view family_name(Family family) {
       return "deepseek_v3";
     case Family::glm45:
       return "glm45";
+    case Family::deepseek_v32:
+      return "deepseek_v32";
     case Family::none:
       break;
   }
@@ -87,6 +94,9 @@ std::string_view family_name(Family family) {
 }
 
 Family detect_family(std::string_view source) {
+  if (source == "deepseek_v32" || source.find("｜DSML｜") != std::string_view::npos) {
+    return Family::deepseek_v32;
+  }
   // GLM-4.5 shares <tool_call> with hermes; its argument tags tell it apart.
   if (source.find("<arg_key>") != std::string_view::npos) return Family::glm45;
   if (source.find(kDeepSeek.call_open) != std::string_view::npos ||

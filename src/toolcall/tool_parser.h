@@ -15,6 +15,10 @@
 //                 <tool_call>f\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>
 //               a value is kept as a string when the tool's JSON schema types it "string",
 //               else read as JSON when it parses, else kept as a string.
+//   deepseek_v32  DeepSeek-V3.2 [deepseek_v32] (DSML; the native chat format renders it)
+//                 <｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n<｜DSML｜parameter name="k"
+//                 string="true">v</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>
+//               string="true": the text as is; "false": JSON (the text when it does not parse).
 //
 // Streaming: feed() takes the text as it is generated and returns the plain text that is
 // certainly not markup plus every call completed by this text; a call is reported once its
@@ -34,15 +38,16 @@
 
 namespace deepinfer::toolcall {
 
-enum class Family { none, hermes, deepseek, glm45 };
+enum class Family { none, hermes, deepseek, glm45, deepseek_v32 };
 
-// "none" | "hermes" | "deepseek_v3" | "deepseek_v31" | "glm45" (vLLM's names). Throws Error
-// listing the names for anything else.
+// "none" | "hermes" | "deepseek_v3" | "deepseek_v31" | "glm45" | "deepseek_v32" (vLLM's names).
+// Throws Error listing the names for anything else.
 Family family_from_name(std::string_view name);
 std::string_view family_name(Family family);
 
 // The family whose markup a chat template writes (its tool-call examples and history
-// rendering name the markers), none when it shows no tool-call markup.
+// rendering name the markers), none when it shows no tool-call markup. A native chat format
+// (ChatTemplate::native_format) passes its name: "deepseek_v32" gives deepseek_v32.
 Family detect_family(std::string_view chat_template_source);
 
 struct ToolCall {

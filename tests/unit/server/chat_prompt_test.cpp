@@ -118,5 +118,57 @@ TEST(ChatPrompt, TemplateErrorsAreBadRequests) {
   }
 }
 
+// DeepSeek-V3.2 has no Jinja template: its native format takes the same HTTP body, thinking
+// switched by chat_template_kwargs as in vLLM, and refuses what its encoder refuses with 400.
+TEST(ChatPrompt, DeepSeekV32NativeFormatFromAnHttpBody) {
+  const auto chat = tokenizer::ChatTemplate::native("deepseek_v32");
+  const std::string tools =
+      R"(, "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": )"
+      R"({"type": "object", "properties": {"city": {"type": "string"}}}}}])";
+  const std::string body =
+      R"({"messages": [{"role": "user", "content": "北京?"}, {"role": "assistant", "content": )"
+      R"(null, "reasoning_content": "call it", "tool_calls": [{"id": "c1", "type": "function", )"
+      R"("function": {"name": "get_weather", "arguments": "{\"city\": \"北京\", \"n\": 2}"}}]}, )"
+      R"({"role": "tool", "tool_call_id": "c1", "content": "晴"}])";
+  const auto render = [&](const std::string& extra) {
+    return render_chat_prompt(chat, parse_chat_request(parse_json_body(body + extra + "}"), {}),
+                              kBos, kEos);
+  };
+  const std::string call =
+      "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+      "<｜DSML｜parameter name=\"city\" string=\"true\">北京</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"n\" string=\"false\">2</｜DSML｜parameter>\n"
+      "</｜DSML｜invoke>\n</｜DSML｜function_calls><｜end▁of▁sentence｜>"
+      "\n\n<function_results>\n<result>晴</result>\n</function_results>\n\n";
+  const std::string head = "<｜begin▁of▁sentence｜>";
+  const std::string tools_prefix = "\n\n## Tools\nYou have access to a set of tools";
+  const std::string chat_mode = render(tools);
+  EXPECT_EQ(chat_mode.rfind(head, 0), 0u) << chat_mode;
+  EXPECT_EQ(chat_mode.find(tools_prefix), head.size()) << chat_mode;
+  EXPECT_TRUE(
+      ends_with(chat_mode, "<｜User｜>北京?<｜Assistant｜></think>\n\n" + call + "</think>"))
+      << chat_mode;
+  const std::string thinking = render(tools + R"(, "chat_template_kwargs": {"thinking": true})");
+  EXPECT_TRUE(ends_with(
+      thinking, "<｜User｜>北京?<｜Assistant｜><think>call it</think>\n\n" + call + "<think>"))
+      << thinking;
+  EXPECT_TRUE(ends_with(render(R"(, "add_generation_prompt": false)"), "</function_results>"));
+
+  const auto r =
+      parse_chat_request(parse_json_body(R"({"messages": [{"role": "user", "content": "q"}, )"
+                                         R"({"role": "assistant", "content": "a"}], )"
+                                         R"("chat_template_kwargs": {"thinking": true}})"),
+                         {});
+  try {
+    render_chat_prompt(chat, r, kBos, kEos);
+    FAIL() << "expected an ApiError";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find("needs reasoning_content or tool_calls"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer::server

@@ -70,6 +70,9 @@ TEST(ToolCallParser, NamesAndDetection) {
   EXPECT_EQ(family_from_name("none"), Family::none);
   EXPECT_THROW(family_from_name("mistral"), Error);
   EXPECT_EQ(family_name(Family::deepseek), "deepseek_v3");
+  EXPECT_EQ(family_from_name("deepseek_v32"), Family::deepseek_v32);
+  EXPECT_EQ(family_name(Family::deepseek_v32), "deepseek_v32");
+  EXPECT_EQ(detect_family("deepseek_v32"), Family::deepseek_v32);  // the native format's name
   EXPECT_EQ(detect_family("{{ '<tool_call>\\n' }}"), Family::hermes);
   EXPECT_EQ(detect_family("<tool_call>{{ name }}<arg_key>"), Family::glm45);
   EXPECT_EQ(detect_family("{{'" + kCallsBegin + kCallBegin + "'}}"), Family::deepseek);
@@ -226,6 +229,35 @@ TEST(ToolCallParser, Glm45MalformedStaysText) {
   expect_parsed(Family::glm45, tools,
                 "<tool_call>f<arg_key>a</arg_key>junk<arg_value>1</arg_value></tool_call>",
                 result("<tool_call>f<arg_key>a</arg_key>junk<arg_value>1</arg_value></tool_call>"));
+}
+
+// DeepSeek-V3.2's DSML, as its encoder renders a call in the history (and the model writes it).
+TEST(ToolCallParser, DeepSeekV32DsmlCalls) {
+  const Json tools;
+  expect_parsed(
+      Family::deepseek_v32, tools,
+      "Let me check.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+      "<｜DSML｜parameter name=\"city\" string=\"true\">北京 \"x\"</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"days\" string=\"false\">2</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"extra\" string=\"false\">{\"a\": [1, 2.5, null]}"
+      "</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"note\" string=\"false\">not json</｜DSML｜parameter>\n"
+      "</｜DSML｜invoke>\n<｜DSML｜invoke name=\"list_cities\">\n</｜DSML｜invoke>\n"
+      "</｜DSML｜function_calls>",
+      result("Let me check.",
+             {{"get_weather", R"({"city":"北京 \"x\"","days":2,"extra":{"a":[1,2.5,null]},)"
+                              R"("note":"not json"})"},
+              {"list_cities", "{}"}}));
+  // Malformed invokes stay text; a string="true" value keeps its whitespace.
+  expect_parsed(Family::deepseek_v32, tools,
+                "<｜DSML｜function_calls><｜DSML｜invoke name=\"f\">junk</｜DSML｜invoke>"
+                "</｜DSML｜function_calls>",
+                result("<｜DSML｜invoke name=\"f\">junk</｜DSML｜invoke>"));
+  expect_parsed(Family::deepseek_v32, tools,
+                "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter "
+                "name=\"s\" string=\"true\"> a\nb </｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+                "</｜DSML｜function_calls>",
+                result("", {{"f", R"({"s":" a\nb "})"}}));
 }
 
 // A long call arriving a byte at a time is scanned once (not once per byte: 100k bytes would
